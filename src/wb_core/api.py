@@ -1,0 +1,64 @@
+"""The public Python API in a few calls: `profile`, `load_results`, `inspect_model`, `hardware_info`."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Callable
+
+from wb_core.config import InputOptions, MeasureSettings, SweepSpec
+from wb_core.demo import demo_name_of, resolve_model
+from wb_core.paths import default_db
+from wb_core.runner import SweepSummary, run_sweep
+from wb_core.store import load_results
+
+
+def default_study_name(model: str | Path) -> str:
+    """`lenet-digits` for a demo, else the model's file or folder name."""
+    p = Path(model)
+    demo = demo_name_of(p)
+    if demo:
+        return demo
+    return p.stem if p.is_file() else p.name
+
+
+def profile(model: str | Path, *, db: str | Path | None = None, study: str | None = None,
+            backends="openvino", precisions="fp32", batch_sizes="1", threads="auto",
+            inter_op_threads="auto", streams="auto", cores="none", concurrency="1", hints="none",
+            onednn="auto", cpu_pinning="auto", max_time: float = 10.0, settings: MeasureSettings | None = None,
+            inputs: InputOptions | None = None, progress: bool = False,
+            on_point: Callable[[dict], None] | None = None, cancel: threading.Event | None = None,
+            return_frame: bool = True):
+    """Sweep a model (a path or a demo name) and return its results as a DataFrame.
+
+    Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
+    `cores="none,0,0-1"`, `batch_sizes=[1, 8]`. Points already stored in the study are skipped.
+    """
+    path = resolve_model(model)
+    spec = SweepSpec(backends=backends, precisions=precisions, batch_sizes=batch_sizes, threads=threads,
+                     inter_op_threads=inter_op_threads, streams=streams, cores=cores, concurrency=concurrency,
+                     hints=hints, onednn=onednn, cpu_pinning=cpu_pinning)
+    settings = settings or MeasureSettings(max_time_s=max_time)
+    db = db or default_db()
+    study = study or default_study_name(path)
+    summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
+                        progress=progress, cancel=cancel)
+    return load_results(db, study) if return_frame else summary
+
+
+def inspect_model(model: str | Path):
+    """Format and inputs of a model (a path or a demo name)."""
+    from wb_core.models import detect_format
+    from wb_core.variants import inspect_inputs
+
+    path = resolve_model(model)
+    return {"path": str(path), "format": detect_format(path), "inputs": inspect_inputs(path)}
+
+
+def hardware_info():
+    from wb_core.hardware import detect
+
+    return detect()
+
+
+__all__ = ["profile", "load_results", "inspect_model", "hardware_info", "SweepSummary"]

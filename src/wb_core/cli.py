@@ -1,0 +1,167 @@
+"""The `wb` command: a thin layer over the public API."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from wb_core.errors import WorkbenchError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="CPU Inference Workbench: find the threads, cores, batch size and precision that serve a "
+                       "model best on this CPU.")
+
+
+def _fail(msg: str, code: int = 2):
+    typer.echo(f"Error: {msg}", err=True)
+    raise typer.Exit(code)
+
+
+@app.command()
+def hw(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text.")):
+    """Show the CPU: model, cores, caches, ISA flags and peak FLOP/s per precision."""
+    from wb_core.hardware import describe, detect
+
+    h = detect()
+    typer.echo(json.dumps({**h.to_dict(), "fingerprint": h.fingerprint}, indent=2) if as_json else describe(h))
+
+
+@app.command("demo-model")
+def demo_model(name: str = typer.Argument(..., help="lenet-digits or mobilenet-v2"),
+               out: Path = typer.Option(Path("."), "--out", help="Folder to write the model into.")):
+    """Build (or take from the cache) a bundled demo model and write it to a folder."""
+    from wb_core.demo import write_demo
+
+    dest = write_demo(name, out)
+    typer.echo(f"Wrote {name} to {dest} (SavedModel in {dest / 'saved_model'}, Keras file {dest / 'model.keras'}).")
+
+
+@app.command()
+def inspect(model: str = typer.Argument(..., help="Model path or demo name.")):
+    """Show a model's format and inputs."""
+    from wb_core.api import inspect_model
+
+    info = inspect_model(model)
+    typer.echo(f"{info['path']} ({info['format']})")
+    for spec in info["inputs"]:
+        typer.echo(f"  {spec.describe()}")
+
+
+@app.command()
+def profile(
+    model: str = typer.Argument(..., help="Model path (SavedModel dir, .keras, .onnx, .xml) or a demo name."),
+    backend: str = typer.Option("openvino", "--backend", help="tensorflow, openvino (comma-separated for both)."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32, bf16."),
+    batch: str = typer.Option("1", "--batch", help="Batch sizes, e.g. 1,8,32."),
+    threads: str = typer.Option("auto", "--threads", help="Intra-op / inference threads, e.g. 1,2 or auto."),
+    inter_op_threads: str = typer.Option("auto", "--inter-op-threads", help="TensorFlow inter-op threads."),
+    streams: str = typer.Option("auto", "--streams", help="OpenVINO NUM_STREAMS values."),
+    hint: str = typer.Option("none", "--hint", help="OpenVINO PERFORMANCE_HINT: none, latency, throughput."),
+    cores: str = typer.Option("none", "--cores",
+                              help="Pinning: none, all, firstK, or CPU lists like 0, 0-1, 0+2 (values comma-separated)."),
+    concurrency: str = typer.Option("1", "--concurrency", help="Requests in flight."),
+    onednn: str = typer.Option("auto", "--onednn", help="TensorFlow oneDNN: on, off, auto."),
+    cpu_pinning: str = typer.Option("auto", "--ov-pinning", help="OpenVINO ENABLE_CPU_PINNING: on, off, auto."),
+    study: Optional[str] = typer.Option(None, "--study", help="Study name (default: the model's name)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: ./wb.db)."),
+    max_time: float = typer.Option(10.0, "--max-time", help="Measuring time limit of one point, in seconds."),
+    warmup: float = typer.Option(0.5, "--warmup", help="Warm-up seconds per point."),
+    window: float = typer.Option(0.5, "--window", help="Length of one measuring window, in seconds."),
+    tolerance: float = typer.Option(0.05, "--tolerance", help="Windows agree when their spread is under this."),
+    dynamic_size: Optional[int] = typer.Option(None, "--dynamic-size", help="Size of dynamic non-batch dimensions."),
+    shape: list[str] = typer.Option([], "--shape", help="Input shape, NAME=1x128 (repeatable)."),
+    int_range: Optional[str] = typer.Option(None, "--int-range", help="Integer input range LOW:HIGH or NAME=LOW:HIGH."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
+):
+    """Sweep a model over the given settings; every point is stored as soon as it is measured."""
+    from wb_core.api import default_study_name
+    from wb_core.config import InputOptions, MeasureSettings, SweepSpec
+    from wb_core.demo import resolve_model
+    from wb_core.paths import default_db
+    from wb_core.runner import run_sweep
+    from wb_core.store import load_results
+
+    spec = SweepSpec(backends=backend, precisions=precision, batch_sizes=batch, threads=threads,
+                     inter_op_threads=inter_op_threads, streams=streams, cores=cores, concurrency=concurrency,
+                     hints=hint, onednn=onednn, cpu_pinning=cpu_pinning)
+    settings = MeasureSettings(max_time_s=max_time, warmup_s=warmup, window_s=window, tolerance=tolerance)
+    inputs = InputOptions.parse(dynamic_size=dynamic_size, shapes=shape, int_range=int_range)
+    path = resolve_model(model)
+    db = db or default_db()
+    study = study or default_study_name(path)
+    summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, progress=not quiet)
+    if not quiet:
+        _print_table(load_results(db, study))
+    typer.echo(summary.line())
+    for e in summary.errors[:10]:
+        typer.echo(f"  failed: {e}", err=True)
+    if summary.failed and not summary.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
+            fmt: str = typer.Option("table", "--format", help="table, csv or json.")):
+    """Print a study's results."""
+    from wb_core.paths import default_db
+    from wb_core.store import load_results
+
+    if fmt not in ("table", "csv", "json"):
+        _fail(f"Unknown format '{fmt}'; choose from table, csv, json.")
+    df = load_results(db or default_db(), study)
+    if fmt == "csv":
+        typer.echo(df.to_csv(index=False), nl=False)
+    elif fmt == "json":
+        typer.echo(df.to_json(orient="records", indent=2))
+    else:
+        _print_table(df)
+
+
+@app.command()
+def studies(db: Optional[Path] = typer.Option(None, "--db")):
+    """List the studies in a database."""
+    from wb_core.paths import default_db
+    from wb_core.store import Store
+
+    with Store(db or default_db(), readonly=True) as s:
+        for row in s.list_studies():
+            typer.echo(f"{row['name']:24} {row['runs'] or 0:4} runs ({row['ok'] or 0} ok, {row['failed'] or 0} failed)"
+                       f"  {row['model_path']}")
+
+
+TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
+                 "concurrency", "latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb",
+                 "executed_precision", "status"]
+
+
+def _print_table(df) -> None:
+    if df.empty:
+        typer.echo("(no runs)")
+        return
+    cols = [c for c in TABLE_COLUMNS if c in df.columns]
+    view = df[cols].copy()
+    for c in ("latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb"):
+        if c in view:
+            view[c] = view[c].astype(float).round(2 if c.startswith(("latency", "cpu")) else 1)
+    view = view.astype(object).where(view.notna(), "-")
+    typer.echo(view.to_string(index=False))
+
+
+def main() -> None:
+    """Console entry point: a WorkbenchError becomes one line on stderr and exit code 2."""
+    try:
+        app()
+    except WorkbenchError as e:
+        typer.echo(f"Error: {e}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        typer.echo("Interrupted; every finished point is stored, and rerunning the same command resumes.", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

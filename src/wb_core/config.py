@@ -1,0 +1,408 @@
+"""Configurations that cross a boundary: sweep specs, run configs and measurement settings.
+
+Every value a user types (CLI flag, widget, YAML) is parsed here, so that a bad value gets one
+plain sentence naming the field, and every other module can trust what it receives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+from wb_core.errors import ConfigError
+
+BACKENDS = ("tensorflow", "openvino")
+PRECISIONS = ("fp32", "bf16", "int8")
+OV_HINTS = ("none", "latency", "throughput")
+MAX_BATCH = 65536
+MAX_THREADS = 4096
+
+
+def split_values(text: str | Iterable | None) -> list[str]:
+    """Split a sweep flag into values: `a,b` or, when a value holds commas itself, `a;b`."""
+    if text is None:
+        return []
+    if not isinstance(text, str):
+        return [str(v).strip() for v in text if str(v).strip()]
+    sep = ";" if ";" in text else ","
+    return [v.strip() for v in text.split(sep) if v.strip()]
+
+
+def parse_choice(text, name: str, choices: Iterable[str]) -> list[str]:
+    choices = tuple(choices)
+    values = [v.lower() for v in split_values(text)]
+    if not values:
+        raise ConfigError(f"{name} needs at least one value; choose from {', '.join(choices)}.")
+    for v in values:
+        if v not in choices:
+            raise ConfigError(f"Unknown {name} '{v}'; choose from {', '.join(choices)}.")
+    return _unique(values)
+
+
+def parse_positive_ints(text, name: str, upper: int, allow_auto: bool = False) -> list[int | None]:
+    """Parse `1,2,4` (or `auto` for the runtime's default when allowed) into a list."""
+    out: list[int | None] = []
+    values = split_values(text)
+    if not values:
+        raise ConfigError(f"{name} needs at least one value.")
+    for v in values:
+        if allow_auto and v.lower() in ("auto", "default", "none"):
+            out.append(None)
+            continue
+        try:
+            n = int(v)
+        except ValueError:
+            hint = " or 'auto'" if allow_auto else ""
+            raise ConfigError(f"{name} must be whole numbers{hint}; got '{v}'.") from None
+        if n < 1:
+            raise ConfigError(f"{name} must be at least 1; got {n}.")
+        if n > upper:
+            raise ConfigError(f"{name} of {n} is beyond the supported maximum of {upper}.")
+        out.append(n)
+    return _unique(out)
+
+
+def parse_bool_list(text, name: str) -> list[bool | None]:
+    table = {"on": True, "true": True, "yes": True, "1": True,
+             "off": False, "false": False, "no": False, "0": False,
+             "auto": None, "default": None}
+    out = []
+    for v in split_values(text):
+        if v.lower() not in table:
+            raise ConfigError(f"{name} takes on, off or auto; got '{v}'.")
+        out.append(table[v.lower()])
+    return _unique(out) or [None]
+
+
+def available_cpus() -> list[int]:
+    """CPUs this process may run on (respects an affinity set by a container or taskset)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return list(range(os.cpu_count() or 1))
+
+
+def parse_cores(text: str, cpus: list[int] | None = None) -> tuple[int, ...] | None:
+    """Parse one pinning value: `none`, `all`, `firstK`, or a list like `0`, `0-3`, `0+2`, `0-1+4`.
+
+    Returns None for no pinning, else the sorted CPU ids. Raises ConfigError for CPUs that the
+    machine does not have.
+    """
+    cpus = available_cpus() if cpus is None else cpus
+    t = str(text).strip().lower().replace(" ", "")
+    if t in ("none", "", "no", "off"):
+        return None
+    if t == "all":
+        return tuple(cpus)
+    m = re.fullmatch(r"first:?(\d+)", t)
+    if m:
+        k = int(m.group(1))
+        if k < 1:
+            raise ConfigError(f"Cores '{text}': the number of cores must be at least 1.")
+        if k > len(cpus):
+            raise ConfigError(
+                f"Cores '{text}' asks for {k} cores but this machine offers {len(cpus)} "
+                f"(CPUs {_fmt_cpus(cpus)})."
+            )
+        return tuple(cpus[:k])
+    ids: set[int] = set()
+    for part in re.split(r"[+,]", t):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise ConfigError(
+                f"Cores '{text}' is not a core list; use none, all, firstK, or ids like 0, 0-3, 0+2."
+            )
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) else lo
+        if hi < lo:
+            raise ConfigError(f"Cores '{text}': the range {lo}-{hi} runs backwards.")
+        if hi - lo > 100000:
+            raise ConfigError(f"Cores '{text}': the range {lo}-{hi} is absurdly large.")
+        ids.update(range(lo, hi + 1))
+    missing = sorted(ids - set(cpus))
+    if missing:
+        raise ConfigError(
+            f"Cores '{text}' names CPU {_fmt_cpus(missing)}, which this machine does not offer "
+            f"(available: {_fmt_cpus(cpus)})."
+        )
+    return tuple(sorted(ids))
+
+
+def format_cores(cores: tuple[int, ...] | None) -> str:
+    """Inverse of parse_cores for display and storage: `none`, `0`, `0-3`, `0+2`."""
+    if not cores:
+        return "none"
+    return _fmt_cpus(list(cores), sep="+")
+
+
+def _fmt_cpus(ids: list[int], sep: str = ",") -> str:
+    ids = sorted(ids)
+    parts, start = [], None
+    for i, c in enumerate(ids):
+        if start is None:
+            start = c
+        if i + 1 == len(ids) or ids[i + 1] != c + 1:
+            parts.append(str(start) if start == c else f"{start}-{c}")
+            start = None
+    return sep.join(parts)
+
+
+def _unique(values: list) -> list:
+    seen, out = set(), []
+    for v in values:
+        if v not in seen:
+            seen.add(v)
+            out.append(v)
+    return out
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How one point is measured: warm-up, windows until stable, and a time limit."""
+
+    warmup_s: float = 0.5  # time spent warming up (at least warmup_iters iterations)
+    warmup_iters: int = 3
+    window_s: float = 0.5  # length of one measuring window
+    min_windows: int = 3  # stability is judged on the last this-many windows
+    tolerance: float = 0.05  # windows agree when (max-min)/mean of throughput is under this
+    max_time_s: float = 10.0  # measuring time limit of one point
+    pool_size: int = 32  # distinct random samples the batches are drawn from
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("warmup_s", "window_s", "tolerance", "max_time_s"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or v <= 0 or v != v:
+                raise ConfigError(f"Measurement setting {name} must be a positive number; got {v!r}.")
+        if self.max_time_s > 24 * 3600:
+            raise ConfigError(f"Measurement setting max_time_s of {self.max_time_s} s is over a day.")
+        for name in ("warmup_iters", "min_windows", "pool_size"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ConfigError(f"Measurement setting {name} must be a whole number of at least 1; got {v!r}.")
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """How random inputs are made: sizes for dynamic dimensions and ranges for integer inputs."""
+
+    dynamic_size: int | None = None  # size for every non-batch dynamic dimension
+    shapes: dict = field(default_factory=dict)  # input name -> full shape (batch dim may be -1)
+    int_range: tuple[int, int] = (0, 100)  # [low, high) for integer inputs such as token ids
+    int_ranges: dict = field(default_factory=dict)  # input name -> (low, high)
+
+    def __post_init__(self):
+        if self.dynamic_size is not None and (not isinstance(self.dynamic_size, int) or self.dynamic_size < 1):
+            raise ConfigError(f"The size for dynamic dimensions must be at least 1; got {self.dynamic_size!r}.")
+        for name, rng in [("default", self.int_range), *self.int_ranges.items()]:
+            lo, hi = rng
+            if hi <= lo:
+                raise ConfigError(f"Integer range for input '{name}' must have low < high; got {lo}:{hi}.")
+
+    def to_dict(self) -> dict:
+        return {"dynamic_size": self.dynamic_size, "shapes": {k: list(v) for k, v in self.shapes.items()},
+                "int_range": list(self.int_range), "int_ranges": {k: list(v) for k, v in self.int_ranges.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "InputOptions":
+        d = d or {}
+        return cls(dynamic_size=d.get("dynamic_size"),
+                   shapes={k: tuple(v) for k, v in (d.get("shapes") or {}).items()},
+                   int_range=tuple(d.get("int_range") or (0, 100)),
+                   int_ranges={k: tuple(v) for k, v in (d.get("int_ranges") or {}).items()})
+
+    @classmethod
+    def parse(cls, dynamic_size=None, shapes: list[str] | None = None, int_range: str | None = None) -> "InputOptions":
+        """From CLI text: shapes like `input_ids=1x128`, ranges like `0:30522` or `input_ids=0:30522`."""
+        shape_map = {}
+        for item in shapes or []:
+            name, _, dims = item.partition("=")
+            if not _ or not name:
+                raise ConfigError(f"Shape '{item}' must look like NAME=1x128.")
+            try:
+                shape_map[name] = tuple(int(d) for d in re.split(r"[x,]", dims) if d)
+            except ValueError:
+                raise ConfigError(f"Shape '{item}' must list whole numbers, like NAME=1x128.") from None
+            if any(d == 0 or d < -1 or d > 10**7 for d in shape_map[name]):
+                raise ConfigError(f"Shape '{item}' has a dimension that is zero, negative or absurd.")
+        default, per = (0, 100), {}
+        for item in split_values(int_range):
+            name, eq, rng = item.rpartition("=")
+            lo, colon, hi = rng.partition(":")
+            try:
+                pair = (int(lo), int(hi))
+            except ValueError:
+                raise ConfigError(f"Integer range '{item}' must look like 0:30522 or NAME=0:30522.") from None
+            if eq:
+                per[name] = pair
+            else:
+                default = pair
+        return cls(dynamic_size=dynamic_size, shapes=shape_map, int_range=default, int_ranges=per)
+
+
+# Fields of RunConfig that identify a point; their order is the public column order.
+CONFIG_COLUMNS = ("backend", "precision", "batch_size", "threads", "inter_op_threads", "streams",
+                  "cores", "instances", "concurrency")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One point of a sweep. `key` is a stable hash of the fields, used to resume."""
+
+    backend: str
+    precision: str = "fp32"
+    batch_size: int = 1
+    threads: int | None = None  # intra-op threads (TensorFlow) / INFERENCE_NUM_THREADS (OpenVINO)
+    inter_op_threads: int | None = None  # TensorFlow only
+    streams: int | None = None  # OpenVINO NUM_STREAMS
+    cores: tuple[int, ...] | None = None  # CPU affinity of the worker; None = not pinned
+    instances: int = 1
+    concurrency: int = 1  # requests in flight
+    hint: str | None = None  # OpenVINO PERFORMANCE_HINT: latency / throughput / None
+    onednn: bool | None = None  # TensorFlow TF_ENABLE_ONEDNN_OPTS; None = runtime default
+    cpu_pinning: bool | None = None  # OpenVINO ENABLE_CPU_PINNING; None = runtime default
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["cores"] = list(self.cores) if self.cores else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        if kw.get("cores"):
+            kw["cores"] = tuple(kw["cores"])
+        else:
+            kw["cores"] = None
+        return cls(**kw)
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def group(self) -> tuple:
+        """Settings that need their own process (everything except batch size)."""
+        d = self.to_dict()
+        d.pop("batch_size")
+        return tuple(sorted((k, json.dumps(v)) for k, v in d.items()))
+
+    def label(self) -> str:
+        parts = [self.backend, self.precision, f"b{self.batch_size}",
+                 f"t{self.threads or 'auto'}", f"cores={format_cores(self.cores)}"]
+        if self.inter_op_threads:
+            parts.append(f"inter{self.inter_op_threads}")
+        if self.streams:
+            parts.append(f"s{self.streams}")
+        if self.hint:
+            parts.append(self.hint)
+        if self.concurrency > 1:
+            parts.append(f"c{self.concurrency}")
+        if self.instances > 1:
+            parts.append(f"x{self.instances}")
+        if self.onednn is False:
+            parts.append("onednn=off")
+        return " ".join(parts)
+
+
+@dataclass
+class SweepSpec:
+    """The grid a user asks for. `expand()` turns it into RunConfigs (invalid combinations dropped)."""
+
+    backends: list[str] = field(default_factory=lambda: ["openvino"])
+    precisions: list[str] = field(default_factory=lambda: ["fp32"])
+    batch_sizes: list[int] = field(default_factory=lambda: [1])
+    threads: list[int | None] = field(default_factory=lambda: [None])
+    inter_op_threads: list[int | None] = field(default_factory=lambda: [None])
+    streams: list[int | None] = field(default_factory=lambda: [None])
+    cores: list[tuple[int, ...] | None] = field(default_factory=lambda: [None])
+    concurrency: list[int] = field(default_factory=lambda: [1])
+    hints: list[str | None] = field(default_factory=lambda: [None])
+    onednn: list[bool | None] = field(default_factory=lambda: [None])
+    cpu_pinning: list[bool | None] = field(default_factory=lambda: [None])
+    instances: int = 1
+
+    def __post_init__(self):
+        self.backends = parse_choice(self.backends, "backend", BACKENDS)
+        self.precisions = parse_choice(self.precisions, "precision", PRECISIONS)
+        self.batch_sizes = parse_positive_ints(self.batch_sizes, "Batch size", MAX_BATCH)
+        self.threads = _ints_or_none(self.threads, "Threads", MAX_THREADS)
+        self.inter_op_threads = _ints_or_none(self.inter_op_threads, "Inter-op threads", MAX_THREADS)
+        self.streams = _ints_or_none(self.streams, "Streams", MAX_THREADS)
+        self.concurrency = parse_positive_ints(self.concurrency, "Concurrency", 4096)
+        self.cores = _unique([c if (c is None or isinstance(c, tuple)) else parse_cores(c)
+                              for c in (split_values(self.cores) if isinstance(self.cores, str) else self.cores)]) or [None]
+        hints = [h for h in (split_values(self.hints) if isinstance(self.hints, str) else self.hints)]
+        hints = [("none" if h is None else str(h).lower()) for h in hints] or ["none"]
+        for h in hints:
+            if h not in OV_HINTS:
+                raise ConfigError(f"Unknown performance hint '{h}'; choose from {', '.join(OV_HINTS)}.")
+        self.hints = _unique([None if h == "none" else h for h in hints])
+        if isinstance(self.onednn, str):
+            self.onednn = parse_bool_list(self.onednn, "oneDNN")
+        if isinstance(self.cpu_pinning, str):
+            self.cpu_pinning = parse_bool_list(self.cpu_pinning, "CPU pinning")
+        if not isinstance(self.instances, int) or self.instances < 1:
+            raise ConfigError(f"Instances must be at least 1; got {self.instances!r}.")
+
+    def expand(self) -> list[RunConfig]:
+        """All run configurations, in a stable order, with settings that a backend lacks dropped."""
+        out: dict[str, RunConfig] = {}
+        for backend in self.backends:
+            tf = backend == "tensorflow"
+            for prec in self.precisions:
+                for cores in self.cores:
+                    for thr in self.threads:
+                        for inter in (self.inter_op_threads if tf else [None]):
+                            for hint in ([None] if tf else self.hints):
+                                # NUM_STREAMS and PERFORMANCE_HINT are exclusive in OpenVINO.
+                                for st in ([None] if (tf or hint) else self.streams):
+                                    for dnn in (self.onednn if tf else [None]):
+                                        for pin in ([None] if tf else self.cpu_pinning):
+                                            for conc in self.concurrency:
+                                                for b in self.batch_sizes:
+                                                    rc = RunConfig(backend=backend, precision=prec, batch_size=b,
+                                                                   threads=thr, inter_op_threads=inter, streams=st,
+                                                                   cores=cores, instances=self.instances,
+                                                                   concurrency=conc, hint=hint, onednn=dnn,
+                                                                   cpu_pinning=pin)
+                                                    out.setdefault(rc.key, rc)
+        return list(out.values())
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["cores"] = [format_cores(c) for c in self.cores]
+        d["hints"] = [h or "none" for h in self.hints]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SweepSpec":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"Unknown sweep field(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}.")
+        return cls(**d)
+
+
+def _ints_or_none(values, name, upper) -> list[int | None]:
+    if isinstance(values, str):
+        return parse_positive_ints(values, name, upper, allow_auto=True)
+    out = []
+    for v in values:
+        if v is None:
+            out.append(None)
+        else:
+            out.extend(parse_positive_ints(str(v), name, upper, allow_auto=True))
+    return _unique(out) or [None]
+
+
+def config_from_any(value: Any) -> dict:
+    """Accept a dict or a JSON string (used by the worker protocol)."""
+    return json.loads(value) if isinstance(value, str) else dict(value)

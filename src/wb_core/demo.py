@@ -1,0 +1,142 @@
+"""Bundled demo models, built locally (no downloads) and cached.
+
+- `lenet-digits`: LeNet-5 trained for a few seconds on scikit-learn's bundled 8x8 digits
+  (upsampled to 32x32 inside the model), test accuracy >= 0.95. Its test split ships beside it
+  as `data.npz` (arrays `x`, `y`) for calibration and accuracy.
+- `mobilenet-v2`: the Keras MobileNetV2 architecture at 224x224x3 with random weights: the speed
+  of a real vision model, not its accuracy.
+
+Each demo is a directory holding `saved_model/` (what the workbench profiles), `model.keras` and,
+where it has labels, `data.npz`. Building needs TensorFlow, so the parent asks a child process.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from wb_core.errors import ModelError
+from wb_core.paths import cache_dir
+
+DEMOS = {
+    "lenet-digits": "LeNet-5 trained on scikit-learn's digits (8x8x1 input, 10 classes)",
+    "mobilenet-v2": "MobileNetV2 architecture, random weights (224x224x3 input, 1000 classes)",
+}
+BUILD_VERSION = 1  # bump to rebuild cached demos when the recipe changes
+
+
+def demo_dir(name: str) -> Path:
+    return cache_dir() / "demos" / f"{name}-v{BUILD_VERSION}"
+
+
+def ensure_demo(name: str) -> Path:
+    """Path of the demo's directory, building it in a child process the first time."""
+    if name not in DEMOS:
+        raise ModelError(f"Unknown demo model '{name}'; choose from {', '.join(DEMOS)}.")
+    out = demo_dir(name)
+    if (out / "saved_model" / "saved_model.pb").exists():
+        return out
+    from wb_core.child import run_task
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))
+    try:
+        run_task({"task": "demo", "name": name, "out": str(tmp)}, timeout=900, what=f"building demo model {name}")
+        if not out.exists():  # another process may have won the race; theirs is as good as ours
+            tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def demo_model_path(name: str) -> Path:
+    """The path the workbench profiles for a demo (its SavedModel)."""
+    return ensure_demo(name) / "saved_model"
+
+
+def write_demo(name: str, out_dir: str | Path) -> Path:
+    """Copy a demo (built or cached) into `out_dir/name`; returns that directory."""
+    src = ensure_demo(name)
+    dest = Path(out_dir) / name
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest)
+    return dest
+
+
+def resolve_model(model: str | Path) -> Path:
+    """A demo name becomes its cached SavedModel; anything else is a path as given."""
+    if isinstance(model, str) and model in DEMOS and not Path(model).exists():
+        return demo_model_path(model)
+    return Path(model)
+
+
+def demo_name_of(path: str | Path) -> str | None:
+    p = Path(path).resolve()
+    for name in DEMOS:
+        if p in (demo_dir(name).resolve(), (demo_dir(name) / "saved_model").resolve()):
+            return name
+    return None
+
+
+# ---- the builders (run inside a child process: they import TensorFlow) ----
+
+def build_demo(name: str, out: str | Path) -> dict:
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+
+    keras.utils.set_random_seed(0)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    info: dict = {"name": name, "description": DEMOS[name], "build_version": BUILD_VERSION}
+    if name == "lenet-digits":
+        model, acc, data = _build_lenet(keras)
+        info["test_accuracy"] = acc
+        import numpy as np
+
+        np.savez(out / "data.npz", **data)
+    else:
+        model = keras.applications.MobileNetV2(weights=None, input_shape=(224, 224, 3), classes=1000)
+    model.save(out / "model.keras")
+    model.export(str(out / "saved_model"), verbose=False)
+    (out / "info.json").write_text(json.dumps(info, indent=2))
+    return info
+
+
+def digits_split():
+    """scikit-learn's digits as (x_train, y_train, x_test, y_test), x scaled to [0,1], NHWC."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[..., None]
+    y = d.target.astype(np.int64)
+    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.25, random_state=0, stratify=y)
+    return xtr, ytr, xte, yte
+
+
+def _build_lenet(keras):
+    xtr, ytr, xte, yte = digits_split()
+    layers = keras.layers
+    model = keras.Sequential([
+        keras.Input(shape=(8, 8, 1), name="image"),
+        layers.UpSampling2D(4),  # 8x8 -> 32x32, LeNet-5's input size
+        layers.Conv2D(6, 5, activation="relu"),
+        layers.AveragePooling2D(2),
+        layers.Conv2D(16, 5, activation="relu"),
+        layers.AveragePooling2D(2),
+        layers.Flatten(),
+        layers.Dense(120, activation="relu"),
+        layers.Dense(84, activation="relu"),
+        layers.Dense(10, activation="softmax"),
+    ], name="lenet5")
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    model.fit(xtr, ytr, epochs=30, batch_size=32, verbose=0)
+    acc = float(model.evaluate(xte, yte, verbose=0)[1])
+    return model, acc, {"x": xte, "y": yte, "x_train": xtr, "y_train": ytr}

@@ -1,0 +1,185 @@
+"""Measure one configuration: warm-up, windows until throughput is stable, latency statistics.
+
+`Latency.from_values` is the one place that turns raw latencies into statistics; the rest of the
+workbench reads those fields.
+"""
+
+from __future__ import annotations
+
+import resource
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+import psutil
+
+from wb_core.config import MeasureSettings
+
+Infer = Callable[[dict], object]
+
+
+@dataclass
+class Latency:
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    mean: float
+    stdev: float
+    min: float
+    max: float
+    count: int
+
+    @classmethod
+    def from_values(cls, values_ms) -> "Latency":
+        a = np.asarray(values_ms, dtype=np.float64)
+        if a.size == 0:
+            nan = float("nan")
+            return cls(nan, nan, nan, nan, nan, nan, nan, nan, 0)
+        p50, p90, p95, p99 = np.percentile(a, [50, 90, 95, 99])
+        return cls(float(p50), float(p90), float(p95), float(p99), float(a.mean()),
+                   float(a.std(ddof=1)) if a.size > 1 else 0.0, float(a.min()), float(a.max()), int(a.size))
+
+    def as_columns(self) -> dict:
+        return {f"latency_ms_{k}": v for k, v in asdict(self).items() if k != "count"}
+
+
+def is_stable(window_throughputs: list[float], n: int, tolerance: float) -> bool:
+    """The last `n` windows agree when their spread is under `tolerance` of their mean."""
+    if len(window_throughputs) < n:
+        return False
+    last = window_throughputs[-n:]
+    mean = sum(last) / n
+    return mean > 0 and (max(last) - min(last)) / mean <= tolerance
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def measure(make_infer: Callable[[], Infer], batches: list, batch_size: int, settings: MeasureSettings,
+            concurrency: int = 1, heartbeat: Callable[[], None] | None = None) -> dict:
+    """Measure a closed loop of `concurrency` requests in flight; return flat metric columns.
+
+    `make_infer()` returns a callable that runs one request synchronously; it is called once per
+    concurrent stream (OpenVINO: one infer request each; TensorFlow: the same function).
+    """
+    window_s = min(settings.window_s, settings.max_time_s / settings.min_windows)
+    proc = psutil.Process()
+    infers = [make_infer() for _ in range(concurrency)]
+
+    # First inference on its own: what a cold server pays on the first request.
+    t0 = time.perf_counter()
+    infers[0](batches[0])
+    first_ms = (time.perf_counter() - t0) * 1e3
+
+    records: list[tuple[int, int]] = []  # (end_ns, latency_ns), appended by every stream
+    stop = threading.Event()
+    measuring = threading.Event()
+
+    def loop(infer: Infer, offset: int):
+        i = offset
+        n = len(batches)
+        perf = time.perf_counter_ns
+        append = records.append
+        while not stop.is_set():
+            b = batches[i % n]
+            s = perf()
+            infer(b)
+            e = perf()
+            if measuring.is_set():
+                append((e, e - s))
+            i += 1
+
+    # Warm-up: at least warmup_iters requests and warmup_s seconds.
+    if concurrency == 1:
+        return _measure_inline(infers[0], batches, batch_size, settings, window_s, proc, first_ms, heartbeat)
+
+    threads = [threading.Thread(target=loop, args=(inf, k), daemon=True) for k, inf in enumerate(infers)]
+    for t in threads:
+        t.start()
+    time.sleep(settings.warmup_s)
+    cpu0 = proc.cpu_times()
+    wall0 = time.perf_counter_ns()
+    measuring.set()
+    windows: list[float] = []
+    w_start = wall0
+    seen = 0
+    while True:
+        time.sleep(window_s)
+        now = time.perf_counter_ns()
+        snapshot = records[seen:]
+        done = sum(1 for e, _ in snapshot if e <= now)
+        seen += done
+        windows.append(done * batch_size / ((now - w_start) / 1e9))
+        w_start = now
+        if heartbeat:
+            heartbeat()
+        elapsed = (now - wall0) / 1e9
+        if is_stable(windows, settings.min_windows, settings.tolerance) or elapsed >= settings.max_time_s:
+            break
+    measuring.clear()
+    end = time.perf_counter_ns()
+    cpu1 = proc.cpu_times()
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+    lat = [v / 1e6 for e, v in records if e <= end]
+    return _result(lat, windows, batch_size, (end - wall0) / 1e9, cpu0, cpu1, first_ms, settings)
+
+
+def _measure_inline(infer, batches, batch_size, settings, window_s, proc, first_ms, heartbeat):
+    perf = time.perf_counter_ns
+    n = len(batches)
+    i = 0
+    t_end = perf() + int(settings.warmup_s * 1e9)
+    while i < settings.warmup_iters or perf() < t_end:
+        infer(batches[i % n])
+        i += 1
+    lat: list[int] = []
+    windows: list[float] = []
+    cpu0 = proc.cpu_times()
+    wall0 = perf()
+    while True:
+        w_start = perf()
+        w_end = w_start + int(window_s * 1e9)
+        count = 0
+        e = w_start
+        while e < w_end:
+            s = perf()
+            infer(batches[i % n])
+            e = perf()
+            lat.append(e - s)
+            i += 1
+            count += 1
+        windows.append(count * batch_size / ((e - w_start) / 1e9))
+        if heartbeat:
+            heartbeat()
+        if is_stable(windows, settings.min_windows, settings.tolerance) or (e - wall0) / 1e9 >= settings.max_time_s:
+            break
+    end = perf()
+    cpu1 = proc.cpu_times()
+    return _result([v / 1e6 for v in lat], windows, batch_size, (end - wall0) / 1e9, cpu0, cpu1, first_ms, settings)
+
+
+def _result(lat_ms, windows, batch_size, wall_s, cpu0, cpu1, first_ms, settings) -> dict:
+    stats = Latency.from_values(lat_ms)
+    busy = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    spread = 0.0
+    if len(windows) >= 2:
+        last = windows[-settings.min_windows:]
+        spread = (max(last) - min(last)) / (sum(last) / len(last)) if sum(last) else 0.0
+    return {
+        **stats.as_columns(),
+        "throughput": stats.count * batch_size / wall_s if wall_s > 0 else float("nan"),
+        "cpu_util": busy / wall_s if wall_s > 0 else float("nan"),
+        "rss_mb": peak_rss_mb(),
+        "requests": stats.count,
+        "measure_s": wall_s,
+        "windows": len(windows),
+        "window_spread": spread,
+        "stable": is_stable(windows, settings.min_windows, settings.tolerance),
+        "first_inference_ms": first_ms,
+    }

@@ -1,0 +1,192 @@
+"""Model files: detect the format, fingerprint the content, describe inputs, make input batches.
+
+Formats: TensorFlow SavedModel directory, Keras `.keras` file, ONNX `.onnx`, OpenVINO IR `.xml`+`.bin`.
+Inspecting TensorFlow formats needs TensorFlow, which costs seconds and ~800 MB, so the parent
+process asks a child for it (see `wb_core.child`); ONNX and IR are read with OpenVINO in-process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from wb_core.config import InputOptions
+from wb_core.errors import ConfigError, ModelError
+
+FORMATS = ("savedmodel", "keras", "onnx", "openvino")
+
+_FLOAT_DTYPES = {"float32", "float16", "float64", "bfloat16"}
+_INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input. `shape` uses -1 for a dynamic dimension; dimension 0 is the batch."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["shape"] = list(self.shape)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "InputSpec":
+        return cls(name=d["name"], shape=tuple(d["shape"]), dtype=d["dtype"])
+
+    def describe(self) -> str:
+        dims = "x".join("?" if d < 0 else str(d) for d in self.shape) or "scalar"
+        return f"{self.name}: {dims} {self.dtype}"
+
+
+def detect_format(path: str | Path) -> str:
+    """Return one of FORMATS for a user path, or raise ModelError saying why not."""
+    p = Path(path)
+    if not p.exists():
+        raise ModelError(f"Model path '{p}' does not exist.")
+    if p.is_dir():
+        if (p / "saved_model.pb").is_file():
+            return "savedmodel"
+        if not any(p.iterdir()):
+            raise ModelError(f"Model directory '{p}' is empty.")
+        raise ModelError(f"Directory '{p}' is not a TensorFlow SavedModel (it has no saved_model.pb).")
+    if p.stat().st_size == 0:
+        raise ModelError(f"Model file '{p}' is empty.")
+    suffix = p.suffix.lower()
+    if suffix == ".keras":
+        return "keras"
+    if suffix == ".onnx":
+        return "onnx"
+    if suffix == ".xml":
+        if not p.with_suffix(".bin").is_file():
+            raise ModelError(f"OpenVINO IR '{p}' has no weights file '{p.with_suffix('.bin').name}' beside it.")
+        return "openvino"
+    if suffix == ".bin" and p.with_suffix(".xml").is_file():
+        raise ModelError(f"'{p}' is the weights half of an OpenVINO IR; pass '{p.with_suffix('.xml')}' instead.")
+    if suffix in (".h5", ".hdf5"):
+        raise ModelError(f"'{p}' is a legacy HDF5 Keras file; save it as .keras or as a SavedModel first.")
+    raise ModelError(
+        f"'{p}' is not a model format the workbench reads; use a SavedModel directory, .keras, .onnx or .xml (OpenVINO IR)."
+    )
+
+
+def model_files(path: str | Path) -> list[Path]:
+    """The files that make up a model (an IR's .bin included)."""
+    p = Path(path)
+    if p.is_dir():
+        return sorted(f for f in p.rglob("*") if f.is_file())
+    files = [p]
+    if p.suffix.lower() == ".xml" and p.with_suffix(".bin").exists():
+        files.append(p.with_suffix(".bin"))
+    return files
+
+
+def fingerprint(path: str | Path) -> str:
+    """Content hash of the model's files (names relative to the model, and bytes)."""
+    p = Path(path)
+    h = hashlib.sha256()
+    root = p if p.is_dir() else p.parent
+    for f in model_files(p):
+        h.update(str(f.relative_to(root)).encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def ov_inputs(model) -> list[InputSpec]:
+    """InputSpecs of an openvino.Model."""
+    specs = []
+    for i, port in enumerate(model.inputs):
+        try:
+            name = port.get_any_name()
+        except RuntimeError:
+            name = f"input_{i}"
+        ps = port.get_partial_shape()
+        shape = tuple(-1 if d.is_dynamic else d.get_length() for d in ps) if ps.rank.is_static else (-1,)
+        specs.append(InputSpec(name=name, shape=shape, dtype=_ov_dtype(port.get_element_type())))
+    return specs
+
+
+def _ov_dtype(t) -> str:
+    name = t.get_type_name() if hasattr(t, "get_type_name") else str(t)
+    return {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64", "i64": "int64",
+            "i32": "int32", "i8": "int8", "u8": "uint8", "boolean": "bool"}.get(name, name)
+
+
+def read_ov_model(path: str | Path):
+    """Read an ONNX or IR file with OpenVINO, turning runtime errors into a ModelError."""
+    import openvino as ov
+
+    try:
+        return ov.Core().read_model(str(path))
+    except Exception as e:  # OpenVINO raises RuntimeError with a long C++ trace
+        raise ModelError(f"OpenVINO cannot read '{path}': {first_line(e)}") from None
+
+
+def first_line(e: BaseException | str, limit: int = 300) -> str:
+    """The first meaningful line of an exception message, short enough for one sentence."""
+    text = str(e).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Check ", "Traceback", "File ")) and "src/" not in line[:40]:
+            return line[:limit]
+    return (text.splitlines()[0] if text else type(e).__name__)[:limit]
+
+
+def resolve_shape(spec: InputSpec, batch_size: int, opts: InputOptions) -> tuple[int, ...]:
+    """Concrete shape for one input at a batch size, filling dynamic dimensions from the options."""
+    if batch_size < 1:
+        raise ConfigError(f"Batch size must be at least 1; got {batch_size}.")
+    shape = list(opts.shapes.get(spec.name) or opts.shapes.get(spec.name.split(":")[0]) or spec.shape)
+    if len(shape) != len(spec.shape) and spec.shape != (-1,):
+        raise ConfigError(
+            f"Shape {tuple(shape)} given for input '{spec.name}' has {len(shape)} dimensions; the model expects "
+            f"{len(spec.shape)} ({spec.describe()})."
+        )
+    if not shape:
+        return ()
+    shape[0] = batch_size
+    for i in range(1, len(shape)):
+        if shape[i] < 0:
+            if opts.dynamic_size is None:
+                raise ConfigError(
+                    f"Input '{spec.name}' has a dynamic dimension {i} ({spec.describe()}); give its size with "
+                    f"--dynamic-size N or --shape {spec.name}=1x..."
+                )
+            shape[i] = opts.dynamic_size
+    return tuple(shape)
+
+
+def make_batches(specs: list[InputSpec], batch_size: int, opts: InputOptions, pool_size: int = 32,
+                 seed: int = 0, max_batches: int = 8, max_bytes: int = 256 << 20) -> list[dict[str, np.ndarray]]:
+    """Distinct random input batches drawn from a seeded pool of `pool_size` samples per input.
+
+    Batches are pre-built (so no copying happens inside the timed loop) and cycled by the caller.
+    """
+    rng = np.random.default_rng(seed)
+    shapes = {s.name: resolve_shape(s, batch_size, opts) for s in specs}
+    sample_bytes = sum(int(np.prod(sh[1:] or (1,))) * 4 for sh in shapes.values())
+    n_batches = max(1, min(max_batches, max_bytes // max(1, sample_bytes * batch_size)))
+    pool = {}
+    for s in specs:
+        sample_shape = (pool_size,) + shapes[s.name][1:]
+        dtype = np.dtype("float32" if s.dtype == "bfloat16" else s.dtype)
+        if s.dtype in _INT_DTYPES:
+            lo, hi = opts.int_ranges.get(s.name) or opts.int_ranges.get(s.name.split(":")[0]) or opts.int_range
+            if s.dtype == "bool":
+                pool[s.name] = rng.integers(0, 2, size=sample_shape).astype(bool)
+            else:
+                pool[s.name] = rng.integers(lo, hi, size=sample_shape).astype(dtype)
+        else:
+            pool[s.name] = rng.random(size=sample_shape, dtype=np.float32).astype(dtype)
+    batches = []
+    for j in range(n_batches):
+        idx = (np.arange(batch_size) + j * batch_size) % pool_size
+        batches.append({name: np.ascontiguousarray(arr[idx]) for name, arr in pool.items()})
+    return batches

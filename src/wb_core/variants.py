@@ -1,0 +1,84 @@
+"""Runnable variants of a user model, built once and cached by content hash.
+
+- OpenVINO runs an IR: TensorFlow/Keras/ONNX models are converted (f32 weights kept, so that the
+  FP32 variant really is FP32).
+- TensorFlow runs a SavedModel: a Keras file is exported to one.
+BF16 is a runtime hint, not a file. Conversions run in a child process (TensorFlow is heavy and a
+broken model can crash the converter), and land in the cache atomically.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from wb_core.backends.base import BACKEND_FORMATS
+from wb_core.child import run_task
+from wb_core.errors import ModelError
+from wb_core.models import InputSpec, detect_format, fingerprint
+from wb_core.paths import cache_dir
+
+
+def _cached(kind: str, fp: str, build) -> Path:
+    root = cache_dir() / kind
+    final = root / fp
+    if final.exists():
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{fp}-", dir=root))
+    try:
+        build(tmp)
+        if not final.exists():
+            tmp.rename(final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def ensure_ir(path: str | Path, fmt: str | None = None, fp: str | None = None) -> Path:
+    """Path of an OpenVINO IR `.xml` for the model (the model itself if it is one)."""
+    path = Path(path)
+    fmt = fmt or detect_format(path)
+    if fmt == "openvino":
+        return path
+    fp = fp or fingerprint(path)
+
+    def build(tmp: Path):
+        run_task({"task": "convert", "format": fmt, "path": str(path), "out": str(tmp / "model.xml")},
+                 timeout=1800, what=f"converting '{path}' to OpenVINO IR")
+
+    return _cached("ir", fp, build) / "model.xml"
+
+
+def ensure_savedmodel(path: str | Path, fmt: str | None = None, fp: str | None = None) -> Path:
+    """Path of a SavedModel directory for the TensorFlow backend."""
+    path = Path(path)
+    fmt = fmt or detect_format(path)
+    if fmt == "savedmodel":
+        return path
+    if fmt not in BACKEND_FORMATS["tensorflow"]:
+        raise ModelError(f"The tensorflow backend cannot run a {fmt} model ('{path.name}'); use the openvino backend.")
+    fp = fp or fingerprint(path)
+
+    def build(tmp: Path):
+        run_task({"task": "convert", "target": "savedmodel", "format": fmt, "path": str(path),
+                  "out": str(tmp / "saved_model")}, timeout=1800, what=f"exporting '{path}' as a SavedModel")
+
+    return _cached("savedmodel", fp, build) / "saved_model"
+
+
+def variant_path(backend: str, path: str | Path, fmt: str, fp: str) -> Path:
+    """The file a backend's worker loads for this model."""
+    if backend == "openvino":
+        return ensure_ir(path, fmt, fp)
+    return ensure_savedmodel(path, fmt, fp)
+
+
+def inspect_inputs(path: str | Path) -> list[InputSpec]:
+    """The model's inputs (name, shape with -1 for dynamic dims, dtype), read in a child process."""
+    path = Path(path)
+    fmt = detect_format(path)
+    res = run_task({"task": "inspect", "format": fmt, "path": str(path)}, timeout=600,
+                   what=f"reading the inputs of '{path}'")
+    return [InputSpec.from_dict(d) for d in res["inputs"]]

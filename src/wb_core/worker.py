@@ -1,0 +1,189 @@
+"""Child entry point: `python -m wb_core.worker` reads one JSON task on stdin.
+
+Order matters for `measure`: pin the CPU affinity FIRST, set thread variables NEXT, and only
+THEN import the runtime, because TensorFlow and OpenVINO size their thread pools from what they
+see at import. Everything heavy is imported inside the task functions.
+
+Messages go to stdout as `@@WB {json}` lines (see wb_core.child).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+PREFIX = "@@WB "
+
+
+def emit(msg: dict) -> None:
+    sys.stdout.write(PREFIX + json.dumps(msg, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _apply_process_settings(cfg: dict, memory_limit_mb: int | None) -> None:
+    """Affinity, memory limit and thread variables, before any runtime is imported."""
+    import psutil
+
+    if cfg.get("cores"):
+        psutil.Process().cpu_affinity(list(cfg["cores"]))
+    if memory_limit_mb:
+        import resource
+
+        limit = int(memory_limit_mb) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    threads = cfg.get("threads")
+    if cfg.get("backend") == "tensorflow":
+        if threads:
+            os.environ["TF_NUM_INTRAOP_THREADS"] = str(threads)
+            os.environ["OMP_NUM_THREADS"] = str(threads)
+        if cfg.get("inter_op_threads"):
+            os.environ["TF_NUM_INTEROP_THREADS"] = str(cfg["inter_op_threads"])
+        if cfg.get("onednn") is not None:
+            os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if cfg["onednn"] else "0"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def task_measure(task: dict) -> None:
+    """Measure every batch size of one process-level group; one `point` message per key."""
+    group = task["group"]  # RunConfig dict without batch size
+    points = task["points"]  # [{key, batch_size}]
+    _apply_process_settings(group, task.get("memory_limit_mb"))
+
+    from wb_core.backends import open_session
+    from wb_core.config import InputOptions, MeasureSettings, RunConfig
+    from wb_core.errors import WorkbenchError
+    from wb_core.measure import measure
+    from wb_core.models import first_line, make_batches
+
+    settings = MeasureSettings(**task["settings"])
+    opts = InputOptions.from_dict(task.get("inputs"))
+    cfg = RunConfig.from_dict({**group, "batch_size": points[0]["batch_size"]})
+    t0 = time.perf_counter()
+    session = open_session(task["model_path"], cfg)
+    emit({"type": "loaded", "load_s": time.perf_counter() - t0,
+          "inputs": [s.to_dict() for s in session.inputs]})
+    for p in points:
+        emit({"type": "start", "key": p["key"]})
+        try:
+            extra = session.prepare(p["batch_size"], opts)
+            np_batches = make_batches(session.inputs, p["batch_size"], opts, settings.pool_size, settings.seed)
+            batches = session.convert_batches(np_batches)
+            metrics = measure(session.make_infer, batches, p["batch_size"], settings,
+                              concurrency=int(group.get("concurrency") or 1),
+                              heartbeat=lambda: emit({"type": "heartbeat"}))
+            metrics.update(extra)
+            metrics.update(session.info())
+            emit({"type": "point", "key": p["key"], "status": "ok", "metrics": metrics})
+        except (WorkbenchError, MemoryError) as e:
+            msg = str(e) if isinstance(e, WorkbenchError) else "out of memory (MemoryError) at this batch size"
+            emit({"type": "point", "key": p["key"], "status": "failed", "error": msg})
+        except Exception as e:  # a runtime error in one batch size should not lose the others
+            emit({"type": "point", "key": p["key"], "status": "failed",
+                  "error": f"{type(e).__name__}: {first_line(e)}",
+                  "traceback": traceback.format_exc(limit=5)})
+
+
+def task_inspect(task: dict) -> None:
+    from wb_core.models import ov_inputs, read_ov_model
+
+    fmt = task["format"]
+    if fmt in ("savedmodel",):
+        from wb_core.backends.tensorflow import load_signature, signature_inputs
+
+        _, fn = load_signature(task["path"])
+        specs = signature_inputs(fn)
+    elif fmt == "keras":
+        model = _load_keras(task["path"])
+        from wb_core.models import InputSpec
+
+        specs = [InputSpec(name=t.name, shape=tuple(-1 if d is None else int(d) for d in t.shape),
+                           dtype=str(t.dtype).replace("<dtype: '", "").replace("'>", ""))
+                 for t in model.inputs]
+    else:
+        specs = ov_inputs(read_ov_model(task["path"]))
+    emit({"type": "result", "inputs": [s.to_dict() for s in specs]})
+
+
+def _load_keras(path: str):
+    import keras
+
+    from wb_core.errors import ModelError
+    from wb_core.models import first_line
+
+    try:
+        # safe_mode refuses lambda layers and other pickled Python code in the file.
+        return keras.models.load_model(path, compile=False, safe_mode=True)
+    except Exception as e:
+        raise ModelError(f"Keras cannot load '{path}': {first_line(e)}") from None
+
+
+def task_convert(task: dict) -> None:
+    """Convert a model to OpenVINO IR (f32 weights kept) or a Keras file to a SavedModel."""
+    import openvino as ov
+
+    from wb_core.errors import ModelError
+    from wb_core.models import first_line
+
+    fmt, path, out = task["format"], task["path"], task["out"]
+    if task.get("target") == "savedmodel":
+        model = _load_keras(path)
+        model.export(out, verbose=False)
+        emit({"type": "result", "path": out})
+        return
+    try:
+        if fmt == "keras":
+            src = _load_keras(path)
+        else:
+            src = path
+        model = ov.convert_model(src)
+    except ModelError:
+        raise
+    except Exception as e:
+        raise ModelError(f"OpenVINO cannot convert '{path}': {first_line(e)}") from None
+    ov.save_model(model, out, compress_to_fp16=False)
+    emit({"type": "result", "path": out})
+
+
+def task_demo(task: dict) -> None:
+    from wb_core.demo import build_demo
+
+    emit({"type": "result", "info": build_demo(task["name"], task["out"])})
+
+
+def task_selftest(task: dict) -> None:
+    """Used by the tests: misbehave on purpose (crash, hang, raise) to exercise the parent."""
+    mode = task.get("mode")
+    emit({"type": "start"})
+    if mode == "hang":
+        time.sleep(3600)
+    elif mode == "crash":
+        os.kill(os.getpid(), 9)
+    elif mode == "raise":
+        raise RuntimeError("deliberate failure")
+    emit({"type": "result", "ok": True})
+
+
+TASKS = {"measure": task_measure, "inspect": task_inspect, "convert": task_convert, "demo": task_demo,
+         "selftest": task_selftest}
+
+
+def main() -> int:
+    task = json.loads(sys.stdin.readline())
+    try:
+        TASKS[task["task"]](task)
+    except Exception as e:
+        from wb_core.errors import WorkbenchError
+        from wb_core.models import first_line
+
+        text = str(e) if isinstance(e, WorkbenchError) else f"{type(e).__name__}: {first_line(e)}"
+        emit({"type": "fatal", "error": text, "error_type": type(e).__name__,
+              "traceback": traceback.format_exc(limit=8)})
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
