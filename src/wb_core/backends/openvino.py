@@ -37,9 +37,11 @@ def executed_precision(compiled) -> tuple[str, dict]:
     counts: collections.Counter = collections.Counter()
     for op in compiled.get_runtime_model().get_ordered_ops():
         rt = op.get_rt_info()
-        layer_type = str(rt["layerType"]) if "layerType" in rt else op.get_type_name()
-        if layer_type in COMPUTE_OPS and "runtimePrecision" in rt:
-            counts[str(rt["runtimePrecision"])] += 1
+        if "layerType" not in rt or "runtimePrecision" not in rt:
+            continue
+        # rt_info values are OVAny: astype(str) gives the value, str() only the wrapper's name.
+        if rt["layerType"].astype(str) in COMPUTE_OPS:
+            counts[rt["runtimePrecision"].astype(str)] += 1
     if not counts:
         return "unknown", {}
     return counts.most_common(1)[0][0], dict(counts)

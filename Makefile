@@ -1,0 +1,40 @@
+# Two commands set up a fresh machine: `make run` (the dashboard on the demo model) and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export WB_CACHE_DIR ?= $(CURDIR)/.wb-cache
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: run test test-all bench install browser clean demo
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[test,ui,onnx]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian's chromium for the browser tests (Playwright drives it; it never downloads a browser).
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+
+demo: $(STAMP)
+	$(BIN)/wb demo-model lenet-digits --out .wb-cache/demo-out >/dev/null
+
+run: $(STAMP)
+	$(BIN)/wb profile lenet-digits --backend openvino,tensorflow --threads 1,2 --batch 1,8 --cores none,first1 \
+		--max-time 2 --study demo --db wb.db
+
+test: $(STAMP) browser
+	$(BIN)/python -m pytest
+
+test-all: $(STAMP) browser
+	$(BIN)/python -m pytest -m ""
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .wb-cache .pytest_cache .hypothesis wb.db wb.db-wal wb.db-shm

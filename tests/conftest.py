@@ -1,0 +1,60 @@
+"""Shared fixtures: one real demo model per test session, converted once, and a fresh database per test.
+
+The cache (demo models, converted IRs) lives in `.wb-cache/test` in the repository, so a second run
+of the suite skips the build. Tests that need TensorFlow workers or MobileNetV2 are marked slow.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("WB_CACHE_DIR", str(ROOT / ".wb-cache" / "test"))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from wb_core.config import MeasureSettings  # noqa: E402
+
+# Short windows: the tests check mechanics and orders of magnitude, not final numbers.
+FAST = MeasureSettings(warmup_s=0.1, window_s=0.1, max_time_s=0.6, min_windows=3, tolerance=0.5)
+
+
+@pytest.fixture(scope="session")
+def lenet_dir() -> Path:
+    from wb_core.demo import ensure_demo
+
+    return ensure_demo("lenet-digits")
+
+
+@pytest.fixture(scope="session")
+def lenet_savedmodel(lenet_dir) -> Path:
+    return lenet_dir / "saved_model"
+
+
+@pytest.fixture(scope="session")
+def lenet_ir(lenet_savedmodel) -> Path:
+    from wb_core.variants import ensure_ir
+
+    return ensure_ir(lenet_savedmodel)
+
+
+@pytest.fixture(scope="session")
+def lenet_ir_copy(lenet_ir, tmp_path_factory) -> Path:
+    """The IR in a private folder (so tests may damage copies without touching the cache)."""
+    d = tmp_path_factory.mktemp("ir")
+    shutil.copy(lenet_ir, d / "lenet.xml")
+    shutil.copy(lenet_ir.with_suffix(".bin"), d / "lenet.bin")
+    return d / "lenet.xml"
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    return tmp_path / "results.db"
+
+
+@pytest.fixture
+def fast() -> MeasureSettings:
+    return FAST
