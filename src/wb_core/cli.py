@@ -165,3 +165,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+from wb_core import cli_dashboard  # noqa: E402,F401
