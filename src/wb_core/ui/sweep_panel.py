@@ -19,6 +19,9 @@ TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "streams", "co
                  "latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb", "status", "error"]
 
 
+PLACEHOLDER = "runs"
+
+
 def thread_ladder(n_cpus: int) -> str:
     """`1,2,4,...,n`: doubling thread counts up to the CPUs this process may use."""
     out, t = [], 1
@@ -41,7 +44,7 @@ def live_figure(df=None):
         traces.append(go.Scatter(x=list(part["latency_ms_p99"]), y=list(part["throughput"]), mode="markers",
                                  name=name, text=_labels(part), hoverinfo="text+x+y", marker={"size": 10}))
     if not traces:
-        traces = [go.Scatter(x=[], y=[], mode="markers", name="runs")]
+        traces = [go.Scatter(x=[], y=[], mode="markers", name=PLACEHOLDER, marker={"size": 10})]
     return go.FigureWidget(data=traces, layout=go.Layout(
         title="Measured so far: p99 latency vs throughput", xaxis_title="p99 latency (ms)",
         yaxis_title="throughput (samples/s)", height=380, margin={"t": 50, "b": 40, "l": 60, "r": 20}))
@@ -257,6 +260,10 @@ class SweepPanel(w.VBox):
         with fig.batch_update():
             by_name = {t.name: t for t in fig.data}
             for name, part in series:
+                spare = by_name.get(PLACEHOLDER)
+                if name not in by_name and spare is not None and not spare.x:
+                    spare.name = name  # the empty first trace takes the first series
+                    by_name[name] = by_name.pop(PLACEHOLDER)
                 if name not in by_name:
                     fig.add_scatter(x=[], y=[], mode="markers", name=name, hoverinfo="text+x+y", marker={"size": 10})
                     by_name[name] = fig.data[-1]
