@@ -182,4 +182,25 @@ def _result(lat_ms, windows, batch_size, wall_s, cpu0, cpu1, first_ms, settings)
         "window_spread": spread,
         "stable": is_stable(windows, settings.min_windows, settings.tolerance),
         "first_inference_ms": first_ms,
+        "latency_hist": latency_histogram(lat_ms),
     }
+
+
+HIST_BINS = 50
+
+
+def latency_histogram(values_ms, bins: int = HIST_BINS) -> dict | None:
+    """A compact latency distribution: log-spaced bin edges (ms) and counts.
+
+    Log spacing keeps both the bulk and the tail visible; raw latencies would be too many to store.
+    """
+    a = np.asarray(values_ms, dtype=np.float64)
+    a = a[np.isfinite(a) & (a > 0)]
+    if a.size == 0:
+        return None
+    lo, hi = float(a.min()), float(a.max())
+    if hi <= lo:
+        hi = lo * 1.001 + 1e-9
+    edges = np.geomspace(lo, hi, bins + 1)
+    counts, _ = np.histogram(a, bins=edges)
+    return {"edges_ms": [float(f"{e:.4g}") for e in edges], "counts": [int(c) for c in counts]}
