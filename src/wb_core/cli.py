@@ -163,5 +163,12 @@ def main() -> None:
         sys.exit(130)
 
 
+# Analysis and export commands register themselves on `app` (imported last: they import `app`).
+from wb_core import cli_analysis  # noqa: E402,F401
+
 if __name__ == "__main__":
-    main()
+    # Run the imported module's main: `python -m` executes a second copy of this file as __main__,
+    # and the commands above registered on the imported module's `app`.
+    from wb_core.cli import main as _main
+
+    _main()
