@@ -128,12 +128,23 @@ def test_find_run_by_prefix():
         find_run(df, "zzzz")
 
 
-def test_flop_count_of_lenet_ir(lenet_ir):
+def test_flop_count_from_an_ir(tmp_path):
+    import numpy as np
+    import openvino as ov
+    import openvino.opset13 as ops
+
     from wb_core.flops import flops_per_sample
 
-    # LeNet-5 on 32x32: conv 117,600 + conv 240,000 + dense 48,000 + 10,080 + 840 MACs, 2 FLOPs each.
-    assert flops_per_sample(lenet_ir) == 2 * (117_600 + 240_000 + 48_000 + 10_080 + 840)
-    assert flops_per_sample(lenet_ir, batch_size=4) == flops_per_sample(lenet_ir)
+    x = ops.parameter([-1, 3, 8, 8], np.float32, name="x")
+    conv = ops.convolution(x, ops.constant(np.ones((4, 3, 3, 3), np.float32)), [1, 1], [0, 0], [0, 0], [1, 1])
+    flat = ops.reshape(conv, ops.constant(np.array([-1, 144], np.int64)), special_zero=False)
+    fc = ops.matmul(flat, ops.constant(np.ones((144, 10), np.float32)), False, False)
+    path = tmp_path / "m.xml"
+    ov.save_model(ov.Model([fc], [x]), path)
+    # conv: 4x6x6 outputs x 27 MACs; matmul: 10 outputs x 144 MACs; 2 FLOPs per MAC.
+    expected = 2 * (4 * 6 * 6 * 27 + 10 * 144)
+    assert flops_per_sample(path) == expected
+    assert flops_per_sample(path, batch_size=4) == expected
 
 
 # ---- property: recommend never returns a run that breaks a constraint
