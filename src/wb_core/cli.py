@@ -203,11 +203,13 @@ def main() -> None:
         sys.exit(130)
 
 
-# Command groups that live in their own modules register themselves on `app`.
-from wb_core import cli_planning  # noqa: E402,F401
+# Command groups that live in their own modules register themselves on `app` (imported last:
+# they import `app`).
+from wb_core import cli_analysis, cli_planning  # noqa: E402,F401
 
 if __name__ == "__main__":
-    # Run through the imported module, so that the command groups above see the same `app`.
+    # Run the imported module's main: `python -m` executes a second copy of this file as __main__,
+    # and the commands above registered on the imported module's `app`.
     from wb_core.cli import main as _main
 
     _main()

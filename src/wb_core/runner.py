@@ -184,7 +184,7 @@ def _run_instances(path, members, settings, inputs, record, cancel, memory_limit
     Aggregate throughput = the instances' completed samples in the window / window length.
     """
     from wb_core.child import ChildProc, ChildOutcome
-    from wb_core.measure import Latency
+    from wb_core.measure import Latency, latency_histogram
 
     head = members[0]
     base = _task("instance", path, members, settings, inputs)
@@ -232,10 +232,12 @@ def _run_instances(path, members, settings, inputs, record, cancel, memory_limit
                     record(rest, "failed", error="An earlier point of this multi-instance group failed.")
                 return
             per = [results[i] for i in range(len(children))]
-            lat = Latency.from_values([v for m in per for v in m.get("latencies_ms", [])])
+            pooled = [v for m in per for v in m.get("latencies_ms", [])]
+            lat = Latency.from_values(pooled)
             samples = sum(m["samples"] for m in per)
             metrics = {
                 **lat.as_columns(),
+                "latency_hist": latency_histogram(pooled),
                 "throughput": samples / window_s,
                 "cpu_util": sum(m["cpu_util"] for m in per),
                 "rss_mb": sum(m["rss_mb"] for m in per),
