@@ -178,6 +178,9 @@ def run_child(task: dict, timeout: float, on_message: Callable[[dict], None] | N
                 child.kill()
                 break
             child.eof.wait(0.05)
+    except BaseException:
+        child.kill()  # the parent failed (a store error, Ctrl-C): never leave a worker behind
+        raise
     finally:
         outcome.returncode = child.wait()
     drain()

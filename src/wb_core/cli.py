@@ -84,6 +84,8 @@ def profile(
     dynamic_size: Optional[int] = typer.Option(None, "--dynamic-size", help="Size of dynamic non-batch dimensions."),
     shape: list[str] = typer.Option([], "--shape", help="Input shape, NAME=1x128 (repeatable)."),
     int_range: Optional[str] = typer.Option(None, "--int-range", help="Integer input range LOW:HIGH or NAME=LOW:HIGH."),
+    spec_file: Optional[Path] = typer.Option(None, "--spec", help="Sweep spec YAML (replaces the sweep flags)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a silent worker is given before it is killed."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
 ):
     """Sweep a model over the given settings; every point is stored as soon as it is measured."""
@@ -100,13 +102,20 @@ def profile(
                      cores_per_instance=cores_per_instance, allow_oversubscribe=allow_oversubscribe, rates=rate)
     settings = MeasureSettings(max_time_s=max_time, warmup_s=warmup, window_s=window, tolerance=tolerance)
     inputs = InputOptions.parse(dynamic_size=dynamic_size, shapes=shape, int_range=int_range)
+    if spec_file:
+        from wb_core.config import load_spec_file
+
+        spec, file_settings, file_inputs = load_spec_file(spec_file)
+        settings, inputs = file_settings or settings, file_inputs or inputs
+    if timeout is not None and timeout <= 0:
+        _fail(f"--timeout must be a positive number of seconds; got {timeout:g}.")
     path = resolve_model(model)
     db = db or default_db()
     study = study or default_study_name(path)
     if find_max_rate:
         _find_max_rate(path, spec, p99_ms, db, study, settings, inputs)
         return
-    summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, progress=not quiet)
+    summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, progress=not quiet, timeout_s=timeout)
     if not quiet:
         _print_table(load_results(db, study))
     typer.echo(summary.line())
@@ -194,12 +203,14 @@ def main() -> None:
         sys.exit(130)
 
 
-# Command groups that live in their own modules register themselves on `app`.
-from wb_core import cli_planning  # noqa: E402,F401
+# Command groups that live in their own modules register themselves on `app` (imported last:
+# they import `app`).
+from wb_core import cli_analysis, cli_planning  # noqa: E402,F401
 from wb_core import cli_dashboard  # noqa: E402,F401
 
 if __name__ == "__main__":
-    # Run through the imported module, so that the command groups above see the same `app`.
+    # Run the imported module's main: `python -m` executes a second copy of this file as __main__,
+    # and the commands above registered on the imported module's `app`.
     from wb_core.cli import main as _main
 
     _main()

@@ -476,3 +476,47 @@ def _ints_or_none(values, name, upper) -> list[int | None]:
 def config_from_any(value: Any) -> dict:
     """Accept a dict or a JSON string (used by the worker protocol)."""
     return json.loads(value) if isinstance(value, str) else dict(value)
+
+
+def load_spec_file(path) -> tuple[SweepSpec, MeasureSettings | None, InputOptions | None]:
+    """Read a sweep spec from YAML (safe loading only: no Python object tags).
+
+    Top-level keys are SweepSpec fields, plus optional `settings` (MeasureSettings fields) and
+    `inputs` (InputOptions fields). Example::
+
+        backends: [openvino]
+        threads: [1, 2]
+        batch_sizes: [1, 8]
+        cores: [none, first1]
+        settings: {max_time_s: 5}
+    """
+    import yaml
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"Sweep spec '{p}' does not exist.")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.constructor.ConstructorError as e:
+        raise ConfigError(f"Sweep spec '{p}' uses a YAML tag that is not allowed ({e.problem}); only plain "
+                          f"values, lists and mappings are read.") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"Sweep spec '{p}' is not valid YAML{where}.") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"Sweep spec '{p}' is not UTF-8 text.") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"Sweep spec '{p}' must be a mapping of sweep fields, like 'threads: [1, 2]'.")
+    settings = data.pop("settings", None)
+    inputs = data.pop("inputs", None)
+    spec_fields = {k: (",".join("none" if x is None else str(x) for x in v) if isinstance(v, list) else v)
+                   for k, v in data.items()}
+    try:
+        spec = SweepSpec.from_dict(spec_fields)
+        ms = MeasureSettings(**settings) if settings else None
+        io = InputOptions.from_dict(inputs) if inputs else None
+    except TypeError as e:
+        raise ConfigError(f"Sweep spec '{p}': {e}.") from None
+    return spec, ms, io

@@ -179,6 +179,7 @@ def _result(lat_ms, windows, batch_size, wall_s, cpu0, cpu1, first_ms, settings)
         "window_spread": spread,
         "stable": is_stable(windows, settings.min_windows, settings.tolerance),
         "first_inference_ms": first_ms,
+        "latency_hist": latency_histogram(lat_ms),
     }
 
 
@@ -307,8 +308,9 @@ def measure_poisson(make_infer: Callable[[], Infer], batches: list, batch_size: 
     achieved = len(finished) / duration
     # Saturated: the queue was still growing, more than a few requests per executor left behind.
     saturated = backlog > max(3 * concurrency, 0.02 * arrived)
-    stats = Latency.from_values([(e - a) / 1e6 for a, e in finished])
-    cols = stats.as_columns()
+    lat_ms = [(e - a) / 1e6 for a, e in finished]
+    stats = Latency.from_values(lat_ms)
+    cols = {**stats.as_columns(), "latency_hist": latency_histogram(lat_ms)}
     if saturated:
         cols = {k: None for k in cols}
     wall = duration
@@ -316,3 +318,23 @@ def measure_poisson(make_infer: Callable[[], Infer], batches: list, batch_size: 
             "arrived": arrived, "backlog": backlog, "saturated": saturated, "requests": len(finished),
             "cpu_util": ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / wall,
             "rss_mb": peak_rss_mb(), "measure_s": wall, "stable": not saturated}
+
+
+HIST_BINS = 50
+
+
+def latency_histogram(values_ms, bins: int = HIST_BINS) -> dict | None:
+    """A compact latency distribution: log-spaced bin edges (ms) and counts.
+
+    Log spacing keeps both the bulk and the tail visible; raw latencies would be too many to store.
+    """
+    a = np.asarray(values_ms, dtype=np.float64)
+    a = a[np.isfinite(a) & (a > 0)]
+    if a.size == 0:
+        return None
+    lo, hi = float(a.min()), float(a.max())
+    if hi <= lo:
+        hi = lo * 1.001 + 1e-9
+    edges = np.geomspace(lo, hi, bins + 1)
+    counts, _ = np.histogram(a, bins=edges)
+    return {"edges_ms": [float(f"{e:.4g}") for e in edges], "counts": [int(c) for c in counts]}

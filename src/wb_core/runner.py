@@ -78,8 +78,12 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
               settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
               on_point: Callable[[dict], None] | None = None, progress: bool = False,
               cancel: threading.Event | None = None, memory_limit_mb: int | None = None,
-              configs: Iterable[RunConfig] | None = None) -> SweepSummary:
-    """Measure every config of `spec` (or the given `configs`) not yet stored in `study`."""
+              configs: Iterable[RunConfig] | None = None, timeout_s: float | None = None) -> SweepSummary:
+    """Measure every config of `spec` (or the given `configs`) not yet stored in `study`.
+
+    `timeout_s`: seconds a worker may stay silent before it is declared hung and killed
+    (default: a load allowance plus twice the measuring time).
+    """
     settings = settings or MeasureSettings()
     inputs = inputs or InputOptions()
     model = Path(model)
@@ -133,29 +137,24 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
                     record(c, "failed", error=str(e))
                 continue
             if head.instances > 1:
-                _run_instances(path, members, settings, inputs, record, cancel, memory_limit_mb, summary)
+                _run_instances(path, members, settings, inputs, record, cancel, memory_limit_mb, summary, timeout_s)
             else:
-                _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb, summary)
+                _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb, summary, timeout_s)
         if bar is not None:
             bar.close()
     return summary
 
 
-def _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb, summary):
-    by_key = {c.key: c for c in members}
-    pending = dict(by_key)
-    group = members[0].to_dict()
-    group.pop("batch_size")
-    task = {"task": "measure", "model_path": str(path), "group": group,
-            "points": [{"key": c.key, "batch_size": c.batch_size} for c in members],
-            "settings": settings.__dict__, "inputs": inputs.to_dict()}
+def _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb, summary, timeout_s=None):
+    pending = {c.key: c for c in members}
+    task = _task("measure", path, members, settings, inputs)
 
     def on_message(msg: dict):
         if msg.get("type") == "point" and msg.get("key") in pending:
             cfg = pending.pop(msg["key"])
             record(cfg, msg["status"], msg.get("metrics"), msg.get("error"))
 
-    outcome = run_child(task, timeout=point_timeout(settings), on_message=on_message, cancel=cancel,
+    outcome = run_child(task, timeout=timeout_s or point_timeout(settings), on_message=on_message, cancel=cancel,
                         memory_limit_mb=memory_limit_mb)
     if outcome.cancelled:
         summary.cancelled = True
@@ -177,7 +176,7 @@ def _task(kind: str, path, members: list[RunConfig], settings, inputs) -> dict:
             "settings": settings.__dict__, "inputs": inputs.to_dict()}
 
 
-def _run_instances(path, members, settings, inputs, record, cancel, memory_limit_mb, summary):
+def _run_instances(path, members, settings, inputs, record, cancel, memory_limit_mb, summary, timeout_s=None):
     """N workers, each pinned to its own cores, measured over one common window per point.
 
     Each worker loads, compiles and warms up, says `ready`, and waits; when all are ready the
@@ -185,7 +184,7 @@ def _run_instances(path, members, settings, inputs, record, cancel, memory_limit
     Aggregate throughput = the instances' completed samples in the window / window length.
     """
     from wb_core.child import ChildProc, ChildOutcome
-    from wb_core.measure import Latency
+    from wb_core.measure import Latency, latency_histogram
 
     head = members[0]
     base = _task("instance", path, members, settings, inputs)
@@ -193,7 +192,7 @@ def _run_instances(path, members, settings, inputs, record, cancel, memory_limit
         base["memory_limit_mb"] = memory_limit_mb
     placement = head.instance_cores()
     children = [ChildProc({**base, "instance_cores": list(c) if c else None}, keep_stdin=True) for c in placement]
-    timeout = point_timeout(settings)
+    timeout = timeout_s or point_timeout(settings)
     window_s = settings.max_time_s
     try:
         for cfg in members:
@@ -233,10 +232,12 @@ def _run_instances(path, members, settings, inputs, record, cancel, memory_limit
                     record(rest, "failed", error="An earlier point of this multi-instance group failed.")
                 return
             per = [results[i] for i in range(len(children))]
-            lat = Latency.from_values([v for m in per for v in m.get("latencies_ms", [])])
+            pooled = [v for m in per for v in m.get("latencies_ms", [])]
+            lat = Latency.from_values(pooled)
             samples = sum(m["samples"] for m in per)
             metrics = {
                 **lat.as_columns(),
+                "latency_hist": latency_histogram(pooled),
                 "throughput": samples / window_s,
                 "cpu_util": sum(m["cpu_util"] for m in per),
                 "rss_mb": sum(m["rss_mb"] for m in per),

@@ -238,6 +238,15 @@ def task_demo(task: dict) -> None:
     emit({"type": "result", "info": build_demo(task["name"], task["out"])})
 
 
+def task_layers(task: dict) -> None:
+    """Per-layer performance counters of one OpenVINO configuration (see wb_core.layers)."""
+    _apply_process_settings(task["config"], task.get("memory_limit_mb"))
+    from wb_core.layers import collect_layer_times
+
+    emit({"type": "result", **collect_layer_times(task["model_path"], task["config"], task.get("inputs"),
+                                                  iterations=int(task.get("iterations") or 100))})
+
+
 def task_selftest(task: dict) -> None:
     """Used by the tests: misbehave on purpose (crash, hang, raise) to exercise the parent."""
     mode = task.get("mode")
@@ -252,7 +261,7 @@ def task_selftest(task: dict) -> None:
 
 
 TASKS = {"measure": task_measure, "instance": task_instance, "max_rate": task_max_rate, "inspect": task_inspect,
-         "convert": task_convert, "demo": task_demo, "selftest": task_selftest}
+         "convert": task_convert, "demo": task_demo, "layers": task_layers, "selftest": task_selftest}
 
 
 def main() -> int:
