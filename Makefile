@@ -23,9 +23,9 @@ browser:
 demo: $(STAMP)
 	$(BIN)/wb demo-model lenet-digits --out .wb-cache/demo-out >/dev/null
 
-run: $(STAMP)
-	$(BIN)/wb profile lenet-digits --backend openvino,tensorflow --threads 1,2 --batch 1,8 --cores none,first1 \
-		--max-time 2 --study demo --db wb.db
+# The dashboard on the demo model, loopback only; `wb dashboard` prints the address.
+run: demo
+	$(BIN)/wb dashboard --db wb.db --host 127.0.0.1 --port 8866
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest

@@ -26,6 +26,7 @@ playwright = pytest.importorskip("playwright.sync_api", reason="playwright is no
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "docs" / "screenshots"
+pytestmark = pytest.mark.browser
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
