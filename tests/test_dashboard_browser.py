@@ -170,6 +170,12 @@ def test_dashboard_walkthrough(server, page, tmp_path):
                            " return el && el.textContent !== k; }", arg=first_key, timeout=30_000)
     assert best.inner_text() == other["key"]
     assert "p99 latency ≤" in page.locator(".wb-explore-panel").inner_text()
+    # The plot's star moves to the new recommendation.
+    page.wait_for_function(
+        """(x) => { const el = document.querySelector('.wb-explore-panel .js-plotly-plot');
+                    const star = el && el.data && el.data.find(t => t.name === 'recommended');
+                    return star && Math.abs(star.x[0] - x) < 1e-6 * Math.max(1, x); }""",
+        arg=float(other["latency_ms_p99"]), timeout=30_000)
     page.locator(".wb-explore-panel .js-plotly-plot").first.scroll_into_view_if_needed()
     shoot(page, "explore")
 
@@ -191,6 +197,17 @@ def test_dashboard_walkthrough(server, page, tmp_path):
     assert (folder / "deployment.yaml").is_file()
     page.evaluate("() => window.scrollTo(0, 0)")
     shoot(page, "export")
+
+    # Clicking a point of the Pareto plot shows that run's full configuration.
+    open_tab(page, "Explore")
+    point = page.locator(".wb-explore-panel .js-plotly-plot .scatterlayer .trace .points path").first
+    point.scroll_into_view_if_needed()
+    box = point.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    details = page.locator(".wb-run-details")
+    details.get_by_text("selected for export").wait_for(timeout=30_000)
+    assert "latency_ms_p99" in details.inner_text() and "batch_size" in details.inner_text()
     # Plotly's anywidget bridge reports slow model start-up as page errors; anything else is a bug.
     assert [e for e in page.errors if "anywidget" not in e] == []
 

@@ -49,7 +49,7 @@ def test_every_notebook_is_here():
     assert names == ["01-quickstart", "02-threads-and-cores", "03-batch-size", "04-int8-accuracy", "05-export"]
 
 
-SLOW = {"02-threads-and-cores"}  # four worker processes: about 25 s on a 2-core machine
+SLOW = {"02-threads-and-cores", "04-int8-accuracy"}  # four worker processes; quantization and accuracy
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p for p in NOTEBOOKS],
