@@ -133,10 +133,11 @@ def test_dashboard_walkthrough(server, page, tmp_path):
     assert "avx512f" in page.locator(".wb-model-panel").inner_text()
     shoot(page, "model")
 
-    # Sweep: two points (batch 1 and 8), short windows, OpenVINO only.
+    # Sweep: two points, short windows, OpenVINO only. Batch 128 takes milliseconds, so its p99
+    # stays above batch 1's even when a busy machine makes batch 1 stall now and then.
     open_tab(page, "Sweep")
     sweep = page.locator(".wb-sweep-panel")
-    sweep.get_by_label("Batch sizes", exact=True).fill("1,8")
+    sweep.get_by_label("Batch sizes", exact=True).fill("1,128")
     sweep.get_by_label("Threads", exact=True).fill("1")
     sweep.get_by_label("Seconds per point").fill("0.5")
     sweep.get_by_label("Seconds per point").press("Tab")
@@ -149,7 +150,7 @@ def test_dashboard_walkthrough(server, page, tmp_path):
     assert sweep.locator("table.wb-table tbody tr").count() == 2
     shoot(page, "sweep")
 
-    # Explore: the recommendation (highest throughput: batch 8) changes when p99 must stay under batch 8's.
+    # Explore: the recommendation (highest throughput: batch 128) changes when p99 must stay under batch 128's.
     df = load_results(db, "lenet-digits")
     assert list(df["status"]) == ["ok", "ok"], df[["status", "error"]]
     open_tab(page, "Explore")
@@ -162,7 +163,7 @@ def test_dashboard_walkthrough(server, page, tmp_path):
     lo, hi = _span(df["latency_ms_p99"])
     target = (other["latency_ms_p99"] + fastest["latency_ms_p99"]) / 2
     if other["latency_ms_p99"] >= fastest["latency_ms_p99"]:
-        pytest.fail(f"batch 1 measured a higher p99 than batch 8 ({other['latency_ms_p99']} ms >= "
+        pytest.fail(f"batch 1 measured a higher p99 than batch 128 ({other['latency_ms_p99']} ms >= "
                     f"{fastest['latency_ms_p99']} ms); the machine was too busy to tell them apart")
     slider = page.locator(".wb-explore-panel .widget-slider").first
     drag_slider(page, slider, (target - lo) / (hi - lo))

@@ -186,7 +186,10 @@ class SweepPanel(w.VBox):
         t = float(self.max_time.value)
         settings = MeasureSettings(max_time_s=t, warmup_s=min(0.5, t / 2), window_s=min(0.5, t / 3))
         planned = len(SweepSpec(**values).expand())
-        self.show_study(study) if study in [r["name"] for r in self.session.studies()] else self._start_empty(study)
+        if study in [r["name"] for r in self.session.studies()]:
+            self.show_study(study)
+        else:
+            self._start_empty(study)
         self.progress.max, self.progress.value, self.progress.bar_style = planned, 0, "info"
         self.progress_text.value = f"0 / {planned}"
         self._cancel = threading.Event()
