@@ -21,6 +21,7 @@ from wb_core.child import run_child
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import ConfigError, WorkbenchError
 from wb_core.models import detect_format, fingerprint
+from wb_core.precision import PrecisionOptions, VariantPlanner
 from wb_core.store import Store
 
 # Seconds without a message before a worker is declared hung, on top of the measuring time.
@@ -38,6 +39,7 @@ class SweepSummary:
     skipped: int = 0
     cancelled: bool = False
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # things a user should know, e.g. accuracy skipped
 
     def line(self) -> str:
         return (f"Study '{self.study}' in {self.db}: {self.ok} ok, {self.failed} failed, {self.skipped} skipped, "
@@ -58,8 +60,6 @@ def infeasible_reason(cfg: RunConfig, fmt: str, hw: hardware.Hardware) -> str | 
     """Why a config cannot run here (checked before any worker starts), or None."""
     if fmt not in BACKEND_FORMATS[cfg.backend]:
         return f"the {cfg.backend} backend cannot run a {fmt} model"
-    if cfg.precision == "int8":
-        return "int8 needs a quantized variant, which this sweep does not build"
     ok, why = hw.supports(cfg.precision)
     if not ok:
         return f"{cfg.precision} skipped: {why}"
@@ -76,8 +76,13 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
               settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
               on_point: Callable[[dict], None] | None = None, progress: bool = False,
               cancel: threading.Event | None = None, memory_limit_mb: int | None = None,
-              configs: Iterable[RunConfig] | None = None) -> SweepSummary:
-    """Measure every config of `spec` (or the given `configs`) not yet stored in `study`."""
+              configs: Iterable[RunConfig] | None = None,
+              precision: PrecisionOptions | None = None) -> SweepSummary:
+    """Measure every config of `spec` (or the given `configs`) not yet stored in `study`.
+
+    `precision` carries the data, metric and quantization settings for INT8/BF16 variants and
+    accuracy (see wb_core.precision); by default a demo model uses its own data.
+    """
     settings = settings or MeasureSettings()
     inputs = inputs or InputOptions()
     model = Path(model)
@@ -105,6 +110,8 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
             if on_point:
                 on_point({"key": cfg.key, "config": cfg, "status": status, "metrics": metrics or {}, "error": error})
 
+        planner = VariantPlanner(model, fmt, fp, precision, hw)
+        planner.check_data(todo)
         groups: dict[tuple, list[RunConfig]] = collections.OrderedDict()
         for c in todo:
             groups.setdefault(c.group, []).append(c)
@@ -113,20 +120,26 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
                 summary.cancelled = True
                 break
             head = members[0]
-            why = infeasible_reason(head, fmt, hw)
+            why = infeasible_reason(head, fmt, hw) or planner.infeasible(head)
             if why:
                 for c in members:
                     record(c, "skipped", error=why)
                 continue
             try:
-                from wb_core.variants import variant_path
-
-                path = variant_path(head.backend, model, fmt, fp)
+                path = planner.path_for(head)
+                extra = planner.columns_for(head)  # variant and accuracy, the same for every point
+            except ConfigError:
+                raise  # bad data or settings: no point of the sweep would mean anything
             except WorkbenchError as e:
                 for c in members:
                     record(c, "failed", error=str(e))
                 continue
-            _run_group(path, members, settings, inputs, record, store, study, cancel, memory_limit_mb, summary)
+
+            def record_with(cfg, status, metrics=None, error=None, _extra=extra):
+                record(cfg, status, {**_extra, **(metrics or {})} if status != "skipped" else metrics, error)
+
+            _run_group(path, members, settings, inputs, record_with, store, study, cancel, memory_limit_mb, summary)
+        summary.notes.extend(planner.notes)
         if bar is not None:
             bar.close()
     return summary
