@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -78,7 +79,7 @@ def test_int8_without_data_is_skipped(lenet_ir_copy, db, fast):
     assert (s.ok, s.skipped) == (1, 1)
     rows = _by_precision(load_results(db, "nodata"))
     assert "calibration data" in rows["int8"]["error"]
-    assert "accuracy" not in rows["fp32"] or rows["fp32"]["accuracy"] is None or np.isnan(rows["fp32"]["accuracy"])
+    assert "accuracy" not in rows["fp32"].index or pd.isna(rows["fp32"]["accuracy"])
 
 
 def test_missing_labels_skip_accuracy_but_profile_runs(lenet_dir, lenet_ir_copy, db, fast, tmp_path):
@@ -175,3 +176,32 @@ def test_tensorflow_bf16_accuracy(lenet_savedmodel, db, fast):
         assert s.ok == 2, s.errors
         assert rows["bf16"]["executed_precision"] == "bf16-amp"
         assert abs(rows["bf16"]["accuracy_drop"]) <= 0.02
+
+
+def test_api_arrays_and_user_metric(lenet_dir, lenet_ir_copy, db, fast):
+    from wb_core.api import profile
+
+    d = np.load(lenet_dir / "data.npz")
+    calls = []
+
+    def error_rate_complement(outputs, labels):
+        calls.append(len(outputs))
+        return float((outputs.argmax(1) == labels).mean())
+
+    df = profile(lenet_ir_copy, db=db, study="api", precisions="fp32,int8", settings=fast,
+                 data=(d["x"][:200], d["y"][:200]), metric=error_rate_complement, calib_size=100)
+    rows = _by_precision(df)
+    assert rows["fp32"]["accuracy_metric"] == "error_rate_complement" and calls == [200, 200]
+    assert rows["int8"]["calibration_size"] == 100 and rows["int8"]["accuracy_drop"] <= 0.02
+
+
+@pytest.mark.slow
+def test_mobilenet_int8_runs_in_u8(db, fast):
+    from wb_core.demo import demo_model_path
+
+    s = run_sweep(demo_model_path("mobilenet-v2"), SweepSpec(precisions="int8", batch_sizes="8"), db, "mn",
+                  settings=fast)
+    assert s.ok == 1, s.errors
+    row = load_results(db, "mn").iloc[0]
+    assert row["executed_precision"] in ("u8", "i8") and row["variant"] == "int8-ptq"
+    assert "accuracy" not in row.index or pd.isna(row["accuracy"])  # random weights: no labels

@@ -94,6 +94,12 @@ class VariantPlanner:
                                              input_shape=self._ov_input_shape() if _is_folder(source) else None)
         return self._dataset
 
+    def _demo_has_data(self) -> bool:
+        from wb_core.demo import demo_dir
+
+        demo = _demo_of(self.model)
+        return bool(demo) and (demo_dir(demo) / "data.npz").exists()
+
     def _data_path(self) -> tuple[Path, str]:
         if self._data_file is None:
             self._data_file = self.dataset().save()
@@ -114,7 +120,7 @@ class VariantPlanner:
     def check_data(self, configs: list[RunConfig]) -> None:
         """Fail early, with the expected input named, when the data cannot feed the model."""
         wants_int8 = any(c.precision == "int8" for c in configs)
-        if self.options.data is None and not wants_int8:
+        if not configs or (self.options.data is None and not wants_int8):
             return  # a demo's own data fits its model
         if self.dataset() is None or not any(c.backend == "openvino" for c in configs):
             return  # a TensorFlow-only sweep checks inside its evaluation worker
@@ -182,6 +188,8 @@ class VariantPlanner:
         return cols
 
     def _accuracy_columns(self, backend: str, precision: str) -> dict:
+        if not self.options.accuracy or (self.options.data is None and not self._demo_has_data()):
+            return {}  # nothing to measure with: no need to load (or synthesise) data
         ds = self.dataset()
         if not self.options.accuracy or ds is None or ds.meta.get("synthetic"):
             return {}  # synthetic demo inputs calibrate, but say nothing about accuracy
