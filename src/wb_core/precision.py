@@ -69,8 +69,10 @@ def _demo_of(model: Path) -> str | None:
 class VariantPlanner:
     """Builds, caches and describes the precision variants of one model during one sweep."""
 
-    def __init__(self, model: Path, fmt: str, fp: str, options: PrecisionOptions | None, hw):
+    def __init__(self, model: Path, fmt: str, fp: str, options: PrecisionOptions | None, hw,
+                 inputs: list | None = None):
         self.model, self.fmt, self.fp, self.hw = Path(model), fmt, fp, hw
+        self.inputs = inputs  # the model's InputSpecs when the caller has read them already
         self.options = options or PrecisionOptions()
         self.notes: list[str] = []
         self._dataset: Dataset | None = None
@@ -106,25 +108,25 @@ class VariantPlanner:
         return self._data_file
 
     def _ov_input_shape(self) -> tuple[int, ...] | None:
-        spec = self._ov_input()
+        spec = self._input()
         return tuple(spec.shape) if spec else None
 
-    def _ov_input(self):
-        """The model's single input as the FP32 IR sees it (None for multi-input models)."""
-        from wb_core.models import ov_inputs, read_ov_model
-        from wb_core.variants import ensure_ir
+    def _input(self):
+        """The model's single input (None for multi-input models)."""
+        if self.inputs is None:
+            from wb_core.variants import inspect_inputs
 
-        specs = ov_inputs(read_ov_model(ensure_ir(self.model, self.fmt, self.fp)))
-        return specs[0] if len(specs) == 1 else None
+            self.inputs = inspect_inputs(self.model)
+        return self.inputs[0] if len(self.inputs) == 1 else None
 
     def check_data(self, configs: list[RunConfig]) -> None:
         """Fail early, with the expected input named, when the data cannot feed the model."""
         wants_int8 = any(c.precision == "int8" for c in configs)
         if not configs or (self.options.data is None and not wants_int8):
             return  # a demo's own data fits its model
-        if self.dataset() is None or not any(c.backend == "openvino" for c in configs):
-            return  # a TensorFlow-only sweep checks inside its evaluation worker
-        spec = self._ov_input()
+        if self.dataset() is None:
+            return
+        spec = self._input()
         if spec is None:
             raise ConfigError(f"Datasets work with single-input models; '{self.model}' has several inputs.")
         check_input(self.dataset().x, spec, "data")

@@ -20,9 +20,10 @@ from wb_core.backends.base import BACKEND_FORMATS
 from wb_core.child import run_child
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import ConfigError, WorkbenchError
-from wb_core.models import detect_format, fingerprint
+from wb_core.models import detect_format, fingerprint, resolve_shape
 from wb_core.precision import PrecisionOptions, VariantPlanner
 from wb_core.store import Store
+from wb_core.variants import inspect_inputs
 
 # Seconds without a message before a worker is declared hung, on top of the measuring time.
 LOAD_ALLOWANCE_S = 300.0
@@ -90,10 +91,18 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
     fp = fingerprint(model)
     hw = hardware.detect()
     configs = list(configs) if configs is not None else spec.expand()
+    # Preflight: a model that cannot be read, or inputs that cannot be shaped, stop the sweep
+    # before anything is written.
+    specs = inspect_inputs(model)
+    for b in sorted({c.batch_size for c in configs}):
+        for s in specs:
+            resolve_shape(s, b, inputs)
+    planner = VariantPlanner(model, fmt, fp, precision, hw, specs)
+    planner.check_data(configs)  # data that cannot feed the model stops the sweep here too
     with Store(db) as store:
         store.ensure_study(study, str(model.resolve()), fmt, fp, hw.to_dict(), hw.fingerprint,
                            library_versions(), {"sweep": spec.to_dict(), "settings": settings.__dict__,
-                                                "inputs": inputs.to_dict()})
+                                                "inputs": inputs.to_dict()}, [s.to_dict() for s in specs])
         done = store.done_keys(study)
         summary = SweepSummary(study=study, db=str(db), planned=len(configs))
         todo = [c for c in configs if c.key not in done]
@@ -110,8 +119,6 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
             if on_point:
                 on_point({"key": cfg.key, "config": cfg, "status": status, "metrics": metrics or {}, "error": error})
 
-        planner = VariantPlanner(model, fmt, fp, precision, hw)
-        planner.check_data(todo)
         groups: dict[tuple, list[RunConfig]] = collections.OrderedDict()
         for c in todo:
             groups.setdefault(c.group, []).append(c)
@@ -138,14 +145,14 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
             def record_with(cfg, status, metrics=None, error=None, _extra=extra):
                 record(cfg, status, {**_extra, **(metrics or {})} if status != "skipped" else metrics, error)
 
-            _run_group(path, members, settings, inputs, record_with, store, study, cancel, memory_limit_mb, summary)
+            _run_group(path, members, settings, inputs, record_with, cancel, memory_limit_mb, summary)
         summary.notes.extend(planner.notes)
         if bar is not None:
             bar.close()
     return summary
 
 
-def _run_group(path, members, settings, inputs, record, store, study, cancel, memory_limit_mb, summary):
+def _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb, summary):
     by_key = {c.key: c for c in members}
     pending = dict(by_key)
     group = members[0].to_dict()
@@ -155,9 +162,6 @@ def _run_group(path, members, settings, inputs, record, store, study, cancel, me
             "settings": settings.__dict__, "inputs": inputs.to_dict()}
 
     def on_message(msg: dict):
-        if msg.get("type") == "loaded" and msg.get("inputs"):
-            if not (store.get_study(study) or {}).get("inputs"):
-                store.set_inputs(study, msg["inputs"])
         if msg.get("type") == "point" and msg.get("key") in pending:
             cfg = pending.pop(msg["key"])
             record(cfg, msg["status"], msg.get("metrics"), msg.get("error"))
@@ -182,11 +186,3 @@ def _progress(total: int, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, unit="point", desc="profiling", dynamic_ncols=True)
-
-
-def check_cores_fit(spec: SweepSpec) -> None:
-    """Refuse pinning to CPUs the machine lacks (parse_cores already did; kept for API callers)."""
-    cpus = set(hardware.detect().available_cpus)
-    for c in spec.cores:
-        if c and not set(c) <= cpus:
-            raise ConfigError(f"Cores {sorted(c)} are not all on this machine (available: {sorted(cpus)}).")

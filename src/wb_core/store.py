@@ -134,10 +134,6 @@ class Store:
             )
         return self.get_study(name)
 
-    def set_inputs(self, name: str, inputs: list[dict]) -> None:
-        with self._write() as c:
-            c.execute("UPDATE studies SET inputs_json = ? WHERE name = ?", (json.dumps(inputs), name))
-
     # ---- runs ----
     def done_keys(self, study: str) -> set[str]:
         rows = self.conn.execute(

@@ -1,0 +1,102 @@
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from wb_core.config import InputOptions
+from wb_core.errors import ConfigError, ModelError
+from wb_core.models import InputSpec, detect_format, fingerprint, make_batches, resolve_shape
+from wb_core.variants import inspect_inputs
+
+
+def test_detects_each_format(lenet_dir, lenet_ir):
+    assert detect_format(lenet_dir / "saved_model") == "savedmodel"
+    assert detect_format(lenet_dir / "model.keras") == "keras"
+    assert detect_format(lenet_ir) == "openvino"
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda d: d / "missing.onnx", "does not exist"),
+    (lambda d: (d / "empty").mkdir() or d / "empty", "is empty"),
+    (lambda d: (d / "notes.txt").write_text("hi") and d / "notes.txt", "not a model format"),
+    (lambda d: (d / "zero.onnx").touch() or d / "zero.onnx", "is empty"),
+])
+def test_bad_paths_name_the_problem(tmp_path, make, needle):
+    with pytest.raises(ModelError, match=needle):
+        detect_format(make(tmp_path))
+
+
+def test_ir_without_bin(tmp_path, lenet_ir):
+    shutil.copy(lenet_ir, tmp_path / "m.xml")
+    with pytest.raises(ModelError, match="no weights file"):
+        detect_format(tmp_path / "m.xml")
+
+
+def test_fingerprint_follows_content(tmp_path, lenet_ir_copy):
+    a = fingerprint(lenet_ir_copy)
+    assert a == fingerprint(lenet_ir_copy)
+    data = bytearray(lenet_ir_copy.with_suffix(".bin").read_bytes())
+    data[100] ^= 0xFF
+    lenet_ir_copy.with_suffix(".bin").write_bytes(bytes(data))
+    assert fingerprint(lenet_ir_copy) != a
+    data[100] ^= 0xFF
+    lenet_ir_copy.with_suffix(".bin").write_bytes(bytes(data))
+
+
+def test_inspect_ir_inputs(lenet_ir):
+    (spec,) = inspect_inputs(lenet_ir)
+    assert spec.shape[1:] == (8, 8, 1) and spec.dtype == "float32"
+
+
+def test_truncated_onnx_is_a_clear_error(tmp_path):
+    p = tmp_path / "broken.onnx"
+    p.write_bytes(b"\x08\x07\x12\x07garbage" * 10)
+    with pytest.raises(Exception) as e:
+        inspect_inputs(p)
+    assert "broken.onnx" in str(e.value)
+
+
+def test_dynamic_dims_need_a_size():
+    spec = InputSpec("input_ids", (-1, -1), "int64")
+    with pytest.raises(ConfigError, match="dynamic"):
+        resolve_shape(spec, 4, InputOptions())
+    assert resolve_shape(spec, 4, InputOptions(dynamic_size=128)) == (4, 128)
+
+
+def test_text_model_batches_respect_int_range():
+    specs = [InputSpec("input_ids", (-1, -1), "int64"), InputSpec("attention_mask", (-1, -1), "int64"),
+             InputSpec("token_type_ids", (-1, -1), "int64")]
+    opts = InputOptions(dynamic_size=128, int_range=(0, 30522), int_ranges={"attention_mask": (0, 2),
+                                                                           "token_type_ids": (0, 2)})
+    batches = make_batches(specs, 8, opts, pool_size=16, seed=1)
+    b = batches[0]
+    assert b["input_ids"].shape == (8, 128) and b["input_ids"].dtype == np.int64
+    assert b["input_ids"].max() < 30522 and b["attention_mask"].max() <= 1
+    # Distinct samples inside a batch and across batches.
+    assert len({row.tobytes() for row in b["input_ids"]}) == 8
+    assert not np.array_equal(batches[0]["input_ids"], batches[1]["input_ids"])
+    # Seeded: the same seed gives the same inputs.
+    again = make_batches(specs, 8, opts, pool_size=16, seed=1)
+    assert np.array_equal(again[0]["input_ids"], b["input_ids"])
+
+
+def test_batch_of_any_size_from_small_pool():
+    spec = InputSpec("x", (-1, 3), "float32")
+    (b, *_) = make_batches([spec], 100, InputOptions(), pool_size=7)
+    assert b["x"].shape == (100, 3)
+
+
+def test_demo_model_command_writes_model(tmp_path, lenet_dir):
+    out = subprocess.run([sys.executable, "-m", "wb_core.cli", "demo-model", "lenet-digits", "--out", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "lenet-digits" / "saved_model" / "saved_model.pb").exists()
+    assert (tmp_path / "lenet-digits" / "data.npz").exists()
+
+
+def test_lenet_demo_is_accurate(lenet_dir):
+    import json
+
+    assert json.loads((lenet_dir / "info.json").read_text())["test_accuracy"] >= 0.95
