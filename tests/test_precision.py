@@ -205,3 +205,13 @@ def test_mobilenet_int8_runs_in_u8(db, fast):
     row = load_results(db, "mn").iloc[0]
     assert row["executed_precision"] in ("u8", "i8") and row["variant"] == "int8-ptq"
     assert "accuracy" not in row.index or pd.isna(row["accuracy"])  # random weights: no labels
+
+
+def test_layer_profile_of_an_int8_run_uses_the_int8_ir(lenet_savedmodel, db, fast):
+    from wb_core.layers import study_layer_profile
+
+    run_sweep(lenet_savedmodel, SweepSpec(precisions="int8"), db, "lay", settings=fast)
+    row = load_results(db, "lay").iloc[0]
+    assert row["variant_path"].endswith("model.xml") and "/int8/" in row["variant_path"]
+    prof = study_layer_profile(db, "lay", row["key"], iterations=5)
+    assert {"u8", "i8"} & set(prof.layers["precision"].astype(str))

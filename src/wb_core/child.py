@@ -68,74 +68,123 @@ def child_env(extra: dict | None = None) -> dict:
     return env
 
 
+class ChildProc:
+    """One running child. Messages arrive on a queue; `send` writes a line to its stdin.
+
+    Interactive use (several children kept in step, as for multi-instance runs) keeps stdin open;
+    one-shot use goes through `run_child`.
+    """
+
+    def __init__(self, task: dict, env: dict | None = None, keep_stdin: bool = False):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "wb_core.worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=child_env(env), start_new_session=True, text=True, bufsize=1,
+        )
+        self.tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.queue: collections.deque = collections.deque()
+        self.eof = threading.Event()
+        self.last_message = time.monotonic()
+        self._t_err = threading.Thread(target=self._read_stderr, daemon=True)
+        self._t_out = threading.Thread(target=self._read_stdout, daemon=True)
+        self._t_err.start()
+        self._t_out.start()
+        self.send(task)
+        if not keep_stdin:
+            self.close_stdin()
+
+    def _read_stderr(self):
+        for line in self.proc.stderr:
+            self.tail.append(line.rstrip())
+
+    def _read_stdout(self):
+        for line in self.proc.stdout:
+            if line.startswith(PREFIX):
+                try:
+                    self.queue.append(json.loads(line[len(PREFIX):]))
+                except json.JSONDecodeError:
+                    self.tail.append(line.rstrip())
+        self.eof.set()
+
+    def send(self, msg: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # the child is gone; its exit status tells why
+
+    def close_stdin(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+
+    def messages(self):
+        """Pop the messages that have arrived (heartbeats only refresh the timer)."""
+        while self.queue:
+            msg = self.queue.popleft()
+            self.last_message = time.monotonic()
+            if msg.get("type") != "heartbeat":
+                yield msg
+
+    def idle_for(self) -> float:
+        return time.monotonic() - self.last_message
+
+    @property
+    def finished(self) -> bool:
+        return self.eof.is_set() and not self.queue
+
+    def kill(self) -> None:
+        _kill(self.proc)
+
+    def wait(self) -> int:
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a child that ignores SIGKILL
+            self.kill()
+            self.proc.wait()
+        self._t_out.join(timeout=5)
+        self._t_err.join(timeout=5)
+        return self.proc.returncode
+
+    def stderr_tail(self) -> str:
+        return "\n".join(list(self.tail)[-20:])
+
+
 def run_child(task: dict, timeout: float, on_message: Callable[[dict], None] | None = None,
               env: dict | None = None, cancel: threading.Event | None = None,
               memory_limit_mb: int | None = None) -> ChildOutcome:
     """Run one task in a fresh process; call `on_message` for each message as it arrives."""
     if memory_limit_mb:
         task = {**task, "memory_limit_mb": memory_limit_mb}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wb_core.worker"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=child_env(env), start_new_session=True, text=True, bufsize=1,
-    )
-    tail: collections.deque[str] = collections.deque(maxlen=40)
-    t_err = threading.Thread(target=lambda: [tail.append(line.rstrip()) for line in proc.stderr], daemon=True)
-    t_err.start()
+    child = ChildProc(task, env=env)
     outcome = ChildOutcome(returncode=None, timed_out=False)
-    last = [time.monotonic()]
-    lines: collections.deque = collections.deque()
-    done = threading.Event()
-
-    def read_stdout():
-        for line in proc.stdout:
-            if line.startswith(PREFIX):
-                try:
-                    lines.append(json.loads(line[len(PREFIX):]))
-                except json.JSONDecodeError:
-                    tail.append(line.rstrip())
-        done.set()
-
-    t_out = threading.Thread(target=read_stdout, daemon=True)
-    t_out.start()
-    try:
-        proc.stdin.write(json.dumps(task) + "\n")
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass
 
     def drain():
-        while lines:
-            msg = lines.popleft()
-            last[0] = time.monotonic()
+        for msg in child.messages():
             outcome.messages.append(msg)
-            if on_message and msg.get("type") != "heartbeat":
+            if on_message:
                 on_message(msg)
 
     try:
-        while not done.is_set() or lines:
+        while not child.finished:
             drain()
             if cancel is not None and cancel.is_set():
                 outcome.cancelled = True
-                _kill(proc)
+                child.kill()
                 break
-            if time.monotonic() - last[0] > timeout:
+            if child.idle_for() > timeout:
                 outcome.timed_out = True
-                _kill(proc)
+                child.kill()
                 break
-            done.wait(0.05)
-        drain()
+            child.eof.wait(0.05)
+    except BaseException:
+        child.kill()  # the parent failed (a store error, Ctrl-C): never leave a worker behind
+        raise
     finally:
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # pragma: no cover - child ignores SIGKILL?!
-            _kill(proc)
-            proc.wait()
-        t_out.join(timeout=5)
-        t_err.join(timeout=5)
+        outcome.returncode = child.wait()
     drain()
-    outcome.returncode = proc.returncode
-    outcome.stderr_tail = "\n".join(list(tail)[-20:])
+    outcome.stderr_tail = child.stderr_tail()
     return outcome
 
 

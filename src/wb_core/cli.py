@@ -64,6 +64,15 @@ def profile(
     cores: str = typer.Option("none", "--cores",
                               help="Pinning: none, all, firstK, or CPU lists like 0, 0-1, 0+2 (values comma-separated)."),
     concurrency: str = typer.Option("1", "--concurrency", help="Requests in flight."),
+    instances: str = typer.Option("1", "--instances", help="Instances started together, e.g. 1,2."),
+    cores_per_instance: str = typer.Option("auto", "--cores-per-instance",
+                                           help="Cores pinned to each instance (disjoint), e.g. 1,2."),
+    allow_oversubscribe: bool = typer.Option(False, "--allow-oversubscribe",
+                                             help="Run instances x cores beyond this machine's cores."),
+    rate: str = typer.Option("none", "--rate", help="Poisson arrival rates in requests/s (server scenario)."),
+    find_max_rate: bool = typer.Option(False, "--find-max-rate",
+                                       help="Search the highest rate whose p99 stays under --p99-ms."),
+    p99_ms: Optional[float] = typer.Option(None, "--p99-ms", help="p99 latency target for --find-max-rate."),
     onednn: str = typer.Option("auto", "--onednn", help="TensorFlow oneDNN: on, off, auto."),
     cpu_pinning: str = typer.Option("auto", "--ov-pinning", help="OpenVINO ENABLE_CPU_PINNING: on, off, auto."),
     study: Optional[str] = typer.Option(None, "--study", help="Study name (default: the model's name)."),
@@ -75,6 +84,8 @@ def profile(
     dynamic_size: Optional[int] = typer.Option(None, "--dynamic-size", help="Size of dynamic non-batch dimensions."),
     shape: list[str] = typer.Option([], "--shape", help="Input shape, NAME=1x128 (repeatable)."),
     int_range: Optional[str] = typer.Option(None, "--int-range", help="Integer input range LOW:HIGH or NAME=LOW:HIGH."),
+    spec_file: Optional[Path] = typer.Option(None, "--spec", help="Sweep spec YAML (replaces the sweep flags)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a silent worker is given before it is killed."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
     data: Optional[str] = typer.Option(None, "--data", help="Calibration/validation data: .npz (x, optional y), a "
                                        "folder with one subfolder of images per class, or demo:NAME."),
@@ -100,14 +111,26 @@ def profile(
 
     spec = SweepSpec(backends=backend, precisions=precision, batch_sizes=batch, threads=threads,
                      inter_op_threads=inter_op_threads, streams=streams, cores=cores, concurrency=concurrency,
-                     hints=hint, onednn=onednn, cpu_pinning=cpu_pinning)
+                     hints=hint, onednn=onednn, cpu_pinning=cpu_pinning, instances=instances,
+                     cores_per_instance=cores_per_instance, allow_oversubscribe=allow_oversubscribe, rates=rate)
     settings = MeasureSettings(max_time_s=max_time, warmup_s=warmup, window_s=window, tolerance=tolerance)
     inputs = InputOptions.parse(dynamic_size=dynamic_size, shapes=shape, int_range=int_range)
+    if spec_file:
+        from wb_core.config import load_spec_file
+
+        spec, file_settings, file_inputs = load_spec_file(spec_file)
+        settings, inputs = file_settings or settings, file_inputs or inputs
+    if timeout is not None and timeout <= 0:
+        _fail(f"--timeout must be a positive number of seconds; got {timeout:g}.")
     path = resolve_model(model)
     db = db or default_db()
     study = study or default_study_name(path)
+    if find_max_rate:
+        _find_max_rate(path, spec, p99_ms, db, study, settings, inputs)
+        return
     prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy)
-    summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, progress=not quiet, precision=prec)
+    summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, progress=not quiet, timeout_s=timeout,
+                        precision=prec)
     if not quiet:
         _print_table(load_results(db, study))
     typer.echo(summary.line())
@@ -117,6 +140,24 @@ def profile(
         typer.echo(f"  failed: {e}", err=True)
     if summary.failed and not summary.ok:
         raise typer.Exit(1)
+
+
+def _find_max_rate(path, spec, p99_ms, db, study, settings, inputs):
+    from wb_core.runner import find_max_rate
+
+    if p99_ms is None:
+        _fail("--find-max-rate needs a target, for example --p99-ms 10.")
+    for cfg in spec.expand():
+        if cfg.instances > 1 or cfg.rate:
+            continue
+        r = find_max_rate(path, cfg, p99_ms, db, study, settings=settings, inputs=inputs)
+        best = r.get("best")
+        if best:
+            typer.echo(f"{cfg.label()}: highest rate with p99 under {p99_ms:g} ms is {best['rate']:.1f} requests/s "
+                       f"(measured p99 {best['p99_ms']:.3f} ms; closed-loop capacity {r['closed_loop_rate']:.1f}/s).")
+        else:
+            typer.echo(f"{cfg.label()}: no rate tried kept p99 under {p99_ms:g} ms "
+                       f"(closed-loop capacity {r['closed_loop_rate']:.1f}/s).")
 
 
 @app.command()
@@ -150,7 +191,7 @@ def studies(db: Optional[Path] = typer.Option(None, "--db")):
 
 
 TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
-                 "concurrency", "latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb",
+                 "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb",
                  "executed_precision", "variant", "accuracy", "accuracy_drop", "status"]
 
 
@@ -167,7 +208,7 @@ def _print_table(df) -> None:
     if df.empty:
         typer.echo("(no runs)")
         return
-    cols = [c for c in TABLE_COLUMNS if c in df.columns]
+    cols = [c for c in TABLE_COLUMNS if c in df.columns and df[c].notna().any()]
     view = df[cols].copy()
     for c in ("latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb"):
         if c in view:
@@ -191,5 +232,13 @@ def main() -> None:
         sys.exit(130)
 
 
+# Command groups that live in their own modules register themselves on `app` (imported last:
+# they import `app`).
+from wb_core import cli_analysis, cli_planning  # noqa: E402,F401
+
 if __name__ == "__main__":
-    main()
+    # Run the imported module's main: `python -m` executes a second copy of this file as __main__,
+    # and the commands above registered on the imported module's `app`.
+    from wb_core.cli import main as _main
+
+    _main()

@@ -266,11 +266,29 @@ class RunConfig:
     hint: str | None = None  # OpenVINO PERFORMANCE_HINT: latency / throughput / None
     onednn: bool | None = None  # TensorFlow TF_ENABLE_ONEDNN_OPTS; None = runtime default
     cpu_pinning: bool | None = None  # OpenVINO ENABLE_CPU_PINNING; None = runtime default
+    cores_per_instance: int | None = None  # with instances > 1: each instance's own disjoint cores
+    rate: float | None = None  # open-loop Poisson arrivals (requests/s); None = closed loop
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["cores"] = list(self.cores) if self.cores else None
         return d
+
+    def instance_cores(self) -> list[tuple[int, ...] | None]:
+        """The cores each instance is pinned to (None: not pinned)."""
+        if not self.cores_per_instance or not self.cores:
+            return [None] * self.instances
+        k = self.cores_per_instance
+        cpus = list(self.cores)
+        # Oversubscribed plans wrap around the cores they were given.
+        return [tuple(cpus[(i * k + j) % len(cpus)] for j in range(k)) for i in range(self.instances)]
+
+    @property
+    def oversubscribed(self) -> bool:
+        """More threads (x instances) than the cores given to them."""
+        given = len(self.cores) if self.cores else len(available_cpus())
+        per_instance = self.threads or (self.cores_per_instance or given)
+        return per_instance * self.instances > given
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
@@ -306,7 +324,9 @@ class RunConfig:
         if self.concurrency > 1:
             parts.append(f"c{self.concurrency}")
         if self.instances > 1:
-            parts.append(f"x{self.instances}")
+            parts.append(f"x{self.instances}" + (f"@{self.cores_per_instance}c" if self.cores_per_instance else ""))
+        if self.rate:
+            parts.append(f"rate={self.rate:g}/s")
         if self.onednn is False:
             parts.append("onednn=off")
         return " ".join(parts)
@@ -327,7 +347,10 @@ class SweepSpec:
     hints: list[str | None] = field(default_factory=lambda: [None])
     onednn: list[bool | None] = field(default_factory=lambda: [None])
     cpu_pinning: list[bool | None] = field(default_factory=lambda: [None])
-    instances: int = 1
+    instances: list[int] = field(default_factory=lambda: [1])
+    cores_per_instance: list[int | None] = field(default_factory=lambda: [None])
+    rates: list[float | None] = field(default_factory=lambda: [None])
+    allow_oversubscribe: bool = False
 
     def __post_init__(self):
         self.backends = parse_choice(self.backends, "backend", BACKENDS)
@@ -349,16 +372,25 @@ class SweepSpec:
             self.onednn = parse_bool_list(self.onednn, "oneDNN")
         if isinstance(self.cpu_pinning, str):
             self.cpu_pinning = parse_bool_list(self.cpu_pinning, "CPU pinning")
-        if not isinstance(self.instances, int) or self.instances < 1:
-            raise ConfigError(f"Instances must be at least 1; got {self.instances!r}.")
+        self.instances = parse_positive_ints(self.instances if not isinstance(self.instances, int)
+                                             else str(self.instances), "Instances", 4096)
+        self.cores_per_instance = _ints_or_none(self.cores_per_instance if not isinstance(self.cores_per_instance, int)
+                                                else str(self.cores_per_instance), "Cores per instance", 4096)
+        self.rates = parse_rates(self.rates)
 
     def expand(self) -> list[RunConfig]:
-        """All run configurations, in a stable order, with settings that a backend lacks dropped."""
+        """All run configurations, in a stable order, with settings that a backend lacks dropped.
+
+        Multi-instance points (instances > 1 with cores per instance) take the first
+        instances x cores_per_instance CPUs, one disjoint slice each; the `cores` dimension does
+        not apply to them. Asking for more cores than the machine has is refused unless
+        `allow_oversubscribe`.
+        """
         out: dict[str, RunConfig] = {}
         for backend in self.backends:
             tf = backend == "tensorflow"
             for prec in self.precisions:
-                for cores in self.cores:
+                for n, k, cores in self._placements():
                     for thr in self.threads:
                         for inter in (self.inter_op_threads if tf else [None]):
                             for hint in ([None] if tf else self.hints):
@@ -367,14 +399,35 @@ class SweepSpec:
                                     for dnn in (self.onednn if tf else [None]):
                                         for pin in ([None] if tf else self.cpu_pinning):
                                             for conc in self.concurrency:
-                                                for b in self.batch_sizes:
-                                                    rc = RunConfig(backend=backend, precision=prec, batch_size=b,
-                                                                   threads=thr, inter_op_threads=inter, streams=st,
-                                                                   cores=cores, instances=self.instances,
-                                                                   concurrency=conc, hint=hint, onednn=dnn,
-                                                                   cpu_pinning=pin)
-                                                    out.setdefault(rc.key, rc)
+                                                for rate in self.rates:
+                                                    for b in self.batch_sizes:
+                                                        rc = RunConfig(
+                                                            backend=backend, precision=prec, batch_size=b,
+                                                            threads=thr, inter_op_threads=inter, streams=st,
+                                                            cores=cores, instances=n, concurrency=conc, hint=hint,
+                                                            onednn=dnn, cpu_pinning=pin, cores_per_instance=k,
+                                                            rate=rate)
+                                                        out.setdefault(rc.key, rc)
         return list(out.values())
+
+    def _placements(self):
+        """(instances, cores_per_instance, cores) triples."""
+        cpus = available_cpus()
+        for n in self.instances:
+            if n == 1:
+                for cores in self.cores:
+                    yield 1, None, cores
+                continue
+            for k in self.cores_per_instance:
+                if k is None:
+                    yield n, None, None
+                    continue
+                if n * k > len(cpus) and not self.allow_oversubscribe:
+                    raise ConfigError(
+                        f"{n} instances x {k} cores = {n * k} cores, but this machine offers {len(cpus)} "
+                        f"(CPUs {_fmt_cpus(cpus)}); use fewer, or allow oversubscription."
+                    )
+                yield n, k, tuple(cpus[: min(n * k, len(cpus))])
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -389,6 +442,23 @@ class SweepSpec:
         if unknown:
             raise ConfigError(f"Unknown sweep field(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}.")
         return cls(**d)
+
+
+def parse_rates(values) -> list[float | None]:
+    """Arrival rates in requests/s for the server scenario; `none` is the closed loop."""
+    out: list[float | None] = []
+    for v in (split_values(values) if isinstance(values, str) else (values or [None])):
+        if v is None or str(v).lower() in ("none", "closed", ""):
+            out.append(None)
+            continue
+        try:
+            r = float(v)
+        except ValueError:
+            raise ConfigError(f"Rate must be a number of requests per second; got '{v}'.") from None
+        if not (0 < r < 1e7):
+            raise ConfigError(f"Rate must be above 0 and below 10 million requests/s; got {v}.")
+        out.append(r)
+    return _unique(out) or [None]
 
 
 def _ints_or_none(values, name, upper) -> list[int | None]:
@@ -406,3 +476,47 @@ def _ints_or_none(values, name, upper) -> list[int | None]:
 def config_from_any(value: Any) -> dict:
     """Accept a dict or a JSON string (used by the worker protocol)."""
     return json.loads(value) if isinstance(value, str) else dict(value)
+
+
+def load_spec_file(path) -> tuple[SweepSpec, MeasureSettings | None, InputOptions | None]:
+    """Read a sweep spec from YAML (safe loading only: no Python object tags).
+
+    Top-level keys are SweepSpec fields, plus optional `settings` (MeasureSettings fields) and
+    `inputs` (InputOptions fields). Example::
+
+        backends: [openvino]
+        threads: [1, 2]
+        batch_sizes: [1, 8]
+        cores: [none, first1]
+        settings: {max_time_s: 5}
+    """
+    import yaml
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"Sweep spec '{p}' does not exist.")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.constructor.ConstructorError as e:
+        raise ConfigError(f"Sweep spec '{p}' uses a YAML tag that is not allowed ({e.problem}); only plain "
+                          f"values, lists and mappings are read.") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"Sweep spec '{p}' is not valid YAML{where}.") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"Sweep spec '{p}' is not UTF-8 text.") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"Sweep spec '{p}' must be a mapping of sweep fields, like 'threads: [1, 2]'.")
+    settings = data.pop("settings", None)
+    inputs = data.pop("inputs", None)
+    spec_fields = {k: (",".join("none" if x is None else str(x) for x in v) if isinstance(v, list) else v)
+                   for k, v in data.items()}
+    try:
+        spec = SweepSpec.from_dict(spec_fields)
+        ms = MeasureSettings(**settings) if settings else None
+        io = InputOptions.from_dict(inputs) if inputs else None
+    except TypeError as e:
+        raise ConfigError(f"Sweep spec '{p}': {e}.") from None
+    return spec, ms, io

@@ -93,10 +93,10 @@ def measure(make_infer: Callable[[], Infer], batches: list, batch_size: int, set
                 append((e, e - s))
             i += 1
 
-    # Warm-up: at least warmup_iters requests and warmup_s seconds.
     if concurrency == 1:
         return _measure_inline(infers[0], batches, batch_size, settings, window_s, proc, first_ms, heartbeat)
 
+    # Warm-up: the streams run for warmup_s before measuring starts.
     threads = [threading.Thread(target=loop, args=(inf, k), daemon=True) for k, inf in enumerate(infers)]
     for t in threads:
         t.start()
@@ -134,10 +134,7 @@ def _measure_inline(infer, batches, batch_size, settings, window_s, proc, first_
     perf = time.perf_counter_ns
     n = len(batches)
     i = 0
-    t_end = perf() + int(settings.warmup_s * 1e9)
-    while i < settings.warmup_iters or perf() < t_end:
-        infer(batches[i % n])
-        i += 1
+    warm_up(infer, batches, settings)
     lat: list[int] = []
     windows: list[float] = []
     cpu0 = proc.cpu_times()
@@ -182,4 +179,162 @@ def _result(lat_ms, windows, batch_size, wall_s, cpu0, cpu1, first_ms, settings)
         "window_spread": spread,
         "stable": is_stable(windows, settings.min_windows, settings.tolerance),
         "first_inference_ms": first_ms,
+        "latency_hist": latency_histogram(lat_ms),
     }
+
+
+def warm_up(infer: Infer, batches: list, settings: MeasureSettings) -> None:
+    perf = time.perf_counter_ns
+    t_end = perf() + int(settings.warmup_s * 1e9)
+    i = 0
+    while i < settings.warmup_iters or perf() < t_end:
+        infer(batches[i % len(batches)])
+        i += 1
+
+
+def measure_window(make_infer: Callable[[], Infer], batches: list, batch_size: int, start_ns: int, end_ns: int,
+                   concurrency: int = 1) -> dict:
+    """Closed loop over a fixed window shared with other instances (CLOCK_MONOTONIC is system-wide).
+
+    Requests keep running before `start_ns` so the instance is warm when the window opens; only
+    requests that start and finish inside [start_ns, end_ns] count.
+    """
+    infers = [make_infer() for _ in range(concurrency)]
+    records: list[tuple[int, int]] = []
+    proc = psutil.Process()
+    cpu = {}
+
+    def loop(infer: Infer, offset: int):
+        perf = time.perf_counter_ns
+        i = offset
+        while True:
+            s = perf()
+            if s >= end_ns:
+                return
+            infer(batches[i % len(batches)])
+            e = perf()
+            if s >= start_ns and e <= end_ns:
+                records.append((s, e - s))
+            i += 1
+
+    def sample_cpu():
+        now = time.perf_counter_ns()
+        if now < start_ns:
+            time.sleep((start_ns - now) / 1e9)
+        cpu["start"] = proc.cpu_times()
+        time.sleep(max(0.0, (end_ns - time.perf_counter_ns()) / 1e9))
+        cpu["end"] = proc.cpu_times()
+
+    threads = [threading.Thread(target=loop, args=(inf, k), daemon=True) for k, inf in enumerate(infers)]
+    sampler = threading.Thread(target=sample_cpu, daemon=True)
+    for t in threads + [sampler]:
+        t.start()
+    for t in threads + [sampler]:
+        t.join()
+    wall = (end_ns - start_ns) / 1e9
+    stats = Latency.from_values([v / 1e6 for _, v in records])
+    c0, c1 = cpu["start"], cpu["end"]
+    return {**stats.as_columns(), "requests": stats.count, "samples": stats.count * batch_size,
+            "throughput": stats.count * batch_size / wall, "measure_s": wall,
+            "cpu_util": ((c1.user - c0.user) + (c1.system - c0.system)) / wall, "rss_mb": peak_rss_mb(),
+            "latencies_ms": [round(v / 1e6, 4) for _, v in records]}
+
+
+def measure_poisson(make_infer: Callable[[], Infer], batches: list, batch_size: int, rate: float,
+                    settings: MeasureSettings, concurrency: int = 1, seed: int = 0) -> dict:
+    """Open-loop server scenario: Poisson arrivals at `rate` requests/s, latency from arrival.
+
+    A dispatcher releases requests at their arrival times into a queue served by `concurrency`
+    executors, so queueing delay is part of the latency. If the executors cannot keep up, the
+    point is reported as saturated with the achieved rate and the backlog, and no latency (a
+    latency measured on a growing queue only says how long we chose to measure).
+    """
+    import queue
+
+    import numpy as np
+
+    infers = [make_infer() for _ in range(concurrency)]
+    warm_up(infers[0], batches, settings)
+    duration = settings.max_time_s
+    rng = np.random.default_rng(seed)
+    n_expected = int(rate * duration * 1.5) + 10
+    gaps = rng.exponential(1.0 / rate, size=n_expected)
+    perf = time.perf_counter_ns
+    q: queue.Queue = queue.Queue()
+    done: list[tuple[int, int]] = []  # (arrival_ns, end_ns)
+    stop = threading.Event()
+    proc = psutil.Process()
+    start = perf() + 50_000_000
+    end = start + int(duration * 1e9)
+    arrivals = start + np.cumsum(gaps * 1e9).astype(np.int64)
+    arrivals = arrivals[arrivals < end]
+
+    def dispatch():
+        # No busy-waiting: it would steal the core the executors run on. A late wake-up is
+        # charged to the request, since latency counts from the scheduled arrival.
+        for t in arrivals:
+            now = perf()
+            if t > now:
+                time.sleep((t - now) / 1e9)
+            q.put(int(t))
+        stop.set()
+
+    def execute(infer: Infer, offset: int):
+        i = offset
+        while True:
+            try:
+                arrival = q.get(timeout=0.05)
+            except queue.Empty:
+                if stop.is_set() or perf() > end:
+                    return
+                continue
+            if perf() > end:  # past the window: the rest is backlog
+                return
+            infer(batches[i % len(batches)])
+            done.append((arrival, perf()))
+            i += 1
+
+    cpu0 = proc.cpu_times()
+    threads = [threading.Thread(target=dispatch, daemon=True)]
+    threads += [threading.Thread(target=execute, args=(inf, k), daemon=True) for k, inf in enumerate(infers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=duration + 60)
+    cpu1 = proc.cpu_times()
+    finished = [(a, e) for a, e in done if e <= end]
+    arrived = len(arrivals)
+    backlog = arrived - len(finished)
+    achieved = len(finished) / duration
+    # Saturated: the queue was still growing, more than a few requests per executor left behind.
+    saturated = backlog > max(3 * concurrency, 0.02 * arrived)
+    lat_ms = [(e - a) / 1e6 for a, e in finished]
+    stats = Latency.from_values(lat_ms)
+    cols = {**stats.as_columns(), "latency_hist": latency_histogram(lat_ms)}
+    if saturated:
+        cols = {k: None for k in cols}
+    wall = duration
+    return {**cols, "throughput": achieved * batch_size, "target_rate": rate, "achieved_rate": achieved,
+            "arrived": arrived, "backlog": backlog, "saturated": saturated, "requests": len(finished),
+            "cpu_util": ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / wall,
+            "rss_mb": peak_rss_mb(), "measure_s": wall, "stable": not saturated}
+
+
+HIST_BINS = 50
+
+
+def latency_histogram(values_ms, bins: int = HIST_BINS) -> dict | None:
+    """A compact latency distribution: log-spaced bin edges (ms) and counts.
+
+    Log spacing keeps both the bulk and the tail visible; raw latencies would be too many to store.
+    """
+    a = np.asarray(values_ms, dtype=np.float64)
+    a = a[np.isfinite(a) & (a > 0)]
+    if a.size == 0:
+        return None
+    lo, hi = float(a.min()), float(a.max())
+    if hi <= lo:
+        hi = lo * 1.001 + 1e-9
+    edges = np.geomspace(lo, hi, bins + 1)
+    counts, _ = np.histogram(a, bins=edges)
+    return {"edges_ms": [float(f"{e:.4g}") for e in edges], "counts": [int(c) for c in counts]}

@@ -18,6 +18,7 @@ from wb_core.errors import ConfigError, ModelError
 
 FORMATS = ("savedmodel", "keras", "onnx", "openvino")
 
+MAX_INPUT_BYTES = 8 << 30  # one generated input batch; beyond this a shape is a typo, not a plan
 _FLOAT_DTYPES = {"float32", "float16", "float64", "bfloat16"}
 _INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}
 
@@ -160,6 +161,14 @@ def resolve_shape(spec: InputSpec, batch_size: int, opts: InputOptions) -> tuple
                     f"--dynamic-size N or --shape {spec.name}=1x..."
                 )
             shape[i] = opts.dynamic_size
+    elements = 1
+    for d in shape:
+        elements *= d
+    if elements * 4 > MAX_INPUT_BYTES:
+        raise ConfigError(
+            f"Input '{spec.name}' at batch size {batch_size} would be {tuple(shape)} = {elements * 4 / 2**30:,.1f} GiB, "
+            f"too large to generate (limit {MAX_INPUT_BYTES / 2**30:g} GiB)."
+        )
     return tuple(shape)
 
 

@@ -166,6 +166,7 @@ class VariantPlanner:
                 if precision == "bf16":
                     info["variant_note"] = ("FP32 IR compiled with INFERENCE_PRECISION_HINT=bf16" if backend == "openvino"
                                             else "SavedModel run with oneDNN bfloat16 auto mixed precision")
+            info["variant_path"] = str(path)  # the file the worker loaded (layer profiles and exports need it)
             self._paths[key] = (path, info)
         return self._paths[key]
 

@@ -11,6 +11,7 @@ import collections
 import importlib.metadata
 import platform
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -77,10 +78,12 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
               settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
               on_point: Callable[[dict], None] | None = None, progress: bool = False,
               cancel: threading.Event | None = None, memory_limit_mb: int | None = None,
-              configs: Iterable[RunConfig] | None = None,
+              configs: Iterable[RunConfig] | None = None, timeout_s: float | None = None,
               precision: PrecisionOptions | None = None) -> SweepSummary:
     """Measure every config of `spec` (or the given `configs`) not yet stored in `study`.
 
+    `timeout_s`: seconds a worker may stay silent before it is declared hung and killed
+    (default: a load allowance plus twice the measuring time).
     `precision` carries the data, metric and quantization settings for INT8/BF16 variants and
     accuracy (see wb_core.precision); by default a demo model uses its own data.
     """
@@ -145,28 +148,27 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
             def record_with(cfg, status, metrics=None, error=None, _extra=extra):
                 record(cfg, status, {**_extra, **(metrics or {})} if status != "skipped" else metrics, error)
 
-            _run_group(path, members, settings, inputs, record_with, cancel, memory_limit_mb, summary)
+            if head.instances > 1:
+                _run_instances(path, members, settings, inputs, record_with, cancel, memory_limit_mb, summary,
+                               timeout_s)
+            else:
+                _run_group(path, members, settings, inputs, record_with, cancel, memory_limit_mb, summary, timeout_s)
         summary.notes.extend(planner.notes)
         if bar is not None:
             bar.close()
     return summary
 
 
-def _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb, summary):
-    by_key = {c.key: c for c in members}
-    pending = dict(by_key)
-    group = members[0].to_dict()
-    group.pop("batch_size")
-    task = {"task": "measure", "model_path": str(path), "group": group,
-            "points": [{"key": c.key, "batch_size": c.batch_size} for c in members],
-            "settings": settings.__dict__, "inputs": inputs.to_dict()}
+def _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb, summary, timeout_s=None):
+    pending = {c.key: c for c in members}
+    task = _task("measure", path, members, settings, inputs)
 
     def on_message(msg: dict):
         if msg.get("type") == "point" and msg.get("key") in pending:
             cfg = pending.pop(msg["key"])
             record(cfg, msg["status"], msg.get("metrics"), msg.get("error"))
 
-    outcome = run_child(task, timeout=point_timeout(settings), on_message=on_message, cancel=cancel,
+    outcome = run_child(task, timeout=timeout_s or point_timeout(settings), on_message=on_message, cancel=cancel,
                         memory_limit_mb=memory_limit_mb)
     if outcome.cancelled:
         summary.cancelled = True
@@ -178,6 +180,141 @@ def _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb,
         for cfg in pending.values():
             record(cfg, "failed", error=f"{reason[0].upper()}{reason[1:]}.{detail}",
                    metrics={"stderr_tail": outcome.stderr_tail[-2000:]})
+
+
+def _task(kind: str, path, members: list[RunConfig], settings, inputs) -> dict:
+    group = members[0].to_dict()
+    group.pop("batch_size")
+    return {"task": kind, "model_path": str(path), "group": group,
+            "points": [{"key": c.key, "batch_size": c.batch_size} for c in members],
+            "settings": settings.__dict__, "inputs": inputs.to_dict()}
+
+
+def _run_instances(path, members, settings, inputs, record, cancel, memory_limit_mb, summary, timeout_s=None):
+    """N workers, each pinned to its own cores, measured over one common window per point.
+
+    Each worker loads, compiles and warms up, says `ready`, and waits; when all are ready the
+    parent sends one start/end time on CLOCK_MONOTONIC (shared by all processes on Linux).
+    Aggregate throughput = the instances' completed samples in the window / window length.
+    """
+    from wb_core.child import ChildProc, ChildOutcome
+    from wb_core.measure import Latency, latency_histogram
+
+    head = members[0]
+    base = _task("instance", path, members, settings, inputs)
+    if memory_limit_mb:
+        base["memory_limit_mb"] = memory_limit_mb
+    placement = head.instance_cores()
+    children = [ChildProc({**base, "instance_cores": list(c) if c else None}, keep_stdin=True) for c in placement]
+    timeout = timeout_s or point_timeout(settings)
+    window_s = settings.max_time_s
+    try:
+        for cfg in members:
+            ready: set[int] = set()
+            results: dict[int, dict] = {}
+            sent = False
+            failure = None
+            while len(results) < len(children) and failure is None:
+                for i, ch in enumerate(children):
+                    for msg in ch.messages():
+                        if msg.get("key") != cfg.key:
+                            continue
+                        if msg["type"] == "ready":
+                            ready.add(i)
+                        elif msg["type"] == "point":
+                            if msg["status"] != "ok":
+                                failure = f"instance {i}: {msg.get('error')}"
+                            results[i] = msg.get("metrics") or {}
+                    if ch.finished and i not in results and failure is None:
+                        out = ChildOutcome(returncode=ch.wait(), timed_out=False, stderr_tail=ch.stderr_tail())
+                        failure = f"instance {i}: {out.reason()}"
+                    elif ch.idle_for() > timeout:
+                        failure = f"instance {i}: the worker stopped responding and was killed after its timeout"
+                if cancel is not None and cancel.is_set():
+                    summary.cancelled = True
+                    return
+                if not sent and len(ready) == len(children):
+                    start = time.perf_counter_ns() + 200_000_000
+                    for ch in children:
+                        ch.send({"start_ns": start, "end_ns": start + int(window_s * 1e9)})
+                    sent = True
+                time.sleep(0.02)
+            if failure:
+                record(cfg, "failed", error=failure[0].upper() + failure[1:] + ".")
+                # Instances out of step cannot share a window any more: fail the rest of the group.
+                for rest in members[members.index(cfg) + 1:]:
+                    record(rest, "failed", error="An earlier point of this multi-instance group failed.")
+                return
+            per = [results[i] for i in range(len(children))]
+            pooled = [v for m in per for v in m.get("latencies_ms", [])]
+            lat = Latency.from_values(pooled)
+            samples = sum(m["samples"] for m in per)
+            metrics = {
+                **lat.as_columns(),
+                "latency_hist": latency_histogram(pooled),
+                "throughput": samples / window_s,
+                "cpu_util": sum(m["cpu_util"] for m in per),
+                "rss_mb": sum(m["rss_mb"] for m in per),
+                "requests": sum(m["requests"] for m in per),
+                "measure_s": window_s,
+                "executed_precision": per[0].get("executed_precision"),
+                "oversubscribed": cfg.oversubscribed or len(set(c for cs in placement if cs for c in cs))
+                < sum(len(cs) for cs in placement if cs),
+                "instance_cores": [list(c) if c else None for c in placement],
+                "instance_metrics": [{k: v for k, v in m.items() if k != "latencies_ms"} for m in per],
+                "stable": True,
+            }
+            record(cfg, "ok", metrics)
+    finally:
+        for ch in children:
+            ch.kill()
+            ch.wait()
+
+
+def find_max_rate(model: str | Path, config: RunConfig, p99_ms: float, db: str | Path, study: str,
+                  settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
+                  steps: int = 7) -> dict:
+    """Highest Poisson arrival rate (requests/s) whose measured p99 stays under `p99_ms`.
+
+    A bisection between 0 and the closed-loop capacity, inside one worker; every probed rate is
+    stored as a point of the study. Returns {"best": {...} or None, "closed_loop_rate", ...}.
+    """
+    if not p99_ms or p99_ms <= 0:
+        from wb_core.errors import ConfigError
+
+        raise ConfigError(f"The p99 target must be a positive number of milliseconds; got {p99_ms!r}.")
+    settings = settings or MeasureSettings(max_time_s=3.0)
+    inputs = inputs or InputOptions()
+    model = Path(model)
+    fmt = detect_format(model)
+    fp = fingerprint(model)
+    hw = hardware.detect()
+    specs = inspect_inputs(model)
+    result: dict = {}
+    with Store(db) as store:
+        store.ensure_study(study, str(model.resolve()), fmt, fp, hw.to_dict(), hw.fingerprint, library_versions(),
+                           {"find_max_rate": config.to_dict(), "p99_ms": p99_ms, "settings": settings.__dict__},
+                           [s.to_dict() for s in specs])
+        planner = VariantPlanner(model, fmt, fp, None, hw, specs)  # int8 needs its quantized IR here too
+        why = infeasible_reason(config, fmt, hw) or planner.infeasible(config)
+        if why:
+            from wb_core.errors import ConfigError
+
+            raise ConfigError(f"Cannot search a rate for this configuration: {why}.")
+        path = planner.path_for(config)
+        task = _task("max_rate", path, [config], settings, inputs)
+        task.update({"p99_ms": p99_ms, "steps": steps})
+
+        def on_message(msg):
+            if msg.get("type") == "point" and msg.get("config"):
+                store.add_run(study, msg["key"], msg["config"], msg["status"], msg.get("metrics"), msg.get("error"))
+            elif msg.get("type") == "max_rate":
+                result.update(msg)
+
+        outcome = run_child(task, timeout=point_timeout(settings) * (steps + 2), on_message=on_message)
+        if not result:
+            raise WorkbenchError(f"The rate search failed: {outcome.reason()}.")
+    return result
 
 
 def _progress(total: int, enabled: bool):

@@ -46,44 +46,129 @@ def _apply_process_settings(cfg: dict, memory_limit_mb: int | None) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def task_measure(task: dict) -> None:
-    """Measure every batch size of one process-level group; one `point` message per key."""
-    group = task["group"]  # RunConfig dict without batch size
-    points = task["points"]  # [{key, batch_size}]
+def _open(task: dict, cores=None):
+    """Apply process settings, then import the runtime and open the model (in that order)."""
+    group = dict(task["group"])
+    if cores is not None:
+        group["cores"] = list(cores)
     _apply_process_settings(group, task.get("memory_limit_mb"))
 
     from wb_core.backends import open_session
     from wb_core.config import InputOptions, MeasureSettings, RunConfig
-    from wb_core.errors import WorkbenchError
-    from wb_core.measure import measure
-    from wb_core.models import first_line, make_batches
 
     settings = MeasureSettings(**task["settings"])
     opts = InputOptions.from_dict(task.get("inputs"))
-    cfg = RunConfig.from_dict({**group, "batch_size": points[0]["batch_size"]})
+    cfg = RunConfig.from_dict({**task["group"], "batch_size": task["points"][0]["batch_size"]})
     t0 = time.perf_counter()
     session = open_session(task["model_path"], cfg)
-    emit({"type": "loaded", "load_s": time.perf_counter() - t0,
-          "inputs": [s.to_dict() for s in session.inputs]})
+    emit({"type": "loaded", "load_s": time.perf_counter() - t0, "inputs": [s.to_dict() for s in session.inputs]})
+    return session, cfg, settings, opts
+
+
+def _prepared_batches(session, batch_size, opts, settings):
+    from wb_core.models import make_batches
+
+    extra = session.prepare(batch_size, opts)
+    np_batches = make_batches(session.inputs, batch_size, opts, settings.pool_size, settings.seed)
+    return extra, session.convert_batches(np_batches)
+
+
+def _each_point(points, body):
+    """Run `body(point)` for each point; an error in one batch size does not lose the others."""
+    from wb_core.errors import WorkbenchError
+    from wb_core.models import first_line
+
     for p in points:
         emit({"type": "start", "key": p["key"]})
         try:
-            extra = session.prepare(p["batch_size"], opts)
-            np_batches = make_batches(session.inputs, p["batch_size"], opts, settings.pool_size, settings.seed)
-            batches = session.convert_batches(np_batches)
-            metrics = measure(session.make_infer, batches, p["batch_size"], settings,
-                              concurrency=int(group.get("concurrency") or 1),
-                              heartbeat=lambda: emit({"type": "heartbeat"}))
-            metrics.update(extra)
-            metrics.update(session.info())
-            emit({"type": "point", "key": p["key"], "status": "ok", "metrics": metrics})
+            body(p)
         except (WorkbenchError, MemoryError) as e:
             msg = str(e) if isinstance(e, WorkbenchError) else "out of memory (MemoryError) at this batch size"
             emit({"type": "point", "key": p["key"], "status": "failed", "error": msg})
-        except Exception as e:  # a runtime error in one batch size should not lose the others
+        except Exception as e:
             emit({"type": "point", "key": p["key"], "status": "failed",
-                  "error": f"{type(e).__name__}: {first_line(e)}",
-                  "traceback": traceback.format_exc(limit=5)})
+                  "error": f"{type(e).__name__}: {first_line(e)}", "traceback": traceback.format_exc(limit=5)})
+
+
+def task_measure(task: dict) -> None:
+    """Measure every batch size of one process-level group; one `point` message per key."""
+    from wb_core.measure import measure, measure_poisson
+
+    session, cfg, settings, opts = _open(task)
+    concurrency = int(task["group"].get("concurrency") or 1)
+    rate = task["group"].get("rate")
+
+    def body(p):
+        extra, batches = _prepared_batches(session, p["batch_size"], opts, settings)
+        if rate:
+            metrics = measure_poisson(session.make_infer, batches, p["batch_size"], float(rate), settings,
+                                      concurrency=concurrency, seed=settings.seed)
+        else:
+            metrics = measure(session.make_infer, batches, p["batch_size"], settings, concurrency=concurrency,
+                              heartbeat=lambda: emit({"type": "heartbeat"}))
+        metrics.update(extra)
+        metrics.update(session.info())
+        emit({"type": "point", "key": p["key"], "status": "ok", "metrics": metrics})
+
+    _each_point(task["points"], body)
+
+
+def task_instance(task: dict) -> None:
+    """One of N instances measured over a common window: ready -> wait for `go` on stdin -> measure."""
+    from wb_core.measure import measure_window, warm_up
+
+    session, cfg, settings, opts = _open(task, cores=task.get("instance_cores"))
+    concurrency = int(task["group"].get("concurrency") or 1)
+
+    def body(p):
+        extra, batches = _prepared_batches(session, p["batch_size"], opts, settings)
+        warm_up(session.make_infer(), batches, settings)
+        emit({"type": "ready", "key": p["key"]})
+        line = sys.stdin.readline()
+        if not line:
+            raise RuntimeError("the coordinator went away before the start signal")
+        go = json.loads(line)
+        metrics = measure_window(session.make_infer, batches, p["batch_size"], int(go["start_ns"]),
+                                 int(go["end_ns"]), concurrency=concurrency)
+        metrics.update(extra)
+        metrics.update(session.info())
+        emit({"type": "point", "key": p["key"], "status": "ok", "metrics": metrics})
+
+    _each_point(task["points"], body)
+
+
+def task_max_rate(task: dict) -> None:
+    """Search the highest Poisson rate whose p99 stays under a target; each probe is a point."""
+    from wb_core.config import RunConfig
+    from wb_core.measure import measure, measure_poisson
+
+    session, cfg, settings, opts = _open(task)
+    p99_target = float(task["p99_ms"])
+    concurrency = int(task["group"].get("concurrency") or 1)
+    b = task["points"][0]["batch_size"]
+    extra, batches = _prepared_batches(session, b, opts, settings)
+    closed = measure(session.make_infer, batches, b, settings, concurrency=concurrency)
+    capacity = closed["throughput"] / b  # requests/s in a closed loop: an upper bound for the open loop
+    lo, hi = 0.0, capacity * 1.05
+    best = None
+    for _ in range(int(task.get("steps", 7))):
+        rate = round((lo + hi) / 2, 3)
+        probe = RunConfig.from_dict({**cfg.to_dict(), "batch_size": b, "rate": rate})
+        m = measure_poisson(session.make_infer, batches, b, rate, settings, concurrency=concurrency,
+                            seed=settings.seed)
+        m.update(extra)
+        m.update(session.info())
+        m["search"] = f"max-rate p99<{p99_target:g}ms"
+        emit({"type": "point", "key": probe.key, "status": "ok", "metrics": m, "config": probe.to_dict()})
+        passed = not m["saturated"] and m["latency_ms_p99"] is not None and m["latency_ms_p99"] <= p99_target
+        if passed:
+            lo = rate
+            best = {"rate": rate, "p99_ms": m["latency_ms_p99"], "achieved_rate": m["achieved_rate"], "key": probe.key}
+        else:
+            hi = rate
+        if hi - lo <= 0.02 * max(hi, 1e-9):
+            break
+    emit({"type": "max_rate", "closed_loop_rate": capacity, "best": best, "p99_target_ms": p99_target})
 
 
 def task_inspect(task: dict) -> None:
@@ -153,6 +238,15 @@ def task_demo(task: dict) -> None:
     emit({"type": "result", "info": build_demo(task["name"], task["out"])})
 
 
+def task_layers(task: dict) -> None:
+    """Per-layer performance counters of one OpenVINO configuration (see wb_core.layers)."""
+    _apply_process_settings(task["config"], task.get("memory_limit_mb"))
+    from wb_core.layers import collect_layer_times
+
+    emit({"type": "result", **collect_layer_times(task["model_path"], task["config"], task.get("inputs"),
+                                                  iterations=int(task.get("iterations") or 100))})
+
+
 def task_selftest(task: dict) -> None:
     """Used by the tests: misbehave on purpose (crash, hang, raise) to exercise the parent."""
     mode = task.get("mode")
@@ -176,9 +270,10 @@ def _precision_task(name: str):
     return run
 
 
-TASKS = {"measure": task_measure, "inspect": task_inspect, "convert": task_convert, "demo": task_demo,
-         "selftest": task_selftest, "quantize": _precision_task("quantize"),
-         "evaluate": _precision_task("evaluate"), "probe_tf_bf16": _precision_task("probe_tf_bf16")}
+TASKS = {"measure": task_measure, "instance": task_instance, "max_rate": task_max_rate, "inspect": task_inspect,
+         "convert": task_convert, "demo": task_demo, "layers": task_layers, "selftest": task_selftest,
+         "quantize": _precision_task("quantize"), "evaluate": _precision_task("evaluate"),
+         "probe_tf_bf16": _precision_task("probe_tf_bf16")}
 
 
 def main() -> int:

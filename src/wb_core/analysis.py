@@ -1,0 +1,394 @@
+"""Turn a table of runs into a decision: efficiency columns, the Pareto front, and a recommendation.
+
+Everything here works on the results DataFrame (`wb_core.store.load_results`) and never measures.
+Accuracy columns (`accuracy`, `accuracy_drop`) are used when a study has them, never required.
+
+Cores a run used (`cores_used`): the CPUs it was pinned to (`n_cores`), or every CPU available
+when it was not pinned; fewer when it ran fewer threads than that, since a thread can keep at
+most one core busy. Throughput per core and percent of peak FLOP/s are computed against it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from wb_core.errors import ConfigError, WorkbenchError
+
+OBJECTIVES = ("throughput", "latency", "throughput_per_core")
+OBJECTIVE_WORDS = {"throughput": "the highest throughput", "latency": "the lowest p99 latency",
+                   "throughput_per_core": "the highest throughput per core"}
+# Precision names used by the runs -> keys of Hardware.peak_gflops.
+PEAK_KEY = {"fp32": "fp32", "bf16": "bf16", "int8": "int8"}
+
+
+class NoRunMeetsConstraints(WorkbenchError):
+    """Every successful run breaks at least one constraint."""
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Limits a recommended run must respect; None means no limit."""
+
+    max_p99_ms: float | None = None
+    max_accuracy_drop: float | None = None  # a fraction: 0.01 is one point of accuracy
+    max_memory_mb: float | None = None
+    max_cores: int | None = None
+
+    def __post_init__(self):
+        _positive(self.max_p99_ms, "Maximum p99 latency (ms)")
+        _positive(self.max_memory_mb, "Maximum memory (MB)")
+        d = self.max_accuracy_drop
+        if d is not None:
+            if not _is_number(d) or d < 0 or d > 1:
+                raise ConfigError(f"Maximum accuracy drop must be a fraction between 0 and 1 (0.01 is one point); "
+                                  f"got {d!r}.")
+        c = self.max_cores
+        if c is not None:
+            if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c < 1:
+                raise ConfigError(f"Maximum cores must be a whole number of at least 1; got {c!r}.")
+
+    def is_empty(self) -> bool:
+        return all(v is None for v in (self.max_p99_ms, self.max_accuracy_drop, self.max_memory_mb, self.max_cores))
+
+    def describe(self) -> str:
+        parts = []
+        if self.max_p99_ms is not None:
+            parts.append(f"p99 latency ≤ {_num(self.max_p99_ms)} ms")
+        if self.max_accuracy_drop is not None:
+            parts.append(f"accuracy drop ≤ {_num(self.max_accuracy_drop)}")
+        if self.max_memory_mb is not None:
+            parts.append(f"memory ≤ {_num(self.max_memory_mb)} MB")
+        if self.max_cores is not None:
+            parts.append(f"cores ≤ {self.max_cores}")
+        return " and ".join(parts) if parts else "no constraints"
+
+    def misses(self, run: pd.Series | dict) -> list[tuple[str, float]]:
+        """The constraints a run breaks: (one phrase, how far over the limit as a fraction)."""
+        out = []
+        g = run.get
+        if self.max_p99_ms is not None:
+            v = _float(g("latency_ms_p99"))
+            if v is None or v > self.max_p99_ms:
+                out.append(_miss("p99 latency", v, self.max_p99_ms, "ms"))
+        if self.max_accuracy_drop is not None:
+            v = _float(g("accuracy_drop"))
+            if v is None:
+                out.append(("the accuracy limit: its accuracy drop was not measured", math.inf))
+            elif v > self.max_accuracy_drop:
+                out.append(_miss("accuracy drop", v, self.max_accuracy_drop, ""))
+        if self.max_memory_mb is not None:
+            v = _float(g("rss_mb"))
+            if v is None or v > self.max_memory_mb:
+                out.append(_miss("memory", v, self.max_memory_mb, "MB"))
+        if self.max_cores is not None:
+            v = _float(g("cores_used"))
+            if v is None or v > self.max_cores:
+                out.append(_miss("cores", v, self.max_cores, ""))
+        return out
+
+    def allows(self, run) -> bool:
+        return not self.misses(run)
+
+
+@dataclass
+class Recommendation:
+    """The best run under the constraints, why it won, and the runs that came next."""
+
+    best: dict
+    reason: str
+    runners_up: list[dict] = field(default_factory=list)
+    objective: str = "throughput"
+    constraints: Constraints = field(default_factory=Constraints)
+    candidates: int = 0
+
+    @property
+    def key(self) -> str:
+        return self.best["key"]
+
+
+# ---------------------------------------------------------------- efficiency columns
+
+
+def with_efficiency(df: pd.DataFrame, hardware: dict | None = None,
+                    flops_per_sample: float | None = None) -> pd.DataFrame:
+    """A copy of the results with cores_used, throughput_per_core, gflops, pct_peak_flops, oversubscribed.
+
+    `hardware` is the study's hardware dict (for the CPUs available and the peak FLOP/s);
+    without it this machine's is used. `flops_per_sample` comes from `wb_core.flops`; without it
+    the FLOP columns stay empty.
+    """
+    if hardware is None:
+        from wb_core.hardware import detect
+
+        hardware = detect().to_dict()
+    out = df.copy()
+    if out.empty:
+        for col in ("cores_given", "cores_used", "throughput_per_core", "gflops", "pct_peak_flops"):
+            out[col] = pd.Series(dtype=float)
+        out["oversubscribed"] = pd.Series(dtype=bool)
+        return out
+    available = len(hardware.get("available_cpus") or []) or int(hardware.get("logical_cores") or 1)
+    n_cores = _col(out, "n_cores")
+    given = n_cores.where(n_cores.notna() & (n_cores > 0), available).astype(float)
+    threads = effective_threads(out)
+    used = np.fmin(given, threads.where(threads > 0))  # fmin ignores NaN: unknown threads -> given
+    instances = _col(out, "instances").fillna(1).clip(lower=1)
+    out["cores_given"] = given
+    out["cores_used"] = used
+    out["throughput_per_core"] = _col(out, "throughput") / used
+    out["oversubscribed"] = (threads.fillna(0) * instances) > given
+    peak_total = hardware.get("peak_gflops") or {}
+    physical = float(hardware.get("physical_cores") or available)
+    if flops_per_sample:
+        out["gflops"] = _col(out, "throughput") * flops_per_sample / 1e9
+        peak_per_core = out["precision"].map(lambda p: (peak_total.get(PEAK_KEY.get(str(p), "fp32")) or 0) / physical)
+        peak = peak_per_core.astype(float) * used
+        out["pct_peak_flops"] = (100 * out["gflops"] / peak).where(peak > 0)
+    else:
+        out["gflops"] = np.nan
+        out["pct_peak_flops"] = np.nan
+    return out
+
+
+def effective_threads(df: pd.DataFrame) -> pd.Series:
+    """Threads a run computed with: the setting, else what the runtime reported, else NaN."""
+    t = _col(df, "threads")
+    for reported in ("ov_threads", "tf_intra_op"):
+        if reported in df.columns:
+            r = _col(df, reported)
+            t = t.where(t.notna(), r.where(r > 0))
+    return t
+
+
+# ---------------------------------------------------------------- Pareto front
+
+
+def uses_accuracy(df: pd.DataFrame) -> bool:
+    """Accuracy joins the front only when every successful run has it (else runs would not compare)."""
+    ok = successful(df)
+    return "accuracy" in ok.columns and not ok.empty and bool(ok["accuracy"].notna().all())
+
+
+def pareto_mask(df: pd.DataFrame, with_accuracy: bool | None = None) -> pd.Series:
+    """True for runs no other run beats: lower-or-equal p99, higher-or-equal throughput (and accuracy).
+
+    Failed or skipped runs are never on the front. With `with_accuracy=None`, accuracy counts
+    when every successful run has it.
+    """
+    mask = pd.Series(False, index=df.index)
+    ok = successful(df)
+    ok = ok[ok["latency_ms_p99"].notna() & ok["throughput"].notna()]
+    if ok.empty:
+        return mask
+    if with_accuracy is None:
+        with_accuracy = uses_accuracy(df)
+    # Minimise every column: latency, -throughput, -accuracy.
+    cols = [ok["latency_ms_p99"].astype(float).to_numpy(), -ok["throughput"].astype(float).to_numpy()]
+    if with_accuracy:
+        cols.append(-ok["accuracy"].astype(float).to_numpy())
+    pts = np.stack(cols, axis=1)
+    keep = np.ones(len(pts), dtype=bool)
+    for i in range(len(pts)):
+        others = np.delete(pts, i, axis=0)
+        dominated = np.any(np.all(others <= pts[i], axis=1) & np.any(others < pts[i], axis=1))
+        keep[i] = not dominated
+    mask.loc[ok.index[keep]] = True
+    return mask
+
+
+def pareto_front(df: pd.DataFrame, with_accuracy: bool | None = None) -> pd.DataFrame:
+    """The Pareto-optimal runs, sorted by p99 latency."""
+    return df[pareto_mask(df, with_accuracy)].sort_values("latency_ms_p99")
+
+
+# ---------------------------------------------------------------- recommendation
+
+
+def successful(df: pd.DataFrame) -> pd.DataFrame:
+    if df.empty or "status" not in df.columns:
+        return df.iloc[0:0]
+    return df[df["status"] == "ok"]
+
+
+def check_objective(objective: str) -> str:
+    o = str(objective).strip().lower().replace("-", "_")
+    if o not in OBJECTIVES:
+        raise ConfigError(f"Unknown objective '{objective}'; choose from {', '.join(OBJECTIVES)}.")
+    return o
+
+
+def rank(df: pd.DataFrame, objective: str) -> pd.DataFrame:
+    """Runs best-first for an objective; ties go to lower p99, then higher throughput, then fewer cores."""
+    objective = check_objective(objective)
+    view = df.assign(_p99=df["latency_ms_p99"].astype(float), _thr=df["throughput"].astype(float),
+                     _cores=_col(df, "cores_used").fillna(math.inf))
+    if objective == "throughput":
+        order, asc = ["_thr", "_p99", "_cores"], [False, True, True]
+    elif objective == "latency":
+        order, asc = ["_p99", "_thr", "_cores"], [True, False, True]
+    else:
+        view = view.assign(_tpc=_col(df, "throughput_per_core"))
+        order, asc = ["_tpc", "_p99", "_cores"], [False, True, True]
+    ranked = view.sort_values(order, ascending=asc, na_position="last", kind="mergesort")
+    return ranked.drop(columns=[c for c in ranked.columns if c.startswith("_")])
+
+
+def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objective: str = "throughput",
+              runners_up: int = 3, hardware: dict | None = None) -> Recommendation:
+    """The best successful run under `constraints` for `objective`, with a one-sentence reason.
+
+    Raises WorkbenchError for a study without successful runs, and NoRunMeetsConstraints (naming
+    the closest run and what it misses) when no run meets the constraints.
+    """
+    constraints = constraints or Constraints()
+    objective = check_objective(objective)
+    if df is None or df.empty:
+        raise WorkbenchError("The study has no runs yet; profile the model first with `wb profile`.")
+    ok = successful(df)
+    ok = ok[ok["throughput"].notna() & ok["latency_ms_p99"].notna()]
+    if ok.empty:
+        counts = df["status"].value_counts().to_dict() if "status" in df.columns else {}
+        detail = ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"
+        raise WorkbenchError(f"The study has no successful runs to choose from ({detail}); "
+                             f"see `wb results` for the errors.")
+    if "cores_used" not in ok.columns or "throughput_per_core" not in ok.columns:
+        ok = with_efficiency(ok, hardware)
+    if constraints.max_accuracy_drop is not None and _col(ok, "accuracy_drop").isna().all():
+        raise NoRunMeetsConstraints("This study has no accuracy measurements, so the accuracy-drop limit cannot be "
+                                    "checked; measure accuracy when profiling, or leave the limit out.")
+    allowed = ok[[constraints.allows(r) for _, r in ok.iterrows()]]
+    if allowed.empty:
+        raise NoRunMeetsConstraints(_nothing_meets(ok, constraints))
+    ranked = rank(allowed, objective)
+    best = ranked.iloc[0]
+    rest = ranked.iloc[1:1 + max(0, runners_up)]
+    return Recommendation(best=_record(best), reason=_reason(best, rest, objective, constraints, len(allowed), len(ok)),
+                          runners_up=[_record(r) for _, r in rest.iterrows()], objective=objective,
+                          constraints=constraints, candidates=len(allowed))
+
+
+def run_label(run) -> str:
+    """A short description of a run's configuration, e.g. `openvino fp32 b8 t2 cores=0-1`."""
+    g = run.get
+    parts = [str(g("backend")), str(g("precision")), f"b{_int(g('batch_size'))}",
+             f"t{_int(g('threads')) if _float(g('threads')) else 'auto'}", f"cores={g('cores') or 'none'}"]
+    if _float(g("inter_op_threads")):
+        parts.append(f"inter{_int(g('inter_op_threads'))}")
+    if _float(g("streams")):
+        parts.append(f"s{_int(g('streams'))}")
+    hint = g("hint")
+    if isinstance(hint, str) and hint:
+        parts.append(hint)
+    if (_float(g("concurrency")) or 1) > 1:
+        parts.append(f"c{_int(g('concurrency'))}")
+    if (_float(g("instances")) or 1) > 1:
+        parts.append(f"x{_int(g('instances'))}")
+    return " ".join(parts)
+
+
+def find_run(df: pd.DataFrame, key: str) -> pd.Series:
+    """The run with this key, or a unique key prefix; a WorkbenchError names the choices otherwise."""
+    key = str(key).strip()
+    hits = df[df["key"].astype(str).str.startswith(key)] if key else df.iloc[0:0]
+    if len(hits) == 1:
+        return hits.iloc[0]
+    if len(hits) > 1:
+        raise ConfigError(f"Run key '{key}' matches {len(hits)} runs; give more characters.")
+    sample = ", ".join(df["key"].astype(str).head(5))
+    raise ConfigError(f"No run with key '{key}' in this study" + (f"; keys look like {sample}." if sample else "."))
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _reason(best, rest, objective, constraints, n_allowed, n_ok) -> str:
+    words = OBJECTIVE_WORDS[objective]
+    pool = (f"of the {n_allowed} successful runs that meet {constraints.describe()}" if not constraints.is_empty()
+            else f"of all {n_ok} successful runs")
+    value = _objective_value(best, objective)
+    other = (f"its p99 latency is {_num(best['latency_ms_p99'])} ms" if objective != "latency"
+             else f"it serves {_num(best['throughput'])} samples/s")
+    text = f"{run_label(best)} has {words} ({value}) {pool}; {other}"
+    if len(rest):
+        nxt = rest.iloc[0]
+        text += f", ahead of {run_label(nxt)} ({_objective_value(nxt, objective)})"
+    return text + "."
+
+
+def _objective_value(run, objective) -> str:
+    if objective == "latency":
+        return f"p99 {_num(run['latency_ms_p99'])} ms"
+    if objective == "throughput_per_core":
+        return f"{_num(run['throughput_per_core'])} samples/s per core"
+    return f"{_num(run['throughput'])} samples/s"
+
+
+def _nothing_meets(ok: pd.DataFrame, constraints: Constraints) -> str:
+    scored = []
+    for _, r in ok.iterrows():
+        misses = constraints.misses(r)
+        scored.append((sum(min(m[1], 1e9) for m in misses), len(misses), r, misses))
+    scored.sort(key=lambda t: (t[0], t[1]))
+    _, _, run, misses = scored[0]
+    what = "; ".join(m[0] for m in misses)
+    return (f"No run meets {constraints.describe()}. The closest is {run_label(run)} (key {run['key']}), "
+            f"which misses {what}.")
+
+
+def _miss(name: str, value, limit, unit: str) -> tuple[str, float]:
+    u = f" {unit}" if unit else ""
+    if value is None:
+        return f"the {name} limit: its {name} was not recorded", math.inf
+    return f"the {name} limit: {_num(value)}{u} against {_num(limit)}{u}", (value - limit) / limit if limit else math.inf
+
+
+def _record(row: pd.Series) -> dict:
+    return {k: (None if _isnan(v) else v) for k, v in row.to_dict().items()}
+
+
+def _col(df: pd.DataFrame, name: str) -> pd.Series:
+    if name not in df.columns:
+        return pd.Series(np.nan, index=df.index, dtype=float)
+    return pd.to_numeric(df[name], errors="coerce").astype(float)
+
+
+def _positive(v, name):
+    if v is not None and (not _is_number(v) or v <= 0):
+        raise ConfigError(f"{name} must be a positive number; got {v!r}.")
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _float(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def _int(v) -> int | str:
+    f = _float(v)
+    return int(f) if f is not None else "?"
+
+
+def _isnan(v) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _num(v) -> str:
+    """Numbers for sentences: 3 significant digits, thousands separated."""
+    f = _float(v)
+    if f is None:
+        return "n/a"
+    if abs(f) >= 1000:
+        return f"{f:,.0f}"
+    if abs(f) >= 100:
+        return f"{f:.0f}"
+    return f"{f:.3g}"

@@ -1,0 +1,163 @@
+"""`wb recommend`, `wb report`, `wb layers` and `wb export`: deciding and deploying from a study."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from wb_core.cli import app
+
+OBJECTIVE_HELP = "throughput, latency or throughput_per_core."
+
+
+def _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores):
+    from wb_core.analysis import Constraints
+
+    return Constraints(max_p99_ms=max_p99_ms, max_accuracy_drop=max_accuracy_drop, max_memory_mb=max_memory_mb,
+                       max_cores=max_cores)
+
+
+def _db(db: Optional[Path]) -> Path:
+    from wb_core.paths import default_db
+
+    return db or default_db()
+
+
+# Shared options, as typer wants them spelled out per command.
+MAX_P99 = typer.Option(None, "--max-p99-ms", help="Highest acceptable p99 latency, in ms.")
+MAX_DROP = typer.Option(None, "--max-accuracy-drop", help="Highest acceptable accuracy drop, a fraction (0.01 = 1 point).")
+MAX_MEM = typer.Option(None, "--max-memory-mb", help="Highest acceptable peak memory, in MB.")
+MAX_CORES = typer.Option(None, "--max-cores", help="Most cores the run may use.")
+OBJECTIVE = typer.Option("throughput", "--objective", help=OBJECTIVE_HELP)
+
+
+@app.command()
+def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
+              max_p99_ms: Optional[float] = MAX_P99, max_accuracy_drop: Optional[float] = MAX_DROP,
+              max_memory_mb: Optional[float] = MAX_MEM, max_cores: Optional[int] = MAX_CORES,
+              objective: str = OBJECTIVE, top: int = typer.Option(3, "--top", help="Runners-up to show.")):
+    """Pick the best run under constraints and say why it won."""
+    from wb_core.analysis import recommend as _recommend
+    from wb_core.analysis import run_label, with_efficiency
+    from wb_core.store import Store
+    from wb_core.study_model import study_flops
+
+    with Store(_db(db), readonly=True) as store:
+        info = store.get_study(study)
+        df = store.to_frame(study)
+    df = with_efficiency(df, info.get("hardware"), study_flops(info) if not df.empty else None)
+    rec = _recommend(df, _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), objective,
+                     runners_up=top, hardware=info.get("hardware"))
+    typer.echo(f"Best: {run_label(rec.best)}  (key {rec.key})")
+    typer.echo(rec.reason)
+    for i, r in enumerate(rec.runners_up, start=2):
+        typer.echo(f"  {i}. {run_label(r)}: p99 {r['latency_ms_p99']:.3g} ms, {r['throughput']:,.0f} samples/s "
+                   f"(key {r['key']})")
+
+
+@app.command()
+def report(study: str = typer.Option(..., "--study"), out: Path = typer.Option(Path("report.html"), "--out"),
+           db: Optional[Path] = typer.Option(None, "--db"),
+           max_p99_ms: Optional[float] = MAX_P99, max_accuracy_drop: Optional[float] = MAX_DROP,
+           max_memory_mb: Optional[float] = MAX_MEM, max_cores: Optional[int] = MAX_CORES,
+           objective: str = OBJECTIVE,
+           layers: bool = typer.Option(False, "--layers", help="Add the per-layer profile of the recommended run "
+                                                             "(OpenVINO runs; takes a few seconds).")):
+    """Write one self-contained HTML report (works offline): hardware, model, recommendation, plots, runs."""
+    from wb_core.analysis import check_objective
+    from wb_core.report import write_report
+
+    constraints = _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores)
+    profile = None
+    if layers:
+        profile = _recommended_layers(_db(db), study, constraints, check_objective(objective))
+    path = write_report(_db(db), study, out, constraints=constraints, objective=objective, layer_profile=profile)
+    typer.echo(f"Wrote {path}")
+
+
+def _recommended_layers(db, study, constraints, objective):
+    from wb_core.analysis import recommend as _recommend
+    from wb_core.analysis import successful
+    from wb_core.layers import study_layer_profile
+    from wb_core.store import load_results
+
+    df = load_results(db, study)
+    ov = successful(df)
+    ov = ov[ov["backend"] == "openvino"]
+    if ov.empty:
+        typer.echo("No successful openvino run, so the report has no per-layer profile.", err=True)
+        return None
+    try:
+        key = _recommend(ov, constraints, objective).key
+    except Exception:
+        key = ov.sort_values("throughput", ascending=False)["key"].iloc[0]
+    return study_layer_profile(db, study, key)
+
+
+@app.command()
+def layers(study: str = typer.Option(..., "--study"), run: str = typer.Option(..., "--run", help="Run key (or a "
+                                                                                                   "unique prefix)."),
+           db: Optional[Path] = typer.Option(None, "--db"),
+           iterations: int = typer.Option(100, "--iterations", help="Inferences to average the counters over."),
+           top: int = typer.Option(15, "--top", help="Slowest layers to list."),
+           out: Optional[Path] = typer.Option(None, "--out", help="Also write the bar charts to this HTML file.")):
+    """Per-layer profile of one run: time per layer and per layer type, and the precision each ran in."""
+    from wb_core.layers import study_layer_profile
+
+    profile = study_layer_profile(_db(db), study, run, iterations=iterations)
+    typer.echo(f"{profile.label} (key {profile.key}), mean of {profile.iterations} inferences, "
+               f"{profile.total_ms:.4f} ms of layer time per inference")
+    typer.echo("\nBy layer type:")
+    t = profile.by_type().copy()
+    t["time_ms"] = t["time_ms"].map(lambda v: f"{v:.4f}")
+    t["share"] = t["share"].map(lambda v: f"{v:.1%}")
+    typer.echo(t.to_string(index=False))
+    typer.echo(f"\nSlowest {min(top, len(profile.layers))} layers:")
+    v = profile.top(top)[["name", "type", "exec_type", "precision", "time_ms", "share"]].copy()
+    v["time_ms"] = v["time_ms"].map(lambda x: f"{x:.4f}")
+    v["share"] = v["share"].map(lambda x: f"{x:.1%}")
+    typer.echo(v.to_string(index=False))
+    if out:
+        from wb_core.plots import layer_bars, layer_type_bars
+
+        bars, types = layer_bars(profile, top), layer_type_bars(profile)
+        html = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Layers</title></head><body>"
+                + bars.to_html(full_html=False, include_plotlyjs=True)
+                + types.to_html(full_html=False, include_plotlyjs=False) + "</body></html>")
+        out.write_text(html, encoding="utf-8")
+        typer.echo(f"\nWrote {out}")
+
+
+@app.command()
+def export(study: str = typer.Option(..., "--study"),
+           best: bool = typer.Option(False, "--best", help="Export the recommended run (with the constraints)."),
+           run: Optional[str] = typer.Option(None, "--run", help="Export this run key (or a unique prefix)."),
+           fmt: str = typer.Option("yaml", "--format", help="yaml, ovms, triton, tfserving, kserve, or all "
+                                                           "(comma-separated for several)."),
+           out: Path = typer.Option(Path("deploy"), "--out", help="Folder to write into."),
+           db: Optional[Path] = typer.Option(None, "--db"),
+           max_p99_ms: Optional[float] = MAX_P99, max_accuracy_drop: Optional[float] = MAX_DROP,
+           max_memory_mb: Optional[float] = MAX_MEM, max_cores: Optional[int] = MAX_CORES,
+           objective: str = OBJECTIVE):
+    """Write serving configs for a run: deployment YAML, OVMS, Triton, TF Serving or KServe."""
+    from wb_core.errors import ConfigError
+    from wb_core.export import deployment_for_study, export as _export, parse_formats
+
+    names = parse_formats(fmt)  # an unknown format fails before any work
+    if best == bool(run):
+        raise ConfigError("Choose what to export: --best (the recommended run) or --run KEY, not both or neither.")
+    constraints = _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores)
+    if run and not constraints.is_empty():
+        raise ConfigError("Constraints choose a run with --best; with --run KEY leave them out.")
+    dep = deployment_for_study(_db(db), study, run_key=run, constraints=constraints, objective=objective)
+    results = _export(dep, names, out)
+    typer.echo(f"Exported run {dep.measurement.run_key} ({dep.backend} {dep.precision}, batch {dep.batch_size}) "
+               f"to {out}:")
+    for name, res in results.items():
+        base = out if len(results) == 1 else out / name
+        for rel in res.files:
+            typer.echo(f"  {base / rel}")
+        for note in res.notes:
+            typer.echo(f"    note ({name}): {note}")

@@ -1,0 +1,63 @@
+"""`wb plan` and `wb capacity`: core allocation and capacity from a study's measurements."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from wb_core.cli import app
+
+
+@app.command()
+def plan(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
+         machine_cores: Optional[int] = typer.Option(None, "--machine-cores",
+                                                     help="Plan for a machine of this many cores (default: this one)."),
+         p99_ms: Optional[float] = typer.Option(None, "--p99-ms", help="Only use points under this p99."),
+         verify: bool = typer.Option(False, "--verify", help="Run the top candidate for real where it fits here."),
+         as_json: bool = typer.Option(False, "--json")):
+    """Best split of the machine's cores into instances x cores per instance."""
+    from wb_core.hardware import detect
+    from wb_core.paths import default_db
+    from wb_core.planning import plan_allocation, verify_allocation
+    from wb_core.store import Store, load_results
+
+    db = db or default_db()
+    df = load_results(db, study)
+    cands = plan_allocation(df, machine_cores, p99_ms)
+    out = {"candidates": [c.to_dict() for c in cands]}
+    here = len(detect().available_cpus)
+    top = cands[0]
+    if verify and top.instances * top.cores_per_instance <= here:
+        with Store(db, readonly=True) as s:
+            model = s.get_study(study)["model_path"]
+        out["verified"] = verify_allocation(model, top, db, study)
+    if as_json:
+        typer.echo(json.dumps(out, indent=2, default=str))
+        return
+    for i, c in enumerate(cands, 1):
+        typer.echo(f"{i}. {c.describe()}")
+    if "verified" in out:
+        v = out["verified"]
+        typer.echo(f"Verified: {v['measured_throughput']:,.1f} samples/s measured vs "
+                   f"{v['predicted_throughput']:,.1f} predicted (ratio {v['ratio']:.2f}).")
+    elif verify:
+        typer.echo(f"Not verified: the plan needs {top.instances * top.cores_per_instance} cores, this machine has {here}.")
+
+
+@app.command()
+def capacity(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
+             rate: float = typer.Option(..., "--rate", help="Target requests per second."),
+             p99_ms: float = typer.Option(..., "--p99-ms", help="p99 latency target in ms."),
+             headroom: float = typer.Option(0.2, "--headroom", help="Fraction of capacity kept spare."),
+             machine_cores: Optional[int] = typer.Option(None, "--machine-cores"),
+             as_json: bool = typer.Option(False, "--json")):
+    """Instances, replicas and CPU requests that serve a target rate under a p99 target."""
+    from wb_core.paths import default_db
+    from wb_core.planning import capacity as plan_capacity
+    from wb_core.store import load_results
+
+    cap = plan_capacity(load_results(db or default_db(), study), rate, p99_ms, headroom, machine_cores)
+    typer.echo(json.dumps(cap.to_dict(), indent=2, default=str) if as_json else cap.describe())

@@ -1,0 +1,93 @@
+"""Export a measured run as a deployment: the workbench's YAML, OVMS, Triton, TF Serving or KServe.
+
+Every format renders from one `DeploymentConfig` (see `deployment.py`); each lives in its own
+module with `FORMAT`, `DESCRIPTION` and `render(dep) -> ExportResult`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.export import kserve, ovms, tfserving, triton, yaml_format
+from wb_core.export.common import ExportResult
+from wb_core.export.deployment import DeploymentConfig, load_schema, validate
+
+EXPORTERS = {m.FORMAT: m for m in (yaml_format, ovms, triton, tfserving, kserve)}
+FORMATS = tuple(EXPORTERS)
+
+
+def parse_formats(text: str) -> list[str]:
+    """`yaml`, `ovms,triton` or `all`; an unknown name gets the list of formats."""
+    names = [t.strip().lower() for t in str(text).replace(";", ",").split(",") if t.strip()]
+    if not names:
+        raise ConfigError(f"Give an export format: {', '.join(FORMATS)} or all.")
+    if "all" in names:
+        return list(FORMATS)
+    for n in names:
+        if n not in EXPORTERS:
+            raise ConfigError(f"Unknown export format '{n}'; choose from {', '.join(FORMATS)} or all.")
+    return list(dict.fromkeys(names))
+
+
+def render(dep: DeploymentConfig, fmt: str) -> ExportResult:
+    (name,) = parse_formats(fmt) if fmt != "all" else (None,)
+    if name is None:
+        raise ConfigError("render() takes one format; use export() for several.")
+    return EXPORTERS[name].render(dep)
+
+
+def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path) -> dict[str, ExportResult]:
+    """Write the files of each format under `out` (one format: straight into it; several: a folder each)."""
+    names = parse_formats(",".join(formats) if isinstance(formats, (list, tuple)) else formats)
+    out = Path(out)
+    results = {}
+    for name in names:
+        res = EXPORTERS[name].render(dep)
+        base = out if len(names) == 1 else out / name
+        for rel, text in res.files.items():
+            path = base / rel
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+            except OSError as e:
+                raise WorkbenchError(f"Cannot write '{path}': {e.strerror or e}.") from None
+            if path.suffix == ".sh":
+                path.chmod(0o755)
+        results[name] = res
+    return results
+
+
+def deployment_for_study(db: str | Path, study: str, run_key: str | None = None, constraints=None,
+                         objective: str = "throughput") -> DeploymentConfig:
+    """The DeploymentConfig of one run of a study: `run_key`, else the recommended run."""
+    from wb_core.analysis import find_run, recommend, with_efficiency
+    from wb_core.store import Store
+    from wb_core.study_model import study_flops, study_model_paths
+
+    with Store(db, readonly=True) as store:
+        info = store.get_study(study)
+        df = store.to_frame(study)
+    if df.empty:
+        raise WorkbenchError(f"Study '{study}' has no runs yet; profile the model first with `wb profile`.")
+    paths = study_model_paths(info)
+    flops = study_flops(info, paths.get("ir_path"))
+    df = with_efficiency(df, info.get("hardware"), flops)
+    reason = None
+    if run_key:
+        row = find_run(df, run_key)
+        if row.get("status") != "ok":
+            raise WorkbenchError(f"Run {row['key']} did not succeed ({row.get('status')}: {row.get('error')}); "
+                                 f"export a successful run.")
+        run = {k: v for k, v in row.to_dict().items()}
+    else:
+        rec = recommend(df, constraints, objective, hardware=info.get("hardware"))
+        run, reason = rec.best, rec.reason
+    from wb_core.export.deployment import build
+
+    return build(info, run, reason=reason, ir_path=paths.get("ir_path"), savedmodel_path=paths.get("savedmodel_path"),
+                 flops_per_sample=flops, cores_used=run.get("cores_used"))
+
+
+__all__ = ["DeploymentConfig", "ExportResult", "EXPORTERS", "FORMATS", "deployment_for_study", "export",
+           "load_schema", "parse_formats", "render", "validate"]

@@ -1,0 +1,116 @@
+"""What every export format shares: the result type, the provenance header, and small helpers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from wb_core.export.deployment import DeploymentConfig
+
+
+@dataclass
+class ExportResult:
+    """Files of one format (path relative to the output folder -> text) and notes for the user.
+
+    Notes say what the target format cannot express, so that nothing is dropped silently.
+    """
+
+    format: str
+    files: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def provenance(dep: DeploymentConfig) -> list[str]:
+    """Lines saying what was measured, when, and on which hardware."""
+    m, e, hw = dep.measurement, dep.expected, dep.measurement.hardware
+    runtime = dep.backend + (f" {m.versions[dep.backend]}" if dep.backend in m.versions else "")
+    if dep.backend == "tensorflow" and "tensorflow-cpu" in m.versions:
+        runtime = f"tensorflow-cpu {m.versions['tensorflow-cpu']}"
+    lines = [
+        f"Exported by CPU Inference Workbench from study '{m.study}', run {m.run_key}.",
+        f"Measured {m.measured_at or 'at an unrecorded time'} with {runtime} on {hw.get('cpu_model') or 'unknown CPU'} "
+        f"({hw.get('physical_cores')} physical / {hw.get('logical_cores')} logical cores, "
+        f"hardware fingerprint {hw.get('fingerprint')}).",
+        f"Settings: {setting_summary(dep)}.",
+        f"Expected: p50 {fmt(e.latency_ms_p50)} ms, p99 {fmt(e.latency_ms_p99)} ms, {fmt(e.throughput)} samples/s, "
+        f"{fmt(e.cpu_util)} cores busy, peak memory {fmt(e.rss_mb)} MB"
+        + (f", accuracy {fmt(e.accuracy)}" if e.accuracy is not None else "") + ".",
+    ]
+    if m.reason:
+        lines.append(f"Chosen because: {m.reason}")
+    return lines
+
+
+def setting_summary(dep: DeploymentConfig) -> str:
+    parts = [f"backend {dep.backend}", f"precision {dep.precision}"
+             + (f" (ran in {dep.executed_precision})" if dep.executed_precision else ""),
+             f"batch {dep.batch_size}", f"threads {dep.threads or 'auto'}"]
+    if dep.inter_op_threads:
+        parts.append(f"inter-op threads {dep.inter_op_threads}")
+    if dep.streams:
+        parts.append(f"streams {dep.streams}")
+    if dep.hint:
+        parts.append(f"hint {dep.hint}")
+    parts.append(f"cores {cpu_list(dep.cores) if dep.cores else 'not pinned'}")
+    parts.append(f"{dep.concurrency} request(s) in flight")
+    if dep.instances > 1:
+        parts.append(f"{dep.instances} instances")
+    return ", ".join(parts)
+
+
+def comment_block(lines: list[str], prefix: str = "# ") -> str:
+    return "".join(f"{prefix}{line}\n" if line else prefix.rstrip() + "\n" for line in lines)
+
+
+def notes_file(dep: DeploymentConfig, result: ExportResult, how_to: list[str]) -> str:
+    """NOTES.txt: provenance, how to use the files, and the settings the format cannot carry."""
+    text = "\n".join(provenance(dep)) + "\n\n"
+    if how_to:
+        text += "How to use these files:\n" + "".join(f"  {line}\n" for line in how_to) + "\n"
+    if result.notes:
+        text += "Not carried over, or carried over differently:\n" + "".join(f"  - {n}\n" for n in result.notes)
+    return text
+
+
+def cpu_list(cores: list[int] | None, sep: str = ",") -> str:
+    """`0-3,6` style CPU list (cpuset syntax)."""
+    if not cores:
+        return ""
+    ids = sorted(set(cores))
+    parts, start = [], ids[0]
+    for a, b in zip(ids, ids[1:] + [None]):
+        if b != a + 1:
+            parts.append(str(start) if start == a else f"{start}-{a}")
+            start = b
+    return sep.join(parts)
+
+
+def whole_cpus(dep: DeploymentConfig) -> int:
+    """CPUs to reserve: the pinned set, else the cores the run could keep busy, at least one."""
+    if dep.cores:
+        return len(dep.cores)
+    return max(1, int(dep.cores_used or dep.threads or 1))
+
+
+def memory_mib(dep: DeploymentConfig, headroom: float = 1.25, floor: int = 256) -> int:
+    """Memory to request: measured peak RSS plus headroom, rounded up to 64 MiB."""
+    rss = dep.expected.rss_mb or 0.0
+    return max(floor, int(math.ceil(rss * headroom / 64.0)) * 64)
+
+
+def requests_in_flight(dep: DeploymentConfig) -> int:
+    return max(1, dep.concurrency) * max(1, dep.instances)
+
+
+def fmt(v) -> str:
+    if v is None:
+        return "n/a"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.3g}"
+
+
+INPUT_DTYPES_TRITON = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16", "float64": "TYPE_FP64",
+                       "int8": "TYPE_INT8", "int16": "TYPE_INT16", "int32": "TYPE_INT32", "int64": "TYPE_INT64",
+                       "uint8": "TYPE_UINT8", "uint16": "TYPE_UINT16", "uint32": "TYPE_UINT32",
+                       "uint64": "TYPE_UINT64", "bool": "TYPE_BOOL", "string": "TYPE_STRING"}

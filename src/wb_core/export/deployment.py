@@ -1,0 +1,231 @@
+"""The deployment record: one measured run, with everything a serving config needs.
+
+`DeploymentConfig` is what every export format is rendered from, and what the `yaml` format
+writes. It round-trips: `DeploymentConfig.from_yaml(d.to_yaml()) == d`. Its JSON Schema is
+`schemas/deployment.schema.json` (shipped in the package as `wb_core/schemas/`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from wb_core.errors import ConfigError
+
+SCHEMA_VERSION = 1
+# Columns where a backend reports what it actually chose (e.g. streams when left to the runtime).
+REPORTED = ("ov_streams", "ov_threads", "ov_optimal_requests", "tf_intra_op", "tf_inter_op")
+
+
+@dataclass
+class ModelInfo:
+    name: str
+    path: str
+    format: str
+    fingerprint: str
+    inputs: list[dict] = field(default_factory=list)  # [{name, shape (-1 = dynamic), dtype}]
+    ir_path: str | None = None  # the OpenVINO IR the openvino backend ran
+    savedmodel_path: str | None = None  # the SavedModel the tensorflow backend ran
+    flops_per_sample: float | None = None
+
+
+@dataclass
+class ExpectedMetrics:
+    """What the run measured; a deployment on the same hardware should see about this."""
+
+    latency_ms_p50: float | None = None
+    latency_ms_p99: float | None = None
+    throughput: float | None = None  # samples per second
+    cpu_util: float | None = None  # cores kept busy
+    rss_mb: float | None = None
+    accuracy: float | None = None
+    accuracy_drop: float | None = None
+
+
+@dataclass
+class Measurement:
+    """Where and when the run was measured."""
+
+    study: str
+    run_key: str
+    measured_at: str
+    hardware: dict = field(default_factory=dict)  # cpu_model, fingerprint, cores, flags
+    versions: dict = field(default_factory=dict)  # library -> version
+    reason: str | None = None  # why this run was chosen, when it was recommended
+
+
+@dataclass
+class DeploymentConfig:
+    """A run configuration ready to deploy: the settings, the expected metrics and their origin."""
+
+    model: ModelInfo
+    backend: str
+    precision: str
+    batch_size: int
+    measurement: Measurement
+    executed_precision: str | None = None
+    threads: int | None = None
+    inter_op_threads: int | None = None
+    streams: int | None = None
+    cores: list[int] | None = None  # CPU ids the run was pinned to; None = not pinned
+    cores_used: int | None = None  # cores the run could keep busy (see wb_core.analysis)
+    instances: int = 1
+    concurrency: int = 1
+    hint: str | None = None
+    onednn: bool | None = None
+    cpu_pinning: bool | None = None
+    runtime_properties: dict[str, str] = field(default_factory=dict)  # values are strings
+    runtime_reported: dict[str, str] = field(default_factory=dict)  # what the runtime chose (streams, threads)
+    expected: ExpectedMetrics = field(default_factory=ExpectedMetrics)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["runtime_properties"] = {str(k): str(v) for k, v in self.runtime_properties.items()}
+        d["runtime_reported"] = {str(k): str(v) for k, v in self.runtime_reported.items()}
+        # schema_version first: readers check it before anything else.
+        return {"schema_version": d.pop("schema_version"), **d}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DeploymentConfig":
+        validate(d)
+        d = dict(d)
+        d["model"] = ModelInfo(**d["model"])
+        d["measurement"] = Measurement(**d["measurement"])
+        d["expected"] = ExpectedMetrics(**(d.get("expected") or {}))
+        return cls(**d)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True, width=120)
+
+    @classmethod
+    def from_yaml(cls, text: str) -> "DeploymentConfig":
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"The deployment file is not valid YAML: {str(e).splitlines()[0]}.") from None
+        if not isinstance(data, dict):
+            raise ConfigError("The deployment file must hold a mapping (schema_version, model, backend, ...).")
+        return cls.from_dict(data)
+
+    @property
+    def serving_name(self) -> str:
+        """The model's name as serving systems and Kubernetes accept it (lowercase, digits, dashes)."""
+        return serving_name(self.model.name)
+
+
+def serving_name(text: str) -> str:
+    out = "".join(c if c.isalnum() else "-" for c in str(text).lower())
+    out = "-".join(p for p in out.split("-") if p)[:63].strip("-")
+    return out or "model"
+
+
+def load_schema() -> dict:
+    """The JSON Schema of a deployment file (the copy shipped in the package)."""
+    text = resources.files("wb_core").joinpath("schemas/deployment.schema.json").read_text()
+    return json.loads(text)
+
+
+def validate(data: dict) -> None:
+    """Check a deployment mapping against the JSON Schema; a ConfigError names the first problem."""
+    import jsonschema
+
+    if isinstance(data, dict) and data.get("schema_version") not in (None, SCHEMA_VERSION):
+        raise ConfigError(f"Deployment schema_version {data.get('schema_version')!r} is not supported; "
+                          f"this workbench reads version {SCHEMA_VERSION}.")
+    try:
+        jsonschema.validate(data, load_schema())
+    except jsonschema.ValidationError as e:
+        where = "/".join(str(p) for p in e.absolute_path) or "the top level"
+        raise ConfigError(f"The deployment file is invalid at {where}: {e.message}.") from None
+
+
+def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None = None,
+          savedmodel_path: str | None = None, flops_per_sample: float | None = None,
+          cores_used: float | None = None) -> DeploymentConfig:
+    """A DeploymentConfig from a study record (Store.get_study) and one run (a results row as a dict)."""
+    from wb_core.config import parse_cores
+
+    hw = study.get("hardware") or {}
+    cores_text = run.get("cores")
+    cores = list(parse_cores(cores_text, cpus=list(range(1 << 12)))) if cores_text not in (None, "none", "") else None
+    props = run.get("ov_properties") if isinstance(run.get("ov_properties"), dict) else {}
+    if run.get("backend") == "tensorflow":
+        props = tensorflow_properties(run)
+    from wb_core.api import default_study_name
+
+    model_name = default_study_name(study["model_path"]) if study.get("model_path") else study["name"]
+    return DeploymentConfig(
+        model=ModelInfo(name=model_name, path=str(study.get("model_path")), format=str(study.get("model_format")),
+                        fingerprint=str(study.get("model_fingerprint")), inputs=list(study.get("inputs") or []),
+                        ir_path=ir_path, savedmodel_path=savedmodel_path,
+                        flops_per_sample=_num(flops_per_sample)),
+        backend=str(run["backend"]),
+        precision=str(run["precision"]),
+        executed_precision=_str(run.get("executed_precision")),
+        batch_size=int(run["batch_size"]),
+        threads=_int(run.get("threads")),
+        inter_op_threads=_int(run.get("inter_op_threads")),
+        streams=_int(run.get("streams")),
+        cores=cores,
+        cores_used=_int(math.ceil(cores_used)) if _num(cores_used) else None,
+        instances=_int(run.get("instances")) or 1,
+        concurrency=_int(run.get("concurrency")) or 1,
+        hint=_str(run.get("hint")),
+        onednn=_bool(run.get("onednn")),
+        cpu_pinning=_bool(run.get("cpu_pinning")),
+        runtime_properties={str(k): str(v) for k, v in props.items()},
+        runtime_reported={k: str(_int(run.get(k))) for k in REPORTED if _int(run.get(k)) is not None},
+        expected=ExpectedMetrics(**{f.name: _num(run.get(f.name)) for f in dataclasses.fields(ExpectedMetrics)}),
+        measurement=Measurement(
+            study=str(study["name"]), run_key=str(run["key"]), measured_at=str(run.get("created_at") or ""),
+            hardware={"cpu_model": hw.get("cpu_model"), "fingerprint": study.get("hardware_fingerprint"),
+                      "physical_cores": hw.get("physical_cores"), "logical_cores": hw.get("logical_cores"),
+                      "sockets": hw.get("sockets"), "numa_nodes": hw.get("numa_nodes"),
+                      "flags": sorted(k for k, v in (hw.get("flags") or {}).items() if v)},
+            versions={str(k): str(v) for k, v in (study.get("versions") or {}).items()},
+            reason=reason),
+    )
+
+
+def tensorflow_properties(run: dict) -> dict:
+    """The TensorFlow settings a run used, named as TensorFlow names them."""
+    props: dict[str, Any] = {}
+    if _int(run.get("threads")):
+        props["intra_op_parallelism_threads"] = _int(run.get("threads"))
+    if _int(run.get("inter_op_threads")):
+        props["inter_op_parallelism_threads"] = _int(run.get("inter_op_threads"))
+    if _bool(run.get("onednn")) is not None:
+        props["TF_ENABLE_ONEDNN_OPTS"] = "1" if run.get("onednn") else "0"
+    if run.get("precision") == "bf16":
+        props["auto_mixed_precision_onednn_bfloat16"] = "true"
+    return props
+
+
+def _num(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) or math.isinf(f) else f
+
+
+def _int(v) -> int | None:
+    f = _num(v)
+    return int(f) if f is not None else None
+
+
+def _str(v) -> str | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
+def _bool(v) -> bool | None:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return bool(v)

@@ -1,0 +1,183 @@
+"""Core allocation and capacity planning from measured points.
+
+`plan_allocation`: from the throughput one instance reaches on k pinned cores, the split of a
+machine's cores into instances x cores per instance with the most total throughput. Core counts
+beyond what was measured are extrapolated (linear per core from the largest measured k) and
+labelled as such.
+
+`capacity`: from a target request rate and a p99 target, how many instances (and replicas of a
+given machine size) serve it, and the CPU requests of each.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import pandas as pd
+
+from wb_core.errors import ConfigError, WorkbenchError
+
+
+@dataclass
+class Allocation:
+    instances: int
+    cores_per_instance: int
+    predicted_throughput: float
+    per_instance_throughput: float
+    extrapolated: bool
+    source_key: str | None
+    config: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        tag = " (extrapolated from fewer cores)" if self.extrapolated else ""
+        return (f"{self.instances} instance(s) x {self.cores_per_instance} core(s): "
+                f"{self.predicted_throughput:,.1f} samples/s predicted{tag}")
+
+
+def single_instance_curve(df: pd.DataFrame, p99_ms: float | None = None) -> pd.DataFrame:
+    """Best single-instance throughput per number of pinned cores (ok, closed-loop points only)."""
+    ok = df[(df.status == "ok") & (df.instances.fillna(1) == 1)]
+    if "rate" in ok:
+        ok = ok[ok.rate.isna()]
+    ok = ok[ok.n_cores.notna()] if "n_cores" in ok else ok.iloc[0:0]
+    if p99_ms is not None:
+        ok = ok[ok.latency_ms_p99 <= p99_ms]
+    if ok.empty:
+        raise WorkbenchError("No pinned single-instance points to plan from; profile with --cores first1,first2,... "
+                             + ("under the p99 target." if p99_ms is not None else "."))
+    best = ok.sort_values("throughput", ascending=False).groupby(ok.n_cores.astype(int)).head(1)
+    best = best.assign(k=best.n_cores.astype(int)).set_index("k").sort_index()
+    return best
+
+
+def plan_allocation(df: pd.DataFrame, machine_cores: int | None = None, p99_ms: float | None = None,
+                    top: int = 5) -> list[Allocation]:
+    """Candidate splits of `machine_cores` (default: this machine's) ranked by predicted throughput."""
+    from wb_core.hardware import detect
+
+    machine_cores = machine_cores or len(detect().available_cpus)
+    if machine_cores < 1:
+        raise ConfigError(f"Machine cores must be at least 1; got {machine_cores}.")
+    curve = single_instance_curve(df, p99_ms)
+    k_max = int(curve.index.max())
+    per_core_at_max = curve.loc[k_max, "throughput"] / k_max
+    out = []
+    for k in range(1, machine_cores + 1):
+        n = machine_cores // k
+        if k in curve.index:
+            thr, extra, row = float(curve.loc[k, "throughput"]), False, curve.loc[k]
+        elif k > k_max:
+            thr, extra, row = per_core_at_max * k, True, curve.loc[k_max]
+        else:
+            continue  # an unmeasured size inside the measured range: measure it rather than guess
+        out.append(Allocation(instances=n, cores_per_instance=k, predicted_throughput=n * thr,
+                              per_instance_throughput=thr, extrapolated=extra, source_key=row["key"],
+                              config={c: _plain(row.get(c)) for c in ("backend", "precision", "batch_size",
+                                                                      "threads", "streams", "concurrency")}))
+    out.sort(key=lambda a: a.predicted_throughput, reverse=True)
+    return out[:top]
+
+
+def verify_allocation(model, alloc: Allocation, db, study: str, settings=None) -> dict:
+    """Run the allocation for real (instances started together on disjoint cores)."""
+    from wb_core.config import SweepSpec
+    from wb_core.runner import run_sweep
+    from wb_core.store import load_results
+
+    c = alloc.config
+    spec = SweepSpec(backends=c["backend"], precisions=c["precision"], batch_sizes=str(int(c["batch_size"])),
+                     threads=str(int(c["threads"])) if c.get("threads") else "auto",
+                     streams=str(int(c["streams"])) if c.get("streams") else "auto",
+                     concurrency=str(int(c.get("concurrency") or 1)), instances=str(alloc.instances),
+                     cores_per_instance=str(alloc.cores_per_instance),
+                     cores="first%d" % (alloc.instances * alloc.cores_per_instance))
+    run_sweep(model, spec, db, study, settings=settings)
+    df = load_results(db, study)
+    keys = {cfg.key for cfg in spec.expand()}
+    row = df[df.key.isin(keys)].iloc[-1]
+    return {"measured_throughput": row.throughput, "predicted_throughput": alloc.predicted_throughput,
+            "ratio": row.throughput / alloc.predicted_throughput if alloc.predicted_throughput else float("nan"),
+            "status": row.status, "key": row.key}
+
+
+@dataclass
+class CapacityPlan:
+    target_rate: float
+    p99_ms: float
+    per_instance_rate: float
+    instances: int
+    cores_per_instance: int
+    instances_per_machine: int
+    replicas: int
+    cpu_request: int
+    headroom: float
+    source_key: str
+    basis: str
+    config: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        return (f"{self.instances} instance(s) of {self.cores_per_instance} core(s) serve {self.target_rate:g} req/s "
+                f"at p99 <= {self.p99_ms:g} ms ({self.per_instance_rate:,.1f} req/s each, {self.headroom:.0%} "
+                f"headroom, {self.basis}); {self.replicas} machine(s)/replica(s) of {self.instances_per_machine} "
+                f"instance(s); CPU request = limit = {self.cpu_request} per instance.")
+
+
+def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float, headroom: float = 0.2,
+             machine_cores: int | None = None) -> CapacityPlan:
+    """Instances and replicas needed to serve `target_rate` requests/s with p99 under `p99_ms`.
+
+    Prefers open-loop (Poisson) points, whose latency includes queueing; falls back to
+    closed-loop points, whose rate at concurrency 1 is 1000 / mean latency (an optimistic bound,
+    said so in `basis`).
+    """
+    from wb_core.hardware import detect
+
+    if target_rate <= 0:
+        raise ConfigError(f"The target rate must be above 0 requests/s; got {target_rate}.")
+    if p99_ms <= 0:
+        raise ConfigError(f"The p99 target must be above 0 ms; got {p99_ms}.")
+    if not 0 <= headroom < 1:
+        raise ConfigError(f"Headroom must be between 0 and 1; got {headroom}.")
+    ok = df[(df.status == "ok") & (df.instances.fillna(1) == 1) & df.latency_ms_p99.notna()
+            & (df.latency_ms_p99 <= p99_ms)]
+    if "saturated" in ok:
+        ok = ok[ok.saturated.fillna(False) == False]  # noqa: E712 - pandas mask
+    if ok.empty:
+        raise WorkbenchError(f"No measured point keeps p99 under {p99_ms:g} ms; relax the target or profile more.")
+    ok = ok.copy()
+    open_loop = ok[ok.rate.notna()] if "rate" in ok else ok.iloc[0:0]
+    if not open_loop.empty:
+        ok, basis = open_loop, "open-loop Poisson points"
+        ok["req_rate"] = ok.achieved_rate
+    else:
+        basis = "closed-loop points (optimistic: no queueing)"
+        ok["req_rate"] = ok.throughput / ok.batch_size / ok.instances.fillna(1)
+    cores = len(detect().available_cpus)
+    ok["k"] = ok.n_cores.fillna(cores).astype(int) if "n_cores" in ok else cores
+    ok["per_core"] = ok.req_rate / ok.k
+    best = ok.sort_values("per_core", ascending=False).iloc[0]
+    usable = best.req_rate * (1 - headroom)
+    n = max(1, math.ceil(target_rate / usable))
+    k = int(best.k)
+    per_machine = max(1, (machine_cores or cores) // k)
+    return CapacityPlan(target_rate=target_rate, p99_ms=p99_ms, per_instance_rate=float(best.req_rate), instances=n,
+                        cores_per_instance=k, instances_per_machine=per_machine,
+                        replicas=math.ceil(n / per_machine), cpu_request=k, headroom=headroom,
+                        source_key=str(best.key), basis=basis,
+                        config={c: _plain(best.get(c)) for c in ("backend", "precision", "batch_size", "threads",
+                                                                 "streams", "concurrency")})
+
+
+def _plain(v):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if hasattr(v, "item"):
+        return v.item()
+    return v

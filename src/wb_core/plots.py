@@ -1,0 +1,232 @@
+"""Plotly figures of a study's trade-offs. Builders return `go.Figure` and never display anything.
+
+Curves against one setting (batch size, threads, cores) show, for each backend and precision,
+the best run at each value of that setting: a sweep holds many runs per value, and the best is
+what a user would deploy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from wb_core.analysis import pareto_mask, run_label, successful, uses_accuracy
+
+HOVER_COLUMNS = (("latency_ms_p50", "p50 ms"), ("latency_ms_p99", "p99 ms"), ("throughput", "samples/s"),
+                 ("cpu_util", "CPU busy (cores)"), ("rss_mb", "memory MB"), ("executed_precision", "ran in"),
+                 ("accuracy", "accuracy"), ("key", "key"))
+
+
+def _hover(df: pd.DataFrame) -> list[str]:
+    lines = []
+    for _, r in df.iterrows():
+        parts = [f"<b>{run_label(r)}</b>"]
+        for col, name in HOVER_COLUMNS:
+            if col in r and not _missing(r[col]):
+                v = r[col]
+                parts.append(f"{name}: {v:,.4g}" if isinstance(v, (int, float)) else f"{name}: {v}")
+        lines.append("<br>".join(parts))
+    return lines
+
+
+def _series_name(r) -> str:
+    return f"{r['backend']} {r['precision']}"
+
+
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    ok = successful(df)
+    return ok[ok["throughput"].notna() & ok["latency_ms_p99"].notna()]
+
+
+def _empty(title: str, why: str = "No successful runs to plot.") -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=title, xaxis={"visible": False}, yaxis={"visible": False},
+                      annotations=[{"text": why, "showarrow": False, "font": {"size": 14}}])
+    return fig
+
+
+def latency_throughput(df: pd.DataFrame) -> go.Figure:
+    """p99 latency vs throughput of every successful run, the Pareto front drawn as a line."""
+    title = "Latency vs throughput (upper left is better)"
+    ok = _ok(df)
+    if ok.empty:
+        return _empty(title)
+    fig = go.Figure()
+    for name, part in ok.groupby(ok.apply(_series_name, axis=1), sort=True):
+        fig.add_trace(go.Scatter(x=part["latency_ms_p99"], y=part["throughput"], mode="markers", name=name,
+                                 text=_hover(part), hoverinfo="text", marker={"size": 9, "opacity": 0.8}))
+    front = ok[pareto_mask(ok)].sort_values("latency_ms_p99")
+    fig.add_trace(go.Scatter(x=front["latency_ms_p99"], y=front["throughput"], mode="lines+markers",
+                             name="Pareto front", text=_hover(front), hoverinfo="text",
+                             line={"shape": "hv", "width": 2, "color": "black"},
+                             marker={"symbol": "circle-open", "size": 14, "color": "black"}))
+    fig.update_layout(title=title, xaxis_title="p99 latency (ms)", yaxis_title="throughput (samples/s)",
+                      legend_title="backend precision")
+    fig.update_xaxes(type="log")
+    return fig
+
+
+def _best_per(df: pd.DataFrame, setting: str) -> pd.DataFrame:
+    """The highest-throughput run for each backend, precision and value of `setting`."""
+    ok = _ok(df)
+    ok = ok[ok[setting].notna()] if setting in ok.columns else ok.iloc[0:0]
+    if ok.empty:
+        return ok
+    ok = ok.assign(_series=ok.apply(_series_name, axis=1))
+    idx = ok.groupby(["_series", setting])["throughput"].idxmax()
+    return ok.loc[idx.values].sort_values(["_series", setting])
+
+
+def _curves(df: pd.DataFrame, setting: str, x_title: str, rows: list[tuple[str, str]], title: str,
+            log_x: bool = False) -> go.Figure:
+    best = _best_per(df, setting)
+    if best.empty:
+        return _empty(title, f"No successful runs with a {x_title.lower()} to plot.")
+    fig = make_subplots(rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=[name for _, name in rows])
+    colours = _colours(best["_series"].unique())
+    for series, part in best.groupby("_series", sort=True):
+        for i, (col, name) in enumerate(rows, start=1):
+            fig.add_trace(go.Scatter(x=part[setting], y=part[col], mode="lines+markers", name=series,
+                                     legendgroup=series, showlegend=(i == 1), text=_hover(part), hoverinfo="text",
+                                     line={"color": colours[series]}), row=i, col=1)
+            fig.update_yaxes(title_text=name, row=i, col=1)
+    fig.update_xaxes(title_text=x_title, row=len(rows), col=1)
+    if log_x:
+        fig.update_xaxes(type="log")
+    fig.update_layout(title=title, height=260 * len(rows) + 80)
+    return fig
+
+
+def batch_curves(df: pd.DataFrame) -> go.Figure:
+    """p99 latency and throughput against batch size, one line per backend and precision."""
+    return _curves(df, "batch_size", "batch size",
+                   [("latency_ms_p99", "p99 latency (ms)"), ("throughput", "throughput (samples/s)")],
+                   "Batch size: latency and throughput (best run at each batch size)", log_x=True)
+
+
+def threads_curves(df: pd.DataFrame) -> go.Figure:
+    """Throughput and CPU utilisation against threads."""
+    return _curves(df, "threads", "threads",
+                   [("throughput", "throughput (samples/s)"), ("cpu_util", "CPU busy (cores)")],
+                   "Threads: throughput and CPU utilisation (best run at each thread count)")
+
+
+def cores_curves(df: pd.DataFrame) -> go.Figure:
+    """Throughput, mean run time per request and CPU utilisation against the cores a run was given."""
+    view = df.copy()
+    if "cores_given" not in view.columns:
+        from wb_core.analysis import with_efficiency
+
+        view = with_efficiency(view)
+    return _curves(view, "cores_given", "cores given (pinned, or all when unpinned)",
+                   [("throughput", "throughput (samples/s)"), ("latency_ms_mean", "mean latency (ms)"),
+                    ("cpu_util", "CPU busy (cores)")],
+                   "Cores: throughput, run time and CPU utilisation (best run at each core count)")
+
+
+def accuracy_tradeoff(df: pd.DataFrame) -> go.Figure | None:
+    """Accuracy against throughput per precision; None when the study has no accuracy."""
+    ok = _ok(df)
+    if "accuracy" not in ok.columns or ok["accuracy"].isna().all():
+        return None
+    ok = ok[ok["accuracy"].notna()]
+    fig = go.Figure()
+    for prec, part in ok.groupby("precision", sort=True):
+        fig.add_trace(go.Scatter(x=part["throughput"], y=part["accuracy"], mode="markers", name=str(prec),
+                                 text=_hover(part), hoverinfo="text", marker={"size": 10}))
+    if uses_accuracy(df):
+        front = ok[pareto_mask(ok, with_accuracy=True)].sort_values("throughput")
+        fig.add_trace(go.Scatter(x=front["throughput"], y=front["accuracy"], mode="markers", name="Pareto front",
+                                 text=_hover(front), hoverinfo="text",
+                                 marker={"symbol": "circle-open", "size": 16, "color": "black"}))
+    fig.update_layout(title="Accuracy vs throughput by precision (upper right is better)",
+                      xaxis_title="throughput (samples/s)", yaxis_title="accuracy", legend_title="precision")
+    return fig
+
+
+def latency_distribution(run: pd.Series | dict) -> go.Figure:
+    """Histogram of one run's request latencies, with p50 and p99 marked.
+
+    Uses the run's stored histogram (`latency_hist`); runs recorded before it existed show their
+    percentiles only.
+    """
+    g = run.get
+    title = f"Latency distribution: {run_label(run)}"
+    fig = go.Figure()
+    hist = g("latency_hist")
+    if isinstance(hist, dict) and hist.get("counts"):
+        edges, counts = hist["edges_ms"], hist["counts"]
+        mids = [math.sqrt(a * b) if a > 0 and b > 0 else (a + b) / 2 for a, b in zip(edges[:-1], edges[1:])]
+        widths = [b - a for a, b in zip(edges[:-1], edges[1:])]
+        fig.add_trace(go.Bar(x=mids, y=counts, width=widths, name="requests",
+                             hovertemplate="%{x:.4g} ms: %{y} requests<extra></extra>"))
+        fig.update_xaxes(type="log")
+    else:
+        names = [("latency_ms_min", "min"), ("latency_ms_p50", "p50"), ("latency_ms_p90", "p90"),
+                 ("latency_ms_p95", "p95"), ("latency_ms_p99", "p99"), ("latency_ms_max", "max")]
+        pts = [(n, g(c)) for c, n in names if not _missing(g(c))]
+        fig.add_trace(go.Bar(x=[n for n, _ in pts], y=[v for _, v in pts], name="percentiles (ms)"))
+        title += " (percentiles only: no histogram stored for this run)"
+        fig.update_layout(title=title, yaxis_title="latency (ms)")
+        return fig
+    for col, name, dash in (("latency_ms_p50", "p50", "dash"), ("latency_ms_p99", "p99", "dot")):
+        v = g(col)
+        if not _missing(v):
+            fig.add_vline(x=float(v), line_dash=dash, annotation_text=f"{name} {float(v):.3g} ms")
+    fig.update_layout(title=title, xaxis_title="latency per request (ms)", yaxis_title="requests", bargap=0)
+    return fig
+
+
+def layer_bars(profile, top: int = 15) -> go.Figure:
+    """Horizontal bars of the slowest layers of a LayerProfile, coloured by executed precision."""
+    layers = profile.top(top).iloc[::-1]
+    fig = go.Figure()
+    colours = _colours(sorted(layers["precision"].unique()))
+    for prec, part in layers.groupby("precision", sort=False):
+        fig.add_trace(go.Bar(y=part["name"], x=part["time_ms"], orientation="h", name=str(prec),
+                             marker={"color": colours[prec]},
+                             customdata=part[["type", "exec_type", "share"]].to_numpy(),
+                             hovertemplate="%{y}<br>%{customdata[0]} (%{customdata[1]})<br>%{x:.4f} ms, "
+                                           "%{customdata[2]:.1%} of layer time<extra></extra>"))
+    fig.update_layout(title=f"Slowest layers: {profile.label} (mean of {profile.iterations} inferences)",
+                      xaxis_title="time per inference (ms)", legend_title="executed in", barmode="stack",
+                      height=max(300, 28 * len(layers) + 140), yaxis={"categoryorder": "total ascending"})
+    return fig
+
+
+def layer_type_bars(profile) -> go.Figure:
+    """Time per layer type of a LayerProfile, with the precisions each type ran in."""
+    t = profile.by_type()
+    fig = go.Figure(go.Bar(x=t["type"], y=t["time_ms"], text=t["precisions"], textposition="outside",
+                           customdata=t[["layers", "share"]].to_numpy(),
+                           hovertemplate="%{x}: %{y:.4f} ms in %{customdata[0]} layers "
+                                         "(%{customdata[1]:.1%}), ran in %{text}<extra></extra>"))
+    fig.update_layout(title=f"Time per layer type: {profile.label}", xaxis_title="layer type",
+                      yaxis_title="time per inference (ms)")
+    return fig
+
+
+def study_figures(df: pd.DataFrame) -> dict[str, go.Figure]:
+    """Every study-level figure that has data, by a short name (for reports and notebooks)."""
+    figs = {"latency_throughput": latency_throughput(df), "batch": batch_curves(df), "threads": threads_curves(df),
+            "cores": cores_curves(df)}
+    acc = accuracy_tradeoff(df)
+    if acc is not None:
+        figs["accuracy"] = acc
+    return figs
+
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf")
+
+
+def _colours(names) -> dict:
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))

@@ -1,0 +1,197 @@
+"""One self-contained HTML report of a study: hardware, model, recommendation, plots and the runs.
+
+plotly's JavaScript is inlined once, so the file opens offline (and from an email attachment)
+with every plot interactive.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from wb_core.errors import WorkbenchError
+
+TABLE_COLUMNS = ("key", "backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
+                 "concurrency", "latency_ms_p50", "latency_ms_p99", "throughput", "throughput_per_core",
+                 "pct_peak_flops", "cpu_util", "rss_mb", "executed_precision", "accuracy", "accuracy_drop",
+                 "oversubscribed", "pareto", "status", "error")
+
+CSS = """
+body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 2em auto; max-width: 1200px;
+       color: #222; padding: 0 1em; }
+h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 1.6em; }
+table { border-collapse: collapse; font-size: 0.85em; }
+th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: right; }
+th { background: #f4f4f4; } td.text, th.text { text-align: left; }
+.facts td:first-child { font-weight: 600; text-align: left; } .facts td { text-align: left; }
+.best { background: #eef7ee; border-left: 4px solid #3a3; padding: 0.6em 1em; }
+.warn { background: #fff6e5; border-left: 4px solid #e90; padding: 0.6em 1em; }
+.runs { overflow-x: auto; } .muted { color: #777; } .plot { margin: 1em 0; }
+tr.pareto td { background: #f3f9ff; }
+"""
+
+
+def build_report(db: str | Path, study: str, constraints=None, objective: str = "throughput",
+                 layer_profile=None) -> str:
+    """The report of a study as one HTML string (see write_report)."""
+    from wb_core import plots
+    from wb_core.analysis import NoRunMeetsConstraints, pareto_mask, recommend, with_efficiency
+    from wb_core.store import Store
+    from wb_core.study_model import study_flops, study_model_paths
+
+    with Store(db, readonly=True) as store:
+        info = store.get_study(study)
+        df = store.to_frame(study)
+    if df.empty:
+        raise WorkbenchError(f"Study '{study}' has no runs yet; profile the model first with `wb profile`.")
+    flops = study_flops(info, study_model_paths(info).get("ir_path"))
+    df = with_efficiency(df, info.get("hardware"), flops)
+    df["pareto"] = pareto_mask(df)
+
+    sections = [_header(info, df), _hardware(info), _model(info, flops)]
+    best = None
+    try:
+        rec = recommend(df, constraints, objective, hardware=info.get("hardware"))
+        best = rec.best
+        sections.append(_recommendation(rec))
+    except NoRunMeetsConstraints as e:
+        sections.append(f"<h2>Recommendation</h2><p class='warn'>{_e(e)}</p>")
+    except WorkbenchError as e:
+        sections.append(f"<h2>Recommendation</h2><p class='warn'>{_e(e)}</p>")
+
+    figures = list(plots.study_figures(df).values())
+    if best is not None:
+        figures.append(plots.latency_distribution(best))
+    if layer_profile is not None:
+        figures += [plots.layer_bars(layer_profile), plots.layer_type_bars(layer_profile)]
+    sections.append("<h2>Trade-offs</h2>" + _figures_html(figures))
+    if layer_profile is not None:
+        sections.append(_layers(layer_profile))
+    sections.append(_runs_table(df))
+    title = f"{_e(study)}: CPU inference report"
+    return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{CSS}</style></head>"
+            f"<body>{''.join(sections)}</body></html>\n")
+
+
+def write_report(db: str | Path, study: str, out: str | Path, **kwargs) -> Path:
+    """Write the report of a study to `out` and return its path."""
+    text = build_report(db, study, **kwargs)
+    out = Path(out)
+    try:
+        if out.parent and not out.parent.exists():
+            out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise WorkbenchError(f"Cannot write the report to '{out}': {e.strerror or e}.") from None
+    return out
+
+
+def _figures_html(figures) -> str:
+    parts = []
+    for i, fig in enumerate(figures):
+        # plotly.js goes inline with the first figure only; the others reuse it.
+        parts.append("<div class='plot'>" + fig.to_html(full_html=False, include_plotlyjs=(i == 0),
+                                                         config={"displaylogo": False}) + "</div>")
+    return "".join(parts)
+
+
+def _header(info: dict, df: pd.DataFrame) -> str:
+    counts = df["status"].value_counts().to_dict()
+    made = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items())
+    return (f"<h1>{_e(info['name'])}</h1><p class='muted'>Study created {_e(info.get('created_at'))}; "
+            f"{len(df)} runs ({_e(summary)}); report made {made}.</p>")
+
+
+def _facts(rows: list[tuple[str, object]]) -> str:
+    body = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows if v not in (None, ""))
+    return f"<table class='facts'>{body}</table>"
+
+
+def _hardware(info: dict) -> str:
+    hw = info.get("hardware") or {}
+    flags = " ".join(k for k, v in (hw.get("flags") or {}).items() if v)
+    peak = ", ".join(f"{p} {v:,.0f}" for p, v in (hw.get("peak_gflops") or {}).items())
+    versions = ", ".join(f"{k} {v}" for k, v in (info.get("versions") or {}).items())
+    return "<h2>Hardware</h2>" + _facts([
+        ("CPU", f"{hw.get('cpu_model')} ({hw.get('vendor')}, {hw.get('architecture')})"),
+        ("Cores", f"{hw.get('physical_cores')} physical, {hw.get('logical_cores')} logical, "
+                  f"{hw.get('sockets')} socket(s), {hw.get('numa_nodes')} NUMA node(s)"),
+        ("Usable CPUs", hw.get("available_cpus")),
+        ("Caches", f"L1d {hw.get('l1d_kb')} KiB, L2 {hw.get('l2_kb')} KiB, L3 {hw.get('l3_kb')} KiB"),
+        ("Clock / memory", f"{hw.get('base_ghz')} GHz, {hw.get('memory_gb')} GiB"),
+        ("ISA", flags), ("Peak GFLOP/s", peak), ("Hardware fingerprint", info.get("hardware_fingerprint")),
+        ("Software", versions)])
+
+
+def _model(info: dict, flops: float | None) -> str:
+    inputs = "; ".join(f"{i['name']}: {'x'.join('?' if d < 0 else str(d) for d in i['shape'])} {i['dtype']}"
+                       for i in (info.get("inputs") or []))
+    return "<h2>Model</h2>" + _facts([
+        ("Path", info.get("model_path")), ("Format", info.get("model_format")),
+        ("Fingerprint", info.get("model_fingerprint")), ("Inputs", inputs),
+        ("FLOPs per sample", f"{flops:,.0f} (convolutions and matrix products)" if flops else "not counted")])
+
+
+def _recommendation(rec) -> str:
+    from wb_core.analysis import run_label
+
+    rows = "".join(f"<li>{_e(run_label(r))}: p99 {_fmt(r.get('latency_ms_p99'))} ms, "
+                   f"{_fmt(r.get('throughput'))} samples/s (key {_e(r['key'])})</li>" for r in rec.runners_up)
+    return (f"<h2>Recommendation</h2><div class='best'><p><b>{_e(run_label(rec.best))}</b> "
+            f"(key <code>{_e(rec.key)}</code>)</p><p>{_e(rec.reason)}</p>"
+            f"<p class='muted'>Objective: {_e(rec.objective)}; constraints: {_e(rec.constraints.describe())}. "
+            f"Export it with <code>wb export --study NAME --run {_e(rec.key)} --format all --out DIR</code>.</p>"
+            + (f"<p>Runners-up:</p><ol>{rows}</ol>" if rows else "") + "</div>")
+
+
+def _layers(profile) -> str:
+    t = profile.by_type()
+    body = "".join(f"<tr><td class='text'>{_e(r['type'])}</td><td>{r['layers']}</td><td>{r['time_ms']:.4f}</td>"
+                   f"<td>{r['share']:.1%}</td><td class='text'>{_e(r['precisions'])}</td></tr>" for _, r in t.iterrows())
+    return (f"<h2>Per-layer profile</h2><p>{_e(profile.label)}, mean of {profile.iterations} inferences, "
+            f"{profile.total_ms:.4f} ms of layer time per inference.</p><table><tr><th class='text'>type</th>"
+            f"<th>layers</th><th>ms</th><th>share</th><th class='text'>executed in</th></tr>{body}</table>")
+
+
+def _runs_table(df: pd.DataFrame) -> str:
+    cols = [c for c in TABLE_COLUMNS if c in df.columns and not df[c].isna().all()]
+    head = "".join(f"<th class='text'>{_e(c)}</th>" if c in ("key", "backend", "cores", "error") else f"<th>{_e(c)}</th>"
+                   for c in cols)
+    rows = []
+    for _, r in df.sort_values(["status", "throughput"], ascending=[True, False]).iterrows():
+        cls = " class='pareto'" if r.get("pareto") else ""
+        cells = "".join(f"<td class='text'>{_e(_cell(r[c]))}</td>" if c in ("key", "backend", "cores", "error")
+                        else f"<td>{_e(_cell(r[c]))}</td>" for c in cols)
+        rows.append(f"<tr{cls}>{cells}</tr>")
+    return (f"<h2>All runs</h2><p class='muted'>Shaded rows are on the Pareto front (p99 latency vs throughput"
+            f"{', accuracy' if 'accuracy' in cols else ''}).</p>"
+            f"<div class='runs'><table><tr>{head}</tr>{''.join(rows)}</table></div>")
+
+
+def _cell(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else ""
+    if isinstance(v, float):
+        return _fmt(v)
+    return str(v)
+
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    v = float(v)
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.3g}"
+
+
+def _e(v) -> str:
+    return html.escape(str(v), quote=True)
