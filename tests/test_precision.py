@@ -215,3 +215,14 @@ def test_layer_profile_of_an_int8_run_uses_the_int8_ir(lenet_savedmodel, db, fas
     assert row["variant_path"].endswith("model.xml") and "/int8/" in row["variant_path"]
     prof = study_layer_profile(db, "lay", row["key"], iterations=5)
     assert {"u8", "i8"} & set(prof.layers["precision"].astype(str))
+
+
+def test_export_of_an_int8_run_ships_the_int8_ir(lenet_savedmodel, db, fast):
+    from wb_core.export import deployment_for_study
+
+    run_sweep(lenet_savedmodel, SweepSpec(precisions="fp32,int8"), db, "exp", settings=fast)
+    rows = _by_precision(load_results(db, "exp"))
+    dep8 = deployment_for_study(db, "exp", run_key=rows["int8"]["key"])
+    dep32 = deployment_for_study(db, "exp", run_key=rows["fp32"]["key"])
+    assert dep8.model.ir_path == rows["int8"]["variant_path"] and "/int8/" in dep8.model.ir_path
+    assert "/int8/" not in dep32.model.ir_path
