@@ -75,10 +75,10 @@ def variant_path(backend: str, path: str | Path, fmt: str, fp: str) -> Path:
     return ensure_savedmodel(path, fmt, fp)
 
 
-def inspect_inputs(path: str | Path) -> list[InputSpec]:
+def inspect_inputs(path: str | Path, timeout_s: float | None = None) -> list[InputSpec]:
     """The model's inputs (name, shape with -1 for dynamic dims, dtype), read in a child process."""
     path = Path(path)
     fmt = detect_format(path)
-    res = run_task({"task": "inspect", "format": fmt, "path": str(path)}, timeout=600,
+    res = run_task({"task": "inspect", "format": fmt, "path": str(path)}, timeout=timeout_s or 600,
                    what=f"reading the inputs of '{path}'")
     return [InputSpec.from_dict(d) for d in res["inputs"]]

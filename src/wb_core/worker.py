@@ -105,7 +105,8 @@ def task_measure(task: dict) -> None:
                                       concurrency=concurrency, seed=settings.seed)
         else:
             metrics = measure(session.make_infer, batches, p["batch_size"], settings, concurrency=concurrency,
-                              heartbeat=lambda: emit({"type": "heartbeat"}))
+                              heartbeat=lambda: emit({"type": "heartbeat"}),
+                              make_async=getattr(session, "make_async", None))
         metrics.update(extra)
         metrics.update(session.info())
         emit({"type": "point", "key": p["key"], "status": "ok", "metrics": metrics})
@@ -147,7 +148,8 @@ def task_max_rate(task: dict) -> None:
     concurrency = int(task["group"].get("concurrency") or 1)
     b = task["points"][0]["batch_size"]
     extra, batches = _prepared_batches(session, b, opts, settings)
-    closed = measure(session.make_infer, batches, b, settings, concurrency=concurrency)
+    closed = measure(session.make_infer, batches, b, settings, concurrency=concurrency,
+                     make_async=getattr(session, "make_async", None))
     capacity = closed["throughput"] / b  # requests/s in a closed loop: an upper bound for the open loop
     lo, hi = 0.0, capacity * 1.05
     best = None
@@ -260,8 +262,20 @@ def task_selftest(task: dict) -> None:
     emit({"type": "result", "ok": True})
 
 
+def _precision_task(name: str):
+    """Tasks for INT8/BF16 variants and accuracy live in wb_core.precision_tasks."""
+    def run(task: dict) -> None:
+        from wb_core import precision_tasks
+
+        getattr(precision_tasks, f"task_{name}")(task)
+
+    return run
+
+
 TASKS = {"measure": task_measure, "instance": task_instance, "max_rate": task_max_rate, "inspect": task_inspect,
-         "convert": task_convert, "demo": task_demo, "layers": task_layers, "selftest": task_selftest}
+         "convert": task_convert, "demo": task_demo, "layers": task_layers, "selftest": task_selftest,
+         "quantize": _precision_task("quantize"), "evaluate": _precision_task("evaluate"),
+         "probe_tf_bf16": _precision_task("probe_tf_bf16")}
 
 
 def main() -> int:
