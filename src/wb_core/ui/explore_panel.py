@@ -134,8 +134,8 @@ class ExplorePanel(w.VBox):
             return
         slider.layout.display = ""
         lo, hi = _span(vals)
-        if floor_max:
-            lo, hi = 0.0, max(hi, floor_max)
+        if floor_max:  # accuracy drop: from none, at least up to floor_max
+            lo, hi = 0.0, max(max(vals) * 1.05, floor_max)
         slider.disabled = False
         # Order matters: a new max below the old min would be refused.
         slider.max = max(hi, slider.min)
