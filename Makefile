@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export WB_CACHE_DIR ?= $(CURDIR)/.wb-cache
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: run test test-all bench install browser clean demo
+.PHONY: run test test-all bench install browser clean demo screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +32,10 @@ test: $(STAMP) browser
 
 test-all: $(STAMP) browser
 	$(BIN)/python -m pytest -m ""
+
+# Refresh the README's screenshots from the browser test.
+screenshots: $(STAMP) browser
+	WB_SCREENSHOTS=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest tests/test_dashboard_browser.py -m ""
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
