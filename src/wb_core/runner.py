@@ -78,12 +78,21 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
               settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
               on_point: Callable[[dict], None] | None = None, progress: bool = False,
               cancel: threading.Event | None = None, memory_limit_mb: int | None = None,
-              configs: Iterable[RunConfig] | None = None, timeout_s: float | None = None) -> SweepSummary:
+              configs: Iterable[RunConfig] | None = None, timeout_s: float | None = None,
+              executor=None) -> SweepSummary:
     """Measure every config of `spec` (or the given `configs`) not yet stored in `study`.
 
     `timeout_s`: seconds a worker may stay silent before it is declared hung and killed
     (default: a load allowance plus twice the measuring time).
+    `executor`: None runs the worker groups here, one after another; a fleet executor
+    (`wb_core.fleet.DaskExecutor`) runs them on the hosts of a cluster, once per hardware type.
     """
+    if executor is not None:
+        from wb_core.fleet.sweep import run_fleet_sweep
+
+        return run_fleet_sweep(executor, model, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
+                               progress=progress, cancel=cancel, memory_limit_mb=memory_limit_mb, configs=configs,
+                               timeout_s=timeout_s)
     settings = settings or MeasureSettings()
     inputs = inputs or InputOptions()
     model = Path(model)
@@ -142,6 +151,20 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
                 _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb, summary, timeout_s)
         if bar is not None:
             bar.close()
+    return summary
+
+
+def run_group(path, members: list[RunConfig], settings: MeasureSettings, inputs: InputOptions, record,
+              cancel: threading.Event | None = None, memory_limit_mb: int | None = None,
+              summary: SweepSummary | None = None, timeout_s: float | None = None) -> SweepSummary:
+    """Run one worker group on this machine (N pinned instances, or one worker process).
+
+    `record(cfg, status, metrics=None, error=None)` is called once per point as it arrives.
+    This is what a fleet host runs for each group it is given.
+    """
+    summary = summary or SweepSummary(study="", db="")
+    run = _run_instances if members[0].instances > 1 else _run_group
+    run(path, members, settings, inputs, record, cancel, memory_limit_mb, summary, timeout_s)
     return summary
 
 
