@@ -28,11 +28,13 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             onednn="auto", cpu_pinning="auto", max_time: float = 10.0, settings: MeasureSettings | None = None,
             inputs: InputOptions | None = None, progress: bool = False,
             on_point: Callable[[dict], None] | None = None, cancel: threading.Event | None = None,
-            return_frame: bool = True):
+            return_frame: bool = True, cluster: str | None = None, hosts=None, ship_model: bool = False):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
     Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
     `cores="none,0,0-1"`, `batch_sizes=[1, 8]`. Points already stored in the study are skipped.
+    `cluster` (a Dask scheduler address) runs the study on that cluster's hosts (or only `hosts`),
+    once per hardware type; `ship_model` sends the model to hosts that do not share its path.
     """
     path = resolve_model(model)
     spec = SweepSpec(backends=backends, precisions=precisions, batch_sizes=batch_sizes, threads=threads,
@@ -41,8 +43,11 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     settings = settings or MeasureSettings(max_time_s=max_time)
     db = db or default_db()
     study = study or default_study_name(path)
-    summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
-                        progress=progress, cancel=cancel)
+    from wb_core.fleet.cli_support import open_executor
+
+    with open_executor(cluster, hosts, ship_model) as executor:
+        summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
+                            progress=progress, cancel=cancel, executor=executor)
     return load_results(db, study) if return_frame else summary
 
 
@@ -55,10 +60,18 @@ def inspect_model(model: str | Path):
     return {"path": str(path), "format": detect_format(path), "inputs": inspect_inputs(path)}
 
 
+def compare_hosts(study: str, db: str | Path | None = None, prices: dict | None = None, objective: str = "throughput",
+                  constraints=None):
+    """A fleet study's hardware types side by side (best run, throughput per core, cost per million)."""
+    from wb_core.fleet.compare import load_comparison, parse_prices
+
+    return load_comparison(db or default_db(), study, constraints, objective, parse_prices(prices))[0]
+
+
 def hardware_info():
     from wb_core.hardware import detect
 
     return detect()
 
 
-__all__ = ["profile", "load_results", "inspect_model", "hardware_info", "SweepSummary"]
+__all__ = ["profile", "load_results", "inspect_model", "hardware_info", "compare_hosts", "SweepSummary"]

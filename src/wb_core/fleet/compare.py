@@ -158,3 +158,22 @@ def load_comparison(db: str | Path, study: str, constraints: Constraints | None 
         hosts = store.hosts(study)
     flops = study_flops(info) if not df.empty else None
     return compare_host_types(df, hosts, constraints, objective, prices, flops), df
+
+
+def select_host_type(df: pd.DataFrame, hosts: list[dict], host_type: str) -> tuple[pd.DataFrame, str, dict | None]:
+    """The runs of one hardware type (named by its fingerprint, a unique prefix, or one of its hosts).
+
+    Returns (those runs, the full fingerprint, that type's hardware dict).
+    """
+    fps = sorted(set(df.get("hardware_fingerprint", pd.Series(dtype=str)).dropna()) | {h["hardware_fingerprint"]
+                                                                                        for h in hosts})
+    by_host = {h["name"]: h["hardware_fingerprint"] for h in hosts}
+    wanted = str(host_type).strip()
+    hits = [by_host[wanted]] if wanted in by_host else [fp for fp in fps if fp.startswith(wanted)] if wanted else []
+    if len(hits) != 1:
+        what = "matches several" if hits else "matches none"
+        raise ConfigError(f"Host type '{host_type}' {what} of this study's hardware types "
+                          f"({', '.join(fps) or 'none: it was not measured on a fleet'}); give a type or a host name.")
+    fp = hits[0]
+    hardware = next((h.get("hardware") for h in hosts if h["hardware_fingerprint"] == fp), None)
+    return df[df["hardware_fingerprint"] == fp], fp, hardware
