@@ -8,7 +8,14 @@ from typing import Optional
 import typer
 
 from wb_core.cli import app
-from wb_core.cli_analysis import MAX_CORES, MAX_DROP, MAX_MEM, MAX_P99, OBJECTIVE, _constraints, _db
+
+# Spelled out here rather than imported from cli_analysis: `python -m wb_core.cli` imports the
+# command modules while cli_analysis is still half-initialised.
+MAX_P99 = typer.Option(None, "--max-p99-ms", help="Highest acceptable p99 latency, in ms.")
+MAX_DROP = typer.Option(None, "--max-accuracy-drop", help="Highest acceptable accuracy drop, a fraction.")
+MAX_MEM = typer.Option(None, "--max-memory-mb", help="Highest acceptable peak memory, in MB.")
+MAX_CORES = typer.Option(None, "--max-cores", help="Most cores the run may use.")
+OBJECTIVE = typer.Option("throughput", "--objective", help="throughput, latency or throughput_per_core.")
 
 
 @app.command()
@@ -34,10 +41,13 @@ def compare_hosts(study: str = typer.Option(..., "--study"), db: Optional[Path] 
                   objective: str = OBJECTIVE,
                   out: Optional[Path] = typer.Option(None, "--out", help="Also write the figures to this HTML file.")):
     """Best configuration per hardware type of a fleet study, throughput per core and cost per million."""
+    from wb_core.analysis import Constraints
     from wb_core.fleet.compare import config_by_host_type, load_comparison, parse_prices
+    from wb_core.paths import default_db
 
-    comparison, df = load_comparison(_db(db), study, _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb,
-                                                                  max_cores), objective, parse_prices(price))
+    constraints = Constraints(max_p99_ms=max_p99_ms, max_accuracy_drop=max_accuracy_drop, max_memory_mb=max_memory_mb,
+                              max_cores=max_cores)
+    comparison, df = load_comparison(db or default_db(), study, constraints, objective, parse_prices(price))
     for _, r in comparison.iterrows():
         typer.echo(f"{r['hardware_fingerprint']}  {r['cpu_model'] or '?'}  hosts: {r['hosts'] or '?'}")
         if r["best_config"] is None:

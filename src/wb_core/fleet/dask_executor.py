@@ -23,6 +23,9 @@ def _probe(dask_worker=None) -> dict:
     if dask_worker is not None and dask_worker.name is not None and str(dask_worker.name) != dask_worker.address:
         name = str(dask_worker.name)
     info = describe_this_host(name)
+    from wb_core import __version__
+
+    info["version"] = __version__
     info["nthreads"] = getattr(getattr(dask_worker, "state", None), "nthreads", None)
     return info
 
@@ -52,7 +55,7 @@ class DaskExecutor:
     """
 
     def __init__(self, address: str, hosts: list[str] | str | None = None, ship_model: bool = False,
-                 connect_timeout: float = 30):
+                 connect_timeout: float = 15):
         try:
             from distributed import Client
         except ImportError:
@@ -76,8 +79,19 @@ class DaskExecutor:
     # ---- the executor protocol used by wb_core.fleet.sweep ----
     def hosts(self) -> list[Host]:
         """Probe every worker (hardware.detect() runs on the host) and keep the wanted ones."""
+        from wb_core import __version__
+
+        try:
+            answers = self.client.run(_probe)
+        except Exception as e:  # e.g. a host without the workbench installed
+            raise WorkbenchError(f"Could not ask the hosts of {self.address} who they are ({type(e).__name__}: {e}); "
+                                 f"is the same workbench version installed on every host?") from None
+        odd = sorted(f"{a} ({i.get('version')})" for a, i in answers.items() if i.get("version") != __version__)
+        if odd:
+            raise WorkbenchError(f"Hosts run another version of the workbench than this one ({__version__}): "
+                                 f"{', '.join(odd)}; install the same version everywhere.")
         found = []
-        for address, info in sorted(self.client.run(_probe).items()):
+        for address, info in sorted(answers.items()):
             found.append(Host(id=address, name=info["name"], fingerprint=info["fingerprint"],
                               detected_fingerprint=info["detected_fingerprint"], hardware=info["hardware"],
                               machine=info.get("machine", ""), nthreads=info.get("nthreads")))
@@ -96,7 +110,11 @@ class DaskExecutor:
 
     def live_hosts(self) -> set[str]:
         """Ids (addresses) of the workers the scheduler knows now."""
-        return set(self.client.scheduler_info()["workers"])
+        try:
+            return set(self.client.scheduler_info()["workers"])
+        except Exception as e:  # the scheduler itself is gone
+            raise WorkbenchError(f"Lost the Dask scheduler at {self.address} ({type(e).__name__}: {e}); every "
+                                 f"point received so far is stored, and rerunning resumes.") from None
 
     def submit(self, host: Host, job: dict):
         shipped = self._ship(job["path"]) if self.ship_model else None
