@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export WB_CACHE_DIR ?= $(CURDIR)/.wb-cache
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: run test test-all bench install browser clean demo screenshots
+.PHONY: run test test-all bench install browser postgres clean demo screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,6 +20,11 @@ install: $(STAMP)
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
+# Debian's PostgreSQL server binaries for the PostgreSQL store test (the test starts its own server).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
+		(apt-get update -qq && apt-get install -y -qq postgresql >/dev/null)
+
 demo: $(STAMP)
 	$(BIN)/wb demo-model lenet-digits --out .wb-cache/demo-out >/dev/null
 
@@ -27,10 +32,10 @@ demo: $(STAMP)
 run: demo
 	$(BIN)/wb dashboard --db wb.db --host 127.0.0.1 --port 8866
 
-test: $(STAMP) browser
+test: $(STAMP) browser postgres
 	$(BIN)/python -m pytest
 
-test-all: $(STAMP) browser
+test-all: $(STAMP) browser postgres
 	$(BIN)/python -m pytest -m ""
 
 # Refresh the README's screenshots from the browser test.

@@ -30,7 +30,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             on_point: Callable[[dict], None] | None = None, cancel: threading.Event | None = None,
             return_frame: bool = True, data=None, preprocess: Callable | None = None, metric="auto",
             calib_size: int = 300, max_accuracy_drop: float | None = None, accuracy: bool = True,
-            precision_options=None):
+            precision_options=None,
+            cluster: str | None = None, hosts=None, ship_model: bool = False):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
     Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
@@ -41,6 +42,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     `preprocess` runs on every sample; `metric` is top1, top5, mse, cosine, auto or a callable
     `(outputs, labels) -> float` (higher is better); `max_accuracy_drop` switches INT8 to
     accuracy-aware quantization. `precision_options` (a PrecisionOptions) overrides them all.
+    `cluster` (a Dask scheduler address) runs the study on that cluster's hosts (or only `hosts`),
+    once per hardware type; `ship_model` sends the model to hosts that do not share its path.
     """
     from wb_core.precision import PrecisionOptions
 
@@ -54,8 +57,11 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     prec = precision_options or PrecisionOptions(data=data, preprocess=preprocess, metric=metric,
                                                  subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
                                                  accuracy=accuracy)
-    summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
-                        progress=progress, cancel=cancel, precision=prec)
+    from wb_core.fleet.cli_support import open_executor
+
+    with open_executor(cluster, hosts, ship_model) as executor:
+        summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
+                            progress=progress, cancel=cancel, precision=prec, executor=executor)
     return load_results(db, study) if return_frame else summary
 
 
@@ -68,10 +74,18 @@ def inspect_model(model: str | Path):
     return {"path": str(path), "format": detect_format(path), "inputs": inspect_inputs(path)}
 
 
+def compare_hosts(study: str, db: str | Path | None = None, prices: dict | None = None, objective: str = "throughput",
+                  constraints=None):
+    """A fleet study's hardware types side by side (best run, throughput per core, cost per million)."""
+    from wb_core.fleet.compare import load_comparison, parse_prices
+
+    return load_comparison(db or default_db(), study, constraints, objective, parse_prices(prices))[0]
+
+
 def hardware_info():
     from wb_core.hardware import detect
 
     return detect()
 
 
-__all__ = ["profile", "load_results", "inspect_model", "hardware_info", "SweepSummary"]
+__all__ = ["profile", "load_results", "inspect_model", "hardware_info", "compare_hosts", "SweepSummary"]

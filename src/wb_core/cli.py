@@ -100,6 +100,11 @@ def profile(
                                     "symmetric (-1..1)."),
     accuracy: bool = typer.Option(True, "--accuracy/--no-accuracy", help="Measure each variant's accuracy when the "
                                   "data has labels."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler address (tcp://HOST:8786): run "
+                                          "the study on its hosts, once per hardware type (docs/fleet.md)."),
+    hosts: Optional[str] = typer.Option(None, "--hosts", help="With --cluster: only these hosts, e.g. host-a,host-b."),
+    ship_model: bool = typer.Option(False, "--ship-model", help="With --cluster: send the model's files to the "
+                                    "hosts instead of relying on a shared path."),
 ):
     """Sweep a model over the given settings; every point is stored as soon as it is measured."""
     from wb_core.api import default_study_name
@@ -125,12 +130,19 @@ def profile(
     path = resolve_model(model)
     db = db or default_db()
     study = study or default_study_name(path)
+    if (hosts or ship_model) and not cluster:
+        _fail("--hosts and --ship-model need --cluster ADDRESS.")
     if find_max_rate:
+        if cluster:
+            _fail("--find-max-rate runs on this machine; leave out --cluster.")
         _find_max_rate(path, spec, p99_ms, db, study, settings, inputs)
         return
     prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy)
-    summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, progress=not quiet, timeout_s=timeout,
-                        precision=prec)
+    from wb_core.fleet.cli_support import open_executor
+
+    with open_executor(cluster, hosts, ship_model) as executor:
+        summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, progress=not quiet,
+                            timeout_s=timeout, precision=prec, executor=executor)
     if not quiet:
         _print_table(load_results(db, study))
     typer.echo(summary.line())
@@ -192,7 +204,7 @@ def studies(db: Optional[Path] = typer.Option(None, "--db")):
 
 TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
                  "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb",
-                 "executed_precision", "variant", "accuracy", "accuracy_drop", "status"]
+                 "executed_precision", "variant", "accuracy", "accuracy_drop", "status", "host"]
 
 
 def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy):
@@ -234,8 +246,7 @@ def main() -> None:
 
 # Command groups that live in their own modules register themselves on `app` (imported last:
 # they import `app`).
-from wb_core import cli_analysis, cli_planning  # noqa: E402,F401
-from wb_core import cli_dashboard  # noqa: E402,F401
+from wb_core import cli_analysis, cli_dashboard, cli_fleet, cli_planning  # noqa: E402,F401
 
 if __name__ == "__main__":
     # Run the imported module's main: `python -m` executes a second copy of this file as __main__,

@@ -144,7 +144,10 @@ def export(study: str = typer.Option(..., "--study"),
            target_rate: Optional[float] = typer.Option(None, "--target-rate",
                                                        help="Requests/s to plan capacity for (needs --max-p99-ms)."),
            machine_cores: Optional[int] = typer.Option(None, "--machine-cores",
-                                                       help="Cores of a serving machine, for the capacity plan.")):
+                                                       help="Cores of a serving machine, for the capacity plan."),
+           host_type: Optional[str] = typer.Option(None, "--host-type",
+                                                   help="Fleet study: choose among this hardware type's runs (a "
+                                                        "fingerprint, prefix or host name; see `wb compare-hosts`).")):
     """Write serving configs for a run: deployment YAML, OVMS, Triton, TF Serving or KServe."""
     from wb_core.errors import ConfigError
     from wb_core.export import deployment_for_study, export as _export, parse_formats
@@ -155,7 +158,8 @@ def export(study: str = typer.Option(..., "--study"),
     constraints = _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores)
     if run and not constraints.is_empty():
         raise ConfigError("Constraints choose a run with --best; with --run KEY leave them out.")
-    dep = deployment_for_study(_db(db), study, run_key=run, constraints=constraints, objective=objective)
+    dep = deployment_for_study(_db(db), study, run_key=run, constraints=constraints, objective=objective,
+                               host_type=host_type)
     if target_rate is not None:
         from wb_core.planning import capacity
         from wb_core.store import load_results

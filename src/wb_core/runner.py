@@ -79,14 +79,22 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
               on_point: Callable[[dict], None] | None = None, progress: bool = False,
               cancel: threading.Event | None = None, memory_limit_mb: int | None = None,
               configs: Iterable[RunConfig] | None = None, timeout_s: float | None = None,
-              precision: PrecisionOptions | None = None) -> SweepSummary:
+              precision: PrecisionOptions | None = None, executor=None) -> SweepSummary:
     """Measure every config of `spec` (or the given `configs`) not yet stored in `study`.
 
     `timeout_s`: seconds a worker may stay silent before it is declared hung and killed
     (default: a load allowance plus twice the measuring time).
     `precision` carries the data, metric and quantization settings for INT8/BF16 variants and
     accuracy (see wb_core.precision); by default a demo model uses its own data.
+    `executor`: None runs the worker groups here, one after another; a fleet executor
+    (`wb_core.fleet.DaskExecutor`) runs them on the hosts of a cluster, once per hardware type.
     """
+    if executor is not None:
+        from wb_core.fleet.sweep import run_fleet_sweep
+
+        return run_fleet_sweep(executor, model, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
+                               progress=progress, cancel=cancel, memory_limit_mb=memory_limit_mb, configs=configs,
+                               timeout_s=timeout_s, precision=precision)
     settings = settings or MeasureSettings()
     inputs = inputs or InputOptions()
     model = Path(model)
@@ -156,6 +164,20 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
         summary.notes.extend(planner.notes)
         if bar is not None:
             bar.close()
+    return summary
+
+
+def run_group(path, members: list[RunConfig], settings: MeasureSettings, inputs: InputOptions, record,
+              cancel: threading.Event | None = None, memory_limit_mb: int | None = None,
+              summary: SweepSummary | None = None, timeout_s: float | None = None) -> SweepSummary:
+    """Run one worker group on this machine (N pinned instances, or one worker process).
+
+    `record(cfg, status, metrics=None, error=None)` is called once per point as it arrives.
+    This is what a fleet host runs for each group it is given.
+    """
+    summary = summary or SweepSummary(study="", db="")
+    run = _run_instances if members[0].instances > 1 else _run_group
+    run(path, members, settings, inputs, record, cancel, memory_limit_mb, summary, timeout_s)
     return summary
 
 

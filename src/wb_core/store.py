@@ -1,19 +1,23 @@
-"""SQLite store of studies and runs (WAL mode, one transaction per point, parameterised queries).
+"""Store of studies and runs: SQLite (WAL mode) by default, or PostgreSQL given a URL.
+
+One transaction per point, parameterised queries.
 
 A point is written the moment it is measured, so a killed sweep loses nothing finished, and a
 rerun skips the keys already stored as ok. The DataFrame view has flat columns: the public
-config and metric columns first (RESULT_COLUMNS), then everything else a run recorded.
+config and metric columns first (RESULT_COLUMNS), then everything else a run recorded. A run
+measured on a fleet also names its `host` and `hardware_fingerprint`; the `hosts` table keeps
+each host's hardware.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
-import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 
 from wb_core.config import CONFIG_COLUMNS, format_cores
+from wb_core.db import connect
 from wb_core.errors import StoreError
 
 METRIC_COLUMNS = ("latency_ms_p50", "latency_ms_p90", "latency_ms_p95", "latency_ms_p99", "latency_ms_mean",
@@ -45,7 +49,17 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at TEXT NOT NULL,
     UNIQUE (study, key)
 );
+CREATE TABLE IF NOT EXISTS hosts (
+    study TEXT NOT NULL,
+    name TEXT NOT NULL,
+    hardware_fingerprint TEXT NOT NULL,
+    hardware_json TEXT,
+    seen_at TEXT NOT NULL,
+    PRIMARY KEY (study, name)
+);
 """
+# Columns added after the first release: created on open when an older database lacks them.
+RUN_HOST_COLUMNS = ("host", "hardware_fingerprint")
 
 
 def _now() -> str:
@@ -56,29 +70,29 @@ class Store:
     """A results database. Safe to open from several processes at once."""
 
     def __init__(self, path: str | Path, readonly: bool = False):
-        self.path = Path(path)
         self.readonly = readonly
+        self.db, name = connect(path, readonly)  # raises StoreError for a missing file or folder
+        self.path = Path(name) if self.db.dialect == "sqlite" else name
         try:
-            if readonly:
-                if not self.path.exists():
-                    raise StoreError(f"Results database '{self.path}' does not exist.")
-                self.conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30)
-            else:
-                if self.path.parent and not self.path.parent.exists():
-                    raise StoreError(f"The folder for results database '{self.path}' does not exist.")
-                self.conn = sqlite3.connect(str(self.path), timeout=30)
-                self.conn.execute("PRAGMA journal_mode=WAL")
-                self.conn.execute("PRAGMA synchronous=NORMAL")
-                self.conn.executescript(SCHEMA)
-            self.conn.execute("PRAGMA busy_timeout=30000")
+            if not readonly:
+                self.db.script(SCHEMA)
+                self._add_missing_columns()
             # SQLite opens lazily: touch the schema now so a corrupt file fails here, clearly.
-            self.conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
-            self.conn.row_factory = sqlite3.Row
-        except sqlite3.DatabaseError as e:
+            self.db.execute("SELECT 1 FROM studies LIMIT 1" if self.db.dialect != "sqlite"
+                            else "SELECT name FROM sqlite_master LIMIT 1")
+        except self.db.errors as e:
+            self.db.close()
             raise StoreError(f"Cannot open results database '{self.path}': {e}.") from None
 
+    def _add_missing_columns(self) -> None:
+        have = self.db.columns("runs")
+        for col in RUN_HOST_COLUMNS:
+            if col not in have:
+                with self.db.transaction() as c:
+                    c.execute(f"ALTER TABLE runs ADD COLUMN {col} TEXT")
+
     def close(self) -> None:
-        self.conn.close()
+        self.db.close()
 
     def __enter__(self):
         return self
@@ -89,27 +103,29 @@ class Store:
     @contextmanager
     def _write(self):
         try:
-            with self.conn:
-                yield self.conn
-        except sqlite3.OperationalError as e:
+            with self.db.transaction() as c:
+                yield c
+        except self.db.errors as e:
             raise StoreError(f"Cannot write to results database '{self.path}': {e}.") from None
 
     # ---- studies ----
     def get_study(self, name: str) -> dict | None:
-        row = self.conn.execute("SELECT * FROM studies WHERE name = ?", (name,)).fetchone()
-        if row is None:
+        rows = self.db.execute("SELECT * FROM studies WHERE name = ?", (name,))
+        if not rows:
             return None
-        d = dict(row)
+        d = dict(rows[0])
         for k in ("hardware_json", "versions_json", "spec_json", "inputs_json"):
             d[k.removesuffix("_json")] = json.loads(d.pop(k) or "null")
         return d
 
     def list_studies(self) -> list[dict]:
-        rows = self.conn.execute(
+        rows = self.db.execute(
             "SELECT s.name, s.created_at, s.model_path, s.model_format, "
-            "SUM(r.status = 'ok') AS ok, SUM(r.status = 'failed') AS failed, COUNT(r.id) AS runs "
-            "FROM studies s LEFT JOIN runs r ON r.study = s.name GROUP BY s.name ORDER BY s.created_at"
-        ).fetchall()
+            "SUM(CASE WHEN r.status = 'ok' THEN 1 ELSE 0 END) AS ok, "
+            "SUM(CASE WHEN r.status = 'failed' THEN 1 ELSE 0 END) AS failed, COUNT(r.id) AS runs "
+            "FROM studies s LEFT JOIN runs r ON r.study = s.name "
+            "GROUP BY s.name, s.created_at, s.model_path, s.model_format ORDER BY s.created_at"
+        )
         return [dict(r) for r in rows]
 
     def ensure_study(self, name: str, model_path: str, model_format: str, model_fingerprint: str,
@@ -138,33 +154,57 @@ class Store:
 
     # ---- runs ----
     def done_keys(self, study: str) -> set[str]:
-        rows = self.conn.execute(
+        rows = self.db.execute(
             "SELECT key FROM runs WHERE study = ? AND status IN (?, ?)", (study, *DONE_STATUSES)
-        ).fetchall()
-        return {r[0] for r in rows}
+        )
+        return {r["key"] for r in rows}
 
     def add_run(self, study: str, key: str, config: dict, status: str, metrics: dict | None = None,
-                error: str | None = None) -> bool:
+                error: str | None = None, host: str | None = None, hardware_fingerprint: str | None = None) -> bool:
         """Store one point. An ok point is never overwritten; a failed one is replaced by a retry.
 
-        Returns False when the key was already stored as done (nothing written).
+        `host` and `hardware_fingerprint` name where a fleet measured it. Returns False when the
+        key was already stored as done (nothing written).
         """
         with self._write() as c:
-            cur = c.execute(
-                "INSERT INTO runs (study, key, status, error, config_json, metrics_json, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) "
+            changed = c.execute_count(
+                "INSERT INTO runs (study, key, status, error, config_json, metrics_json, created_at, host, "
+                "hardware_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (study, key) DO UPDATE SET status = excluded.status, error = excluded.error, "
                 "config_json = excluded.config_json, metrics_json = excluded.metrics_json, "
-                "created_at = excluded.created_at WHERE runs.status NOT IN ('ok', 'skipped')",
-                (study, key, status, error, json.dumps(config), json.dumps(metrics or {}, default=str), _now()),
+                "created_at = excluded.created_at, host = excluded.host, "
+                "hardware_fingerprint = excluded.hardware_fingerprint WHERE runs.status NOT IN ('ok', 'skipped')",
+                (study, key, status, error, json.dumps(config), json.dumps(metrics or {}, default=str), _now(),
+                 host, hardware_fingerprint),
             )
-            return cur.rowcount > 0
+            return changed > 0
+
+    # ---- hosts of a fleet ----
+    def add_host(self, study: str, name: str, hardware_fingerprint: str, hardware: dict) -> None:
+        """Remember a host that measured points of `study`, with its hardware (latest wins)."""
+        with self._write() as c:
+            c.execute_count(
+                "INSERT INTO hosts (study, name, hardware_fingerprint, hardware_json, seen_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (study, name) DO UPDATE SET hardware_fingerprint = excluded.hardware_fingerprint, "
+                "hardware_json = excluded.hardware_json, seen_at = excluded.seen_at",
+                (study, name, hardware_fingerprint, json.dumps(hardware), _now()),
+            )
+
+    def hosts(self, study: str) -> list[dict]:
+        """The hosts recorded for a study: name, hardware_fingerprint, hardware, seen_at."""
+        try:
+            rows = self.db.execute("SELECT * FROM hosts WHERE study = ? ORDER BY name", (study,))
+        except self.db.errors:  # an older database opened read-only has no hosts table
+            return []
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["hardware"] = json.loads(d.pop("hardware_json") or "null")
+            out.append(d)
+        return out
 
     def runs(self, study: str) -> list[dict]:
-        rows = self.conn.execute(
-            "SELECT key, status, error, config_json, metrics_json, created_at FROM runs WHERE study = ? ORDER BY id",
-            (study,),
-        ).fetchall()
+        rows = self.db.execute("SELECT * FROM runs WHERE study = ? ORDER BY id", (study,))
         out = []
         for r in rows:
             rec = {"study": study, "key": r["key"]}
@@ -176,6 +216,9 @@ class Store:
             rec["status"] = r["status"]
             rec["error"] = r["error"]
             rec["created_at"] = r["created_at"]
+            for col in RUN_HOST_COLUMNS:  # absent from databases made before fleets
+                if r.get(col) is not None:
+                    rec[col] = r[col]
             out.append(rec)
         return out
 

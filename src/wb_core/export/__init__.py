@@ -59,8 +59,12 @@ def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path) -> 
 
 
 def deployment_for_study(db: str | Path, study: str, run_key: str | None = None, constraints=None,
-                         objective: str = "throughput") -> DeploymentConfig:
-    """The DeploymentConfig of one run of a study: `run_key`, else the recommended run."""
+                         objective: str = "throughput", host_type: str | None = None) -> DeploymentConfig:
+    """The DeploymentConfig of one run of a study: `run_key`, else the recommended run.
+
+    `host_type` (a fleet study's hardware fingerprint, or one of its host names) chooses among
+    that type's runs only, and the deployment names that type's hardware.
+    """
     from wb_core.analysis import find_run, recommend, with_efficiency
     from wb_core.store import Store
     from wb_core.study_model import study_flops, study_model_paths
@@ -68,6 +72,11 @@ def deployment_for_study(db: str | Path, study: str, run_key: str | None = None,
     with Store(db, readonly=True) as store:
         info = store.get_study(study)
         df = store.to_frame(study)
+        if host_type:
+            from wb_core.fleet.compare import select_host_type
+
+            df, fp, hw = select_host_type(df, store.hosts(study), host_type)
+            info = {**info, "hardware": hw or info.get("hardware"), "hardware_fingerprint": fp}
     if df.empty:
         raise WorkbenchError(f"Study '{study}' has no runs yet; profile the model first with `wb profile`.")
     paths = study_model_paths(info)

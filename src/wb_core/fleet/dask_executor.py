@@ -1,0 +1,152 @@
+"""The Dask distributed executor: each Dask worker is one host of the fleet.
+
+The coordinator (this process) connects as a Dask client. A job is pinned to one worker
+(`workers=[address]`, no other worker allowed), so the coordinator alone decides where a group
+runs and retries it; points stream back through Dask's event log (`log_event` on the host,
+`subscribe_topic` here) while the group runs, and the job's result carries them all again.
+"""
+
+from __future__ import annotations
+
+import queue
+import uuid
+
+from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.fleet.hosts import Host
+
+
+def _probe(dask_worker=None) -> dict:
+    """Runs on each worker: the host's identity and hardware."""
+    from wb_core.fleet.hosts import describe_this_host
+
+    name = None
+    if dask_worker is not None and dask_worker.name is not None and str(dask_worker.name) != dask_worker.address:
+        name = str(dask_worker.name)
+    info = describe_this_host(name)
+    from wb_core import __version__
+
+    info["version"] = __version__
+    info["nthreads"] = getattr(getattr(dask_worker, "state", None), "nthreads", None)
+    return info
+
+
+def _run_job_on_worker(job: dict, topic: str, shipped=None) -> dict:
+    """Runs on a worker: one group, each point logged to `topic` as it arrives."""
+    from distributed import get_worker
+
+    from wb_core.fleet.host_task import run_job
+
+    worker = get_worker()
+
+    def emit(msg: dict):
+        try:
+            worker.log_event(topic, msg)
+        except TypeError:
+            pass  # not serialisable as an event: the job's result still carries it
+
+    return run_job(job, emit, shipped)
+
+
+class DaskExecutor:
+    """Runs worker groups on the workers of a Dask cluster at `address` (e.g. tcp://10.0.0.5:8786).
+
+    `hosts`: worker names (or WB_HOST_LABEL labels) to use; None = every worker.
+    `ship_model`: send the model's files to the hosts instead of relying on a shared path.
+    """
+
+    def __init__(self, address: str, hosts: list[str] | str | None = None, ship_model: bool = False,
+                 connect_timeout: float = 15):
+        try:
+            from distributed import Client
+        except ImportError:
+            raise WorkbenchError("Running on a cluster needs Dask distributed: "
+                                 "pip install 'cpu-inference-workbench[fleet]'.") from None
+        if isinstance(hosts, str):
+            hosts = [h.strip() for h in hosts.split(",") if h.strip()]
+        self.address = address
+        self.wanted = list(hosts) if hosts else None
+        self.ship_model = ship_model
+        try:
+            self.client = Client(address, timeout=connect_timeout, set_as_default=False)
+        except (OSError, TimeoutError) as e:
+            raise WorkbenchError(f"Cannot reach the Dask scheduler at {address}: {e}.") from None
+        self.run_id = uuid.uuid4().hex[:8]
+        self.topic = f"wb-points-{self.run_id}"
+        self._points: queue.Queue = queue.Queue()
+        self._shipped: dict[str, object] = {}
+        self.client.subscribe_topic(self.topic, lambda event: self._points.put(event[1]))
+
+    # ---- the executor protocol used by wb_core.fleet.sweep ----
+    def hosts(self) -> list[Host]:
+        """Probe every worker (hardware.detect() runs on the host) and keep the wanted ones."""
+        from wb_core import __version__
+
+        try:
+            answers = self.client.run(_probe)
+        except Exception as e:  # e.g. a host without the workbench installed
+            raise WorkbenchError(f"Could not ask the hosts of {self.address} who they are ({type(e).__name__}: {e}); "
+                                 f"is the same workbench version installed on every host?") from None
+        odd = sorted(f"{a} ({i.get('version')})" for a, i in answers.items() if i.get("version") != __version__)
+        if odd:
+            raise WorkbenchError(f"Hosts run another version of the workbench than this one ({__version__}): "
+                                 f"{', '.join(odd)}; install the same version everywhere.")
+        found = []
+        for address, info in sorted(answers.items()):
+            found.append(Host(id=address, name=info["name"], fingerprint=info["fingerprint"],
+                              detected_fingerprint=info["detected_fingerprint"], hardware=info["hardware"],
+                              machine=info.get("machine", ""), nthreads=info.get("nthreads")))
+        names = [h.name for h in found]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"Several workers of the cluster at {self.address} call themselves {', '.join(dupes)}; "
+                              f"give each its own --name (or WB_HOST_LABEL).")
+        if self.wanted:
+            unknown = [n for n in self.wanted if n not in names]
+            if unknown:
+                raise ConfigError(f"No host named {', '.join(unknown)} in the cluster at {self.address}; "
+                                  f"its hosts are {', '.join(names) or 'none'}.")
+            found = [h for h in found if h.name in self.wanted]
+        return sorted(found, key=lambda h: h.name)
+
+    def live_hosts(self) -> set[str]:
+        """Ids (addresses) of the workers the scheduler knows now."""
+        try:
+            return set(self.client.scheduler_info()["workers"])
+        except Exception as e:  # the scheduler itself is gone
+            raise WorkbenchError(f"Lost the Dask scheduler at {self.address} ({type(e).__name__}: {e}); every "
+                                 f"point received so far is stored, and rerunning resumes.") from None
+
+    def submit(self, host: Host, job: dict):
+        shipped = self._ship(job["path"]) if self.ship_model else None
+        return self.client.submit(_run_job_on_worker, job, self.topic, shipped, workers=[host.id],
+                                  allow_other_workers=False, pure=False, key=f"wb-group-{job['id']}")
+
+    def points(self) -> queue.Queue:
+        """Point messages streamed by the hosts."""
+        return self._points
+
+    def cancel(self, future) -> None:
+        try:
+            future.cancel(force=True)
+        except Exception:  # the scheduler may already have forgotten it
+            pass
+
+    def close(self) -> None:
+        try:
+            self.client.unsubscribe_topic(self.topic)
+        except Exception:
+            pass
+        self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _ship(self, path: str):
+        if path not in self._shipped:
+            from wb_core.fleet.shipping import pack
+
+            self._shipped[path] = self.client.scatter(pack(path), broadcast=True, hash=False)
+        return self._shipped[path]

@@ -1,0 +1,303 @@
+"""The coordinator of a fleet study: plan per hardware type, keep every host busy, store each point.
+
+A fleet study measures the sweep once per hardware type present (hosts of one type share its
+work), so CPU types can be compared side by side. A point's key is its RunConfig key combined
+with the hardware type, so a rerun skips exactly what each type already has.
+
+Each host runs one group at a time (measurements need the host to themselves); hosts run in
+parallel. Only this process writes the store. When a host drops out, its unfinished group goes
+back to the queue if a live host of the same hardware type remains, else its points are marked
+failed with the reason; the queued groups of a type with no live host left fail the same way.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
+from wb_core.errors import WorkbenchError
+from wb_core.fleet.hosts import Host, by_type
+from wb_core.models import detect_format, fingerprint, resolve_shape
+from wb_core.runner import SweepSummary, _progress, infeasible_reason, library_versions
+from wb_core.store import Store
+from wb_core.variants import inspect_inputs
+
+# A group whose host dies this many times is not tried again (it may be what kills them).
+MAX_ATTEMPTS = 3
+POLL_S = 0.1
+LIVENESS_EVERY_S = 0.5
+
+
+def fleet_key(cfg: RunConfig, hardware_fingerprint: str) -> str:
+    """The study key of a configuration measured on one hardware type."""
+    return hashlib.sha256(f"{cfg.key}@{hardware_fingerprint}".encode()).hexdigest()[:16]
+
+
+@dataclass
+class Job:
+    id: str
+    fingerprint: str
+    path: str
+    members: list[RunConfig]
+    attempt: int = 1
+    host: Host | None = None
+
+
+@dataclass
+class _Plan:
+    queues: dict[str, collections.deque] = field(default_factory=dict)
+    pending: dict[tuple[str, str], RunConfig] = field(default_factory=dict)  # (type, cfg.key) -> cfg
+
+
+def run_fleet_sweep(executor, model: str | Path, spec: SweepSpec, db: str | Path, study: str,
+                    settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
+                    on_point: Callable[[dict], None] | None = None, progress: bool = False,
+                    cancel: threading.Event | None = None, memory_limit_mb: int | None = None,
+                    configs: Iterable[RunConfig] | None = None, timeout_s: float | None = None,
+                    precision=None) -> SweepSummary:
+    """Measure every config of `spec` on every hardware type among the executor's hosts.
+
+    Precision variants (INT8 IRs) are built and their accuracy measured once, here on the
+    coordinator; the hosts load them from the same (shared or shipped) paths.
+    """
+    from wb_core import hardware
+    from wb_core.precision import VariantPlanner
+
+    settings = settings or MeasureSettings()
+    inputs = inputs or InputOptions()
+    model = Path(model).resolve()
+    fmt = detect_format(model)
+    model_fp = fingerprint(model)
+    configs = list(configs) if configs is not None else spec.expand()
+    specs = inspect_inputs(model)
+    for b in sorted({c.batch_size for c in configs}):
+        for s in specs:
+            resolve_shape(s, b, inputs)
+    planner = VariantPlanner(model, fmt, model_fp, precision, hardware.detect(), specs)
+    planner.check_data(configs)
+    hosts = executor.hosts()
+    if not hosts:
+        raise WorkbenchError("The cluster has no hosts to run on; start a worker on each host first "
+                             "(see docs/fleet.md).")
+    with Store(db) as store:
+        first = hosts[0]
+        store.ensure_study(study, str(model), fmt, model_fp, first.hardware, first.fingerprint, library_versions(),
+                           {"sweep": spec.to_dict(), "settings": settings.__dict__, "inputs": inputs.to_dict(),
+                            "fleet": {"hosts": [h.name for h in hosts], "hardware_types": list(by_type(hosts))}},
+                           [s.to_dict() for s in specs])
+        for h in hosts:
+            store.add_host(study, h.name, h.fingerprint, h.hardware)
+        run = _FleetRun(executor, store, study, hosts, settings, inputs, on_point, cancel, memory_limit_mb, timeout_s)
+        run.summary.planned = len(configs) * len(run.types)
+        run.plan(model, fmt, model_fp, configs, planner)
+        run.bar = _progress(len(run.plan_.pending), progress)
+        try:
+            run.loop()
+        finally:
+            if run.bar is not None:
+                run.bar.close()
+    return run.summary
+
+
+class _FleetRun:
+    """The state of one fleet sweep: queues per hardware type, jobs in flight, points pending."""
+
+    def __init__(self, executor, store: Store, study: str, hosts: list[Host], settings, inputs, on_point, cancel,
+                 memory_limit_mb, timeout_s):
+        self.executor, self.store, self.study = executor, store, study
+        self.settings, self.inputs = settings, inputs
+        self.on_point, self.cancel = on_point, cancel
+        self.memory_limit_mb, self.timeout_s = memory_limit_mb, timeout_s
+        self.extras: dict[tuple, dict] = {}  # (backend, precision) -> variant and accuracy columns
+        self.types = by_type(hosts)
+        self.alive: dict[str, Host] = {h.id: h for h in hosts}
+        self.busy: set[str] = set()
+        self.running: dict[object, Job] = {}
+        self.jobs: dict[str, Job] = {}
+        self.plan_ = _Plan(queues={fp: collections.deque() for fp in self.types})
+        self.summary = SweepSummary(study=study, db=str(store.path))
+        self.bar = None
+        self._ids = (f"{time.time_ns():x}-{i}" for i in range(1 << 62))
+
+    # ---- storing ----
+    def record(self, fp: str, cfg: RunConfig, status: str, metrics: dict | None = None, error: str | None = None,
+               host: str | None = None) -> None:
+        key = fleet_key(cfg, fp)
+        extra = self.extras.get((cfg.backend, cfg.precision), {}) if status != "skipped" else {}
+        metrics = {**extra, **(metrics or {}), "config_key": cfg.key}
+        self.store.add_run(self.study, key, cfg.to_dict(), status, metrics, error, host=host, hardware_fingerprint=fp)
+        setattr(self.summary, status, getattr(self.summary, status) + 1)
+        if error and status == "failed":
+            self.summary.errors.append(f"{cfg.label()} on {host or fp}: {error}")
+        if self.bar is not None:
+            self.bar.update(1)
+        if self.on_point:
+            self.on_point({"key": key, "config": cfg, "status": status, "metrics": metrics, "error": error,
+                           "host": host, "hardware_fingerprint": fp})
+
+    def fail_pending(self, job: Job, members: list[RunConfig], error: str) -> None:
+        for cfg in members:
+            if self.plan_.pending.pop((job.fingerprint, cfg.key), None) is not None:
+                self.record(job.fingerprint, cfg, "failed", error=error, host=job.host.name if job.host else None)
+
+    def remaining(self, job: Job) -> list[RunConfig]:
+        return [c for c in job.members if (job.fingerprint, c.key) in self.plan_.pending]
+
+    # ---- planning ----
+    def plan(self, model: Path, fmt: str, model_fp: str, configs: list[RunConfig], planner) -> None:
+        done = self.store.done_keys(self.study)
+        groups: dict[tuple, list[RunConfig]] = collections.OrderedDict()
+        for c in configs:
+            groups.setdefault(c.group, []).append(c)
+        paths: dict[tuple, str | WorkbenchError] = {}
+        for fp, hosts in self.types.items():
+            hw = hosts[0].to_hardware()
+            for members in groups.values():
+                todo = [c for c in members if fleet_key(c, fp) not in done]
+                self.summary.skipped_done += len(members) - len(todo)
+                if not todo:
+                    continue
+                why = infeasible_reason(todo[0], fmt, hw) or planner.infeasible(todo[0])
+                if why:
+                    for c in todo:
+                        self.record(fp, c, "skipped", error=why)
+                    continue
+                variant = (todo[0].backend, todo[0].precision)
+                if variant not in paths:
+                    try:
+                        paths[variant] = str(planner.path_for(todo[0]))
+                        # Variant and accuracy columns, the same on every host.
+                        self.extras[variant] = planner.columns_for(todo[0])
+                    except WorkbenchError as e:
+                        paths[variant] = e
+                if isinstance(paths[variant], WorkbenchError):
+                    for c in todo:
+                        self.record(fp, c, "failed", error=str(paths[variant]))
+                    continue
+                for c in todo:
+                    self.plan_.pending[(fp, c.key)] = c
+                self.plan_.queues[fp].append(self.new_job(fp, paths[variant], todo))
+
+    def new_job(self, fp: str, path: str, members: list[RunConfig], attempt: int = 1) -> Job:
+        job = Job(id=next(self._ids), fingerprint=fp, path=path, members=members, attempt=attempt)
+        self.jobs[job.id] = job
+        return job
+
+    # ---- the loop ----
+    def loop(self) -> None:
+        last_check = 0.0
+        while self.running or any(self.plan_.queues.values()):
+            if self.cancel is not None and self.cancel.is_set():
+                for fut in self.running:
+                    self.executor.cancel(fut)
+                self.summary.cancelled = True  # unfinished points stay unstored: a rerun measures them
+                break
+            self.dispatch()
+            self.drain_points(POLL_S)
+            self.collect_finished()
+            if time.monotonic() - last_check > LIVENESS_EVERY_S:
+                self.check_hosts()
+                last_check = time.monotonic()
+        self.drain_points(0)
+
+    def dispatch(self) -> None:
+        for host in list(self.alive.values()):
+            q = self.plan_.queues[host.fingerprint]
+            if host.id in self.busy or not q:
+                continue
+            job = q.popleft()
+            job.host = host
+            task = {"id": job.id, "path": job.path, "members": [c.to_dict() for c in job.members],
+                    "settings": self.settings.__dict__, "inputs": self.inputs.to_dict(),
+                    "memory_limit_mb": self.memory_limit_mb, "timeout_s": self.timeout_s}
+            self.running[self.executor.submit(host, task)] = job
+            self.busy.add(host.id)
+
+    def drain_points(self, wait_s: float) -> None:
+        points = self.executor.points()
+        try:
+            msg = points.get(timeout=wait_s) if wait_s else points.get_nowait()
+            while True:
+                self.take_point(msg)
+                msg = points.get_nowait()
+        except queue.Empty:
+            pass
+
+    def take_point(self, msg: dict) -> None:
+        job = self.jobs.get(msg.get("job"))
+        if job is None:
+            return
+        cfg = self.plan_.pending.pop((job.fingerprint, msg.get("key")), None)
+        if cfg is None:
+            return  # already stored (streamed, then repeated in the job's result)
+        self.record(job.fingerprint, cfg, msg["status"], msg.get("metrics"), msg.get("error"), host=job.host.name)
+
+    def collect_finished(self) -> None:
+        for fut, job in list(self.running.items()):
+            if not fut.done():
+                continue
+            del self.running[fut]
+            self.busy.discard(job.host.id)
+            try:
+                result = fut.result()
+            except BaseException as e:  # noqa: BLE001 - a remote failure of any kind, or a cancel
+                if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                    raise
+                if job.host.id not in self.executor.live_hosts():
+                    self.host_lost(job.host, extra_job=job)
+                else:
+                    self.fail_pending(job, job.members, f"The group failed on host {job.host.name}: "
+                                      f"{type(e).__name__}: {e}".rstrip(": "))
+                continue
+            self.drain_points(0)
+            for msg in result.get("points", []):
+                self.take_point(msg)
+            self.fail_pending(job, job.members, f"Host {job.host.name} finished the group without reporting "
+                                                f"this point.")
+
+    def check_hosts(self) -> None:
+        live = self.executor.live_hosts()
+        for host_id in [h for h in self.alive if h not in live]:
+            self.host_lost(self.alive[host_id])
+
+    def host_lost(self, host: Host, extra_job: Job | None = None) -> None:
+        """A host left the cluster: retry its group on a host of the same type, or fail it."""
+        if host.id in self.alive:
+            del self.alive[host.id]
+            self.summary.errors.append(f"Host {host.name} dropped out of the cluster.")
+        self.busy.discard(host.id)
+        self.drain_points(0)  # points it sent before dying are kept
+        lost = [extra_job] if extra_job else []
+        for fut, job in list(self.running.items()):
+            if job.host.id == host.id:
+                del self.running[fut]
+                self.executor.cancel(fut)
+                lost.append(job)
+        same_type = [h for h in self.alive.values() if h.fingerprint == host.fingerprint]
+        for job in lost:
+            rest = self.remaining(job)
+            if not rest:
+                continue
+            if same_type and job.attempt < MAX_ATTEMPTS:
+                retry = self.new_job(job.fingerprint, job.path, rest, attempt=job.attempt + 1)
+                self.plan_.queues[job.fingerprint].appendleft(retry)
+            elif same_type:
+                self.fail_pending(job, rest, f"Host {host.name} dropped out mid-group; the group was tried "
+                                             f"{job.attempt} times on hosts that all dropped out, so it is not "
+                                             f"tried again.")
+            else:
+                self.fail_pending(job, rest, f"Host {host.name} dropped out mid-group, and no other host with the "
+                                             f"same hardware ({host.fingerprint}) is left to retry it.")
+        if not same_type:
+            q = self.plan_.queues[host.fingerprint]
+            while q:
+                job = q.popleft()
+                self.fail_pending(job, job.members, f"No host with hardware {host.fingerprint} is left in the "
+                                                    f"cluster (host {host.name} dropped out).")
