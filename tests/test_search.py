@@ -156,3 +156,37 @@ def test_smart_only_proposes_unseen_candidates_within_budget(peak, p99, budget, 
     if p99 is not None and found.p99_ms <= p99:
         assert goal.feasible(found)
     assert not math.isnan(found.throughput)
+
+
+def test_real_smart_search_within_a_small_budget(lenet_ir, db, fast):
+    from wb_core.search import run_search
+
+    spec = SweepSpec(backends="openvino", threads="1,2", batch_sizes="1,16", cores="none,0")
+    summary = run_search(lenet_ir, spec, db, "small", search="smart", budget=2, settings=fast)
+    assert summary.measured == 2 and summary.ok == 2  # batch 1 and 16 of the start, in one worker
+    assert summary.best.config.batch_size in (1, 16)
+
+
+@pytest.mark.slow
+def test_real_smart_search_on_lenet_stores_what_it_measured(lenet_ir, db, fast):
+    from wb_core.api import profile
+    from wb_core.search import run_search
+
+    spec = SweepSpec(backends="openvino", threads="1,2", batch_sizes="1,16", cores="none,0")
+    summary = run_search(lenet_ir, spec, db, "smart", search="smart", p99_ms=50.0, budget=4, settings=fast)
+    assert summary.candidates == 8 and 1 <= summary.measured <= 4
+    assert summary.ok == summary.measured and summary.best is not None
+    assert "Smart search tried" in summary.line() and summary.best.config.label() in summary.line()
+    df = profile(lenet_ir, db=db, study="smart", threads="1,2", batch_sizes="1,16", cores="none,0",
+                 settings=fast, search="smart", p99_ms=50.0, budget=4)
+    assert len(df) == summary.measured  # a rerun finds everything stored and measures nothing new
+    assert (df.status == "ok").all()
+
+
+def test_cli_rejects_an_unknown_search(lenet_ir, db):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "wb_core.cli", "profile", str(lenet_ir), "--search", "random",
+                        "--db", str(db), "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 2 and "Unknown search 'random'" in r.stderr and "Traceback" not in r.stderr

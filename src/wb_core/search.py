@@ -14,6 +14,7 @@ holds. Strategies never measure; `run_search` connects them to the runner.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -314,11 +315,11 @@ def run_search(model: str | Path, spec, db: str | Path, study: str, search: str 
                p99_ms: float | None = None, budget: int | None = None, objective: str = "throughput",
                threshold: float = DEFAULT_THRESHOLD, settings=None, inputs=None,
                on_point: Callable[[dict], None] | None = None, progress: bool = False, cancel=None,
-               timeout_s: float | None = None, memory_limit_mb: int | None = None) -> SearchSummary:
+               timeout_s: float | None = None, **sweep_options) -> SearchSummary:
     """Search a sweep spec with a strategy, measuring through `run_sweep` and storing every point.
 
     Each batch the strategy proposes is one `run_sweep(configs=...)` call, so a resumed search
-    reuses stored points instead of measuring them again.
+    reuses stored points instead of measuring them again. `sweep_options` go to `run_sweep` as they are.
     """
     from wb_core.runner import run_sweep
     from wb_core.store import load_results
@@ -337,11 +338,8 @@ def run_search(model: str | Path, spec, db: str | Path, study: str, search: str 
 
     def evaluate(configs: list[RunConfig]) -> list[Observation]:
         s = run_sweep(model, spec, db, study, settings=settings, inputs=inputs, on_point=point, cancel=cancel,
-                      configs=configs, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb)
-        for name in ("planned", "skipped_done", "ok", "failed", "skipped"):
-            setattr(total, name, getattr(total, name) + getattr(s, name))
-        total.errors.extend(s.errors)
-        total.cancelled = total.cancelled or s.cancelled
+                      configs=configs, timeout_s=timeout_s, **sweep_options)
+        _add_up(total, s)
         rows = {r["key"]: r for r in load_results(db, study).to_dict("records")}
         return [observation_from_row(c, rows.get(c.key)) for c in configs]
 
@@ -353,6 +351,18 @@ def run_search(model: str | Path, spec, db: str | Path, study: str, search: str 
     total.measured = len(history)
     total.best = goal.best(history)
     return total
+
+
+def _add_up(total: SweepSummary, part: SweepSummary) -> None:
+    """Fold one run_sweep summary into the search's: counts add up, lists extend, flags stick."""
+    for f in dataclasses.fields(part):
+        mine, theirs = getattr(total, f.name), getattr(part, f.name)
+        if isinstance(theirs, bool):
+            setattr(total, f.name, mine or theirs)
+        elif isinstance(theirs, int):
+            setattr(total, f.name, mine + theirs)
+        elif isinstance(theirs, list):
+            mine.extend(theirs)
 
 
 def observation_from_row(cfg: RunConfig, row: dict | None) -> Observation:
