@@ -107,7 +107,7 @@ def test_hints_and_streams_exclude_each_other_yet_stay_reachable():
     candidates = spec.expand()
     space = Space(candidates)
     hinted = [c for c in candidates if c.hint == "throughput" and c.batch_size == 8][0]
-    step = space.nearest(hinted, "hint", None)
+    step = space.nearest(hinted, {"hint": None})
     assert step.hint is None and step.streams in (1, 2) and step.batch_size == 8
 
     def model(cfg):
@@ -116,6 +116,20 @@ def test_hints_and_streams_exclude_each_other_yet_stay_reachable():
     goal = Goal()
     history = drive(smart(candidates, goal), fake_evaluator(model)[0])
     assert goal.best(history).config.hint == "throughput"
+
+
+def test_streams_and_requests_in_flight_climb_together():
+    spec = SweepSpec(backends="openvino", threads="2", batch_sizes="1,8", streams="1,2,4", concurrency="1,2,4")
+
+    def model(cfg):  # streams help only when that many requests are in flight, and cost a little alone
+        parallel = min(cfg.streams, cfg.concurrency)
+        thr = 100.0 * cfg.batch_size * parallel ** 0.8 * (0.97 if cfg.streams > cfg.concurrency else 1.0)
+        return thr, 1000 * cfg.batch_size * cfg.concurrency / thr
+    goal = Goal()
+    history = drive(smart(spec.expand(), goal), fake_evaluator(model)[0])
+    best = goal.best(history).config
+    assert (best.streams, best.concurrency, best.batch_size) == (4, 4, 8)
+    assert len(history) < len(spec.expand())
 
 
 def test_latency_objective_prefers_small_batches():

@@ -30,6 +30,9 @@ SEARCHES = ("grid", "smart")
 ORDERED_AXES = ("batch_size", "threads", "inter_op_threads", "streams", "concurrency", "instances",
                 "cores_per_instance", "rate")
 AXES = ORDERED_AXES + ("backend", "precision", "cores", "hint", "onednn", "cpu_pinning")
+# Axes that pay off only together: OpenVINO streams run in parallel only with as many requests in
+# flight, so a climb also tries moving both one step the same way.
+COUPLED_AXES = (("streams", "concurrency"),)
 # Below this relative gain a move is treated as noise and the climb stops.
 DEFAULT_THRESHOLD = 0.03
 
@@ -137,22 +140,35 @@ class Space:
         out = [nums[j] for j in (i - 1, i + 1) if 0 <= j < len(nums)]
         return out + ([None] if None in vs else [])
 
-    def nearest(self, cfg: RunConfig, axis: str, value) -> RunConfig | None:
-        """The candidate with `axis` = value that differs least from cfg otherwise.
+    def nearest(self, cfg: RunConfig, fixed: dict) -> RunConfig | None:
+        """The candidate with the `fixed` axis values that differs least from cfg otherwise.
 
         Settings that exclude each other (a performance hint drops NUM_STREAMS) mean the exact
-        one-axis neighbour may not exist; the nearest one is then the step.
+        neighbour may not exist; the nearest one is then the step.
         """
         ref = {a: (vs.index(getattr(cfg, a)) if getattr(cfg, a) in vs else None) for a, vs in self.values.items()}
         best, best_d = None, None
         for c, idx in zip(self.candidates, self._index):
-            if getattr(c, axis) != value:
+            if any(getattr(c, a) != v for a, v in fixed.items()):
                 continue
-            differ = sum(1 for a in idx if a != axis and idx[a] != ref[a])
-            dist = sum(abs(idx[a] - ref[a]) for a in idx if a != axis and ref[a] is not None)
+            differ = sum(1 for a in idx if a not in fixed and idx[a] != ref[a])
+            dist = sum(abs(idx[a] - ref[a]) for a in idx if a not in fixed and ref[a] is not None)
             if best_d is None or (differ, dist) < best_d:
                 best, best_d = c, (differ, dist)
         return best
+
+    def moves(self, cfg: RunConfig) -> list[RunConfig]:
+        """Configs one step away along each axis but the batch size, plus coupled axes moved together."""
+        out = [self.nearest(cfg, {axis: v}) for axis in self.axes if axis != "batch_size"
+               for v in self.steps(cfg, axis)]
+        for a, b in COUPLED_AXES:
+            if a not in self.values or b not in self.values:
+                continue
+            for va in self.steps(cfg, a):
+                for vb in self.steps(cfg, b):
+                    if _direction(self.values[a], getattr(cfg, a), va) * _direction(self.values[b], getattr(cfg, b), vb) > 0:
+                        out.append(self.nearest(cfg, {a: va, b: vb}))
+        return _unique(c for c in out if c is not None and c != cfg)
 
     def ladder(self, cfg: RunConfig) -> list[RunConfig]:
         """The candidates that share cfg's worker settings, by batch size (one worker measures them)."""
@@ -243,10 +259,7 @@ def smart(candidates: list[RunConfig], goal: Goal | None = None, budget: int | N
                 return
             yield from climb_batch(rest[0])
             continue
-        steps = [space.nearest(current.config, axis, v)
-                 for axis in space.axes if axis != "batch_size"
-                 for v in space.steps(current.config, axis)]
-        yield from ask(steps)
+        yield from ask(space.moves(current.config))
         top = goal.best(seen.values())
         if top is current or goal.gain(top, current) <= threshold:
             return
@@ -377,6 +390,13 @@ def _bar(total: int, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, unit="point", desc="searching", dynamic_ncols=True)
+
+
+def _direction(values: list, here, there) -> int:
+    """+1 when `there` is further up an ordered axis than `here`, -1 down, 0 when auto is involved."""
+    if here is None or there is None:
+        return 0
+    return (values.index(there) > values.index(here)) - (values.index(there) < values.index(here))
 
 
 def _order_key(v):
