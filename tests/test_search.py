@@ -84,7 +84,7 @@ def test_a_target_nothing_meets_reports_the_closest_run_as_not_feasible():
     history = drive(smart(spec.expand(), goal), fake_evaluator()[0])
     found = goal.best(history)
     assert found.config.batch_size == 1 and not goal.feasible(found)
-    assert len(history) <= 3
+    assert len(history) <= 5  # the start rung, two above it, two below
 
 
 def test_failed_points_are_stepped_over():

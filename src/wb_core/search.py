@@ -175,14 +175,16 @@ class Space:
         same = [c for c in self.candidates if c.group == cfg.group]
         return sorted(same, key=lambda c: c.batch_size)
 
-    def start(self) -> RunConfig:
-        """Where the climb begins: the smallest batch, the runtime's defaults where offered (auto
-        threads, auto streams, closed loop), else the most threads and one of everything else,
-        and the first listed backend, precision and cores."""
+    def start(self, objective: str = "throughput") -> RunConfig:
+        """Where the climb begins: the runtime's defaults where offered (auto threads, auto
+        streams, closed loop), else the most threads and one of everything else; the first listed
+        backend, precision and cores. The batch size starts in the middle of its ladder for
+        throughput (it usually grows with the batch until the p99 target or the caches stop it, so
+        the middle is nearest on average), at the smallest for latency."""
         want: dict[str, int] = {}
         for axis, vs in self.values.items():
             if axis == "batch_size":
-                want[axis] = 0
+                want[axis] = (len(vs) - 1) // 2 if objective == "throughput" else 0
             elif axis in ORDERED_AXES:
                 if None in vs:
                     want[axis] = vs.index(None)
@@ -250,7 +252,7 @@ def smart(candidates: list[RunConfig], goal: Goal | None = None, budget: int | N
             if best_of(ladder) is not seen.get(cfg.key):
                 break  # the ladder moved away from where it started: no need to look the other way
 
-    yield from climb_batch(space.start())
+    yield from climb_batch(space.start(goal.objective))
     while left() > 0:
         current = goal.best(seen.values())
         if current is None:  # nothing measured yet (everything failed): try the next unseen config
