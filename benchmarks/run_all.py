@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["harness_overhead.py", "sweep_cost.py", "instances.py"]
+SCRIPTS = ["harness_overhead.py", "sweep_cost.py", "instances.py", "precision_throughput.py"]
 
 if __name__ == "__main__":
     for script in SCRIPTS:

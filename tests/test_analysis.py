@@ -196,3 +196,21 @@ def test_recommend_never_breaks_a_constraint(runs, p99, mem, cores, drop, object
     assert not _breaks(rec.best, c)
     for r in rec.runners_up:
         assert not _breaks(r, c)
+
+
+@given(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10), st.text(max_size=4)),
+       st.one_of(st.none(), st.floats(allow_nan=True), st.integers(-2, 3)),
+       st.one_of(st.none(), st.integers(-3, 9), st.floats(allow_nan=True), st.booleans()))
+def test_constraint_values_are_accepted_or_refused_clearly(p99, drop, cores):
+    """Out-of-range constraint values are a ConfigError sentence, never a crash or a silent accept."""
+    from wb_core.analysis import Constraints
+    from wb_core.errors import ConfigError
+
+    try:
+        c = Constraints(max_p99_ms=p99, max_accuracy_drop=drop, max_cores=cores)
+    except ConfigError as e:
+        assert str(e).endswith(".")
+        return
+    assert c.max_p99_ms is None or (c.max_p99_ms > 0 and c.max_p99_ms == c.max_p99_ms)
+    assert c.max_accuracy_drop is None or 0 <= c.max_accuracy_drop <= 1
+    assert c.max_cores is None or (c.max_cores >= 1 and not isinstance(c.max_cores, bool))

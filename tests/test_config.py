@@ -93,3 +93,25 @@ def test_input_options_parse():
         InputOptions.parse(int_range="5:1")
     with pytest.raises(ConfigError):
         InputOptions.parse(shapes=["x=1x0"])
+
+
+@given(st.text(max_size=30))
+def test_sweep_value_parsing_never_crashes(text):
+    """Any text for a numeric sweep flag is either a clear ConfigError or valid positive values."""
+    for field in ("threads", "batch_sizes", "streams", "concurrency"):
+        try:
+            spec = SweepSpec(**{field: text})
+        except ConfigError as e:
+            assert str(e).endswith(".")
+            continue
+        values = getattr(spec, field)
+        assert values and all(v is None or (isinstance(v, int) and v >= 1) for v in values)
+
+
+@given(st.lists(st.one_of(st.integers(-3, 70000), st.floats(allow_nan=True), st.text(max_size=5)), max_size=4))
+def test_rates_and_instances_parse_or_refuse(values):
+    try:
+        spec = SweepSpec(rates=values)
+    except ConfigError:
+        return
+    assert all(r is None or 0 < r < 1e7 for r in spec.rates)

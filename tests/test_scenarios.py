@@ -109,3 +109,27 @@ def test_capacity_counts_instances_and_replicas():
         capacity(df, 2000, 1)
     with pytest.raises(ConfigError):
         capacity(df, -5, 10)
+
+
+def test_capacity_reaches_kserve_and_triton_exports(lenet_ir, db, fast, tmp_path):
+    import math
+    import subprocess
+    import sys
+
+    import yaml
+
+    run_sweep(lenet_ir, SweepSpec(rates="300", threads="1", cores="0"), db, "cap", settings=replace(fast, max_time_s=1.0))
+    df = load_results(db, "cap")
+    per = df.achieved_rate.iloc[0]
+    out = tmp_path / "deploy"
+    r = subprocess.run([sys.executable, "-m", "wb_core", "export", "--study", "cap", "--db", str(db), "--best",
+                        "--max-p99-ms", "1000", "--target-rate", "1000", "--machine-cores", "4",
+                        "--format", "kserve,triton", "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    expected = math.ceil(1000 / (per * 0.8))
+    svc = yaml.safe_load((out / "kserve" / "inferenceservice.yaml").read_text())
+    assert svc["spec"]["predictor"]["minReplicas"] == expected
+    res = svc["spec"]["predictor"]["model"]["resources"]
+    assert res["requests"] == res["limits"]
+    pbtxt = next((out / "triton").rglob("config.pbtxt")).read_text()
+    assert "count: 4" in pbtxt  # 4 one-core instances per 4-core server

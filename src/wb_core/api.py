@@ -28,15 +28,26 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             onednn="auto", cpu_pinning="auto", max_time: float = 10.0, settings: MeasureSettings | None = None,
             inputs: InputOptions | None = None, progress: bool = False,
             on_point: Callable[[dict], None] | None = None, cancel: threading.Event | None = None,
-            return_frame: bool = True, search: str = "grid", p99_ms: float | None = None,
+            return_frame: bool = True, data=None, preprocess: Callable | None = None, metric="auto",
+            calib_size: int = 300, max_accuracy_drop: float | None = None, accuracy: bool = True,
+            precision_options=None, search: str = "grid", p99_ms: float | None = None,
             budget: int | None = None):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
     Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
     `cores="none,0,0-1"`, `batch_sizes=[1, 8]`. Points already stored in the study are skipped.
+
+    Precision variants and accuracy (see docs/precision-and-accuracy.md): `data` is a path (.npz,
+    image folder, `demo:NAME`), a `wb_core.data.Dataset`, `(x, y)`, an array or an iterable;
+    `preprocess` runs on every sample; `metric` is top1, top5, mse, cosine, auto or a callable
+    `(outputs, labels) -> float` (higher is better); `max_accuracy_drop` switches INT8 to
+    accuracy-aware quantization. `precision_options` (a PrecisionOptions) overrides them all.
+
     `search="smart"` measures only part of the grid, climbing towards the highest throughput whose
     p99 stays under `p99_ms`, in at most `budget` configurations (see `wb_core.search`).
     """
+    from wb_core.precision import PrecisionOptions
+
     path = resolve_model(model)
     spec = SweepSpec(backends=backends, precisions=precisions, batch_sizes=batch_sizes, threads=threads,
                      inter_op_threads=inter_op_threads, streams=streams, cores=cores, concurrency=concurrency,
@@ -44,14 +55,17 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     settings = settings or MeasureSettings(max_time_s=max_time)
     db = db or default_db()
     study = study or default_study_name(path)
+    prec = precision_options or PrecisionOptions(data=data, preprocess=preprocess, metric=metric,
+                                                 subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
+                                                 accuracy=accuracy)
     if search == "grid" and p99_ms is None and budget is None:
         summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
-                            progress=progress, cancel=cancel)
+                            progress=progress, cancel=cancel, precision=prec)
     else:
         from wb_core.search import run_search
 
         summary = run_search(path, spec, db, study, search=search, p99_ms=p99_ms, budget=budget, settings=settings,
-                             inputs=inputs, on_point=on_point, progress=progress, cancel=cancel)
+                             inputs=inputs, on_point=on_point, progress=progress, cancel=cancel, precision=prec)
     return load_results(db, study) if return_frame else summary
 
 

@@ -55,7 +55,7 @@ def inspect(model: str = typer.Argument(..., help="Model path or demo name.")):
 def profile(
     model: str = typer.Argument(..., help="Model path (SavedModel dir, .keras, .onnx, .xml) or a demo name."),
     backend: str = typer.Option("openvino", "--backend", help="tensorflow, openvino (comma-separated for both)."),
-    precision: str = typer.Option("fp32", "--precision", help="fp32, bf16."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32, bf16, int8 (int8: OpenVINO INT8 variant by NNCF)."),
     batch: str = typer.Option("1", "--batch", help="Batch sizes, e.g. 1,8,32."),
     threads: str = typer.Option("auto", "--threads", help="Intra-op / inference threads, e.g. 1,2 or auto."),
     inter_op_threads: str = typer.Option("auto", "--inter-op-threads", help="TensorFlow inter-op threads."),
@@ -91,6 +91,19 @@ def profile(
     spec_file: Optional[Path] = typer.Option(None, "--spec", help="Sweep spec YAML (replaces the sweep flags)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a silent worker is given before it is killed."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
+    data: Optional[str] = typer.Option(None, "--data", help="Calibration/validation data: .npz (x, optional y), a "
+                                       "folder with one subfolder of images per class, or demo:NAME."),
+    metric: str = typer.Option("auto", "--metric", help="Accuracy metric: auto, top1, top5, mse, cosine."),
+    calib_size: int = typer.Option(300, "--calib-size", help="Calibration samples for INT8 quantization."),
+    max_accuracy_drop: Optional[float] = typer.Option(None, "--max-accuracy-drop",
+                                                      help="Quantize with NNCF accuracy control, keeping the "
+                                                           "absolute metric drop within this bound."),
+    image_size: Optional[str] = typer.Option(None, "--image-size", help="Resize folder images to HxW (default: the "
+                                             "model's input size)."),
+    image_scale: str = typer.Option("unit", "--image-scale", help="Folder image pixels: unit (0..1), raw (0..255), "
+                                    "symmetric (-1..1)."),
+    accuracy: bool = typer.Option(True, "--accuracy/--no-accuracy", help="Measure each variant's accuracy when the "
+                                  "data has labels."),
 ):
     """Sweep a model over the given settings; every point is stored as soon as it is measured."""
     from wb_core.api import default_study_name
@@ -119,17 +132,20 @@ def profile(
     if find_max_rate:
         _find_max_rate(path, spec, p99_ms, db, study, settings, inputs)
         return
+    prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy)
     if search != "grid" or budget is not None or p99_ms is not None:
         from wb_core.search import run_search
 
         summary = run_search(path, spec, db, study, search=search, p99_ms=p99_ms, budget=budget, settings=settings,
-                             inputs=inputs, progress=not quiet, timeout_s=timeout)
+                             inputs=inputs, progress=not quiet, timeout_s=timeout, precision=prec)
     else:
         summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, progress=not quiet,
-                            timeout_s=timeout)
+                            timeout_s=timeout, precision=prec)
     if not quiet:
         _print_table(load_results(db, study))
     typer.echo(summary.line())
+    for note in summary.notes:
+        typer.echo(f"  note: {note}", err=True)
     for e in summary.errors[:10]:
         typer.echo(f"  failed: {e}", err=True)
     if summary.failed and not summary.ok:
@@ -186,7 +202,16 @@ def studies(db: Optional[Path] = typer.Option(None, "--db")):
 
 TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
                  "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb",
-                 "executed_precision", "status"]
+                 "executed_precision", "variant", "accuracy", "accuracy_drop", "status"]
+
+
+def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy):
+    from wb_core.data import ImageOptions
+    from wb_core.precision import PrecisionOptions
+
+    return PrecisionOptions(data=data, metric=metric, subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
+                            image=ImageOptions(size=ImageOptions.parse_size(image_size), scale=image_scale),
+                            accuracy=accuracy)
 
 
 def _print_table(df) -> None:
@@ -198,6 +223,9 @@ def _print_table(df) -> None:
     for c in ("latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb"):
         if c in view:
             view[c] = view[c].astype(float).round(2 if c.startswith(("latency", "cpu")) else 1)
+    for c in ("accuracy", "accuracy_drop"):
+        if c in view:
+            view[c] = view[c].astype(float).round(4)
     view = view.astype(object).where(view.notna(), "-")
     typer.echo(view.to_string(index=False))
 

@@ -140,7 +140,11 @@ def export(study: str = typer.Option(..., "--study"),
            db: Optional[Path] = typer.Option(None, "--db"),
            max_p99_ms: Optional[float] = MAX_P99, max_accuracy_drop: Optional[float] = MAX_DROP,
            max_memory_mb: Optional[float] = MAX_MEM, max_cores: Optional[int] = MAX_CORES,
-           objective: str = OBJECTIVE):
+           objective: str = OBJECTIVE,
+           target_rate: Optional[float] = typer.Option(None, "--target-rate",
+                                                       help="Requests/s to plan capacity for (needs --max-p99-ms)."),
+           machine_cores: Optional[int] = typer.Option(None, "--machine-cores",
+                                                       help="Cores of a serving machine, for the capacity plan.")):
     """Write serving configs for a run: deployment YAML, OVMS, Triton, TF Serving or KServe."""
     from wb_core.errors import ConfigError
     from wb_core.export import deployment_for_study, export as _export, parse_formats
@@ -152,6 +156,14 @@ def export(study: str = typer.Option(..., "--study"),
     if run and not constraints.is_empty():
         raise ConfigError("Constraints choose a run with --best; with --run KEY leave them out.")
     dep = deployment_for_study(_db(db), study, run_key=run, constraints=constraints, objective=objective)
+    if target_rate is not None:
+        from wb_core.planning import capacity
+        from wb_core.store import load_results
+
+        if max_p99_ms is None:
+            raise ConfigError("--target-rate needs a latency target: add --max-p99-ms.")
+        dep.capacity = capacity(load_results(_db(db), study), target_rate, max_p99_ms,
+                                machine_cores=machine_cores).to_dict()
     results = _export(dep, names, out)
     typer.echo(f"Exported run {dep.measurement.run_key} ({dep.backend} {dep.precision}, batch {dep.batch_size}) "
                f"to {out}:")

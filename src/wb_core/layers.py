@@ -156,7 +156,12 @@ def study_layer_profile(db: str | Path, study: str, run_key: str, iterations: in
         raw = {r["key"]: r for r in store.runs(study)}
     row = find_run(df, run_key)
     cfg = RunConfig.from_dict(_config_of(raw[row["key"]]))
-    ir = ensure_ir(info["model_path"], info.get("model_format"), info.get("model_fingerprint"))
+    # An INT8 run ran its own quantized IR; the others ran the study model's FP32 IR.
+    variant = row.get("variant_path")
+    if isinstance(variant, str) and variant.endswith(".xml") and Path(variant).exists():
+        ir = Path(variant)
+    else:
+        ir = ensure_ir(info["model_path"], info.get("model_format"), info.get("model_fingerprint"))
     inputs = ((info.get("spec") or {}).get("inputs")) or None
     return profile_layers(ir, cfg, inputs, iterations=iterations, key=row["key"])
 

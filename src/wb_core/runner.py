@@ -20,10 +20,11 @@ from wb_core import hardware
 from wb_core.backends.base import BACKEND_FORMATS
 from wb_core.child import run_child
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
-from wb_core.errors import WorkbenchError
+from wb_core.errors import ConfigError, WorkbenchError
 from wb_core.models import detect_format, fingerprint, resolve_shape
+from wb_core.precision import PrecisionOptions, VariantPlanner
 from wb_core.store import Store
-from wb_core.variants import inspect_inputs, variant_path
+from wb_core.variants import inspect_inputs
 
 # Seconds without a message before a worker is declared hung, on top of the measuring time.
 LOAD_ALLOWANCE_S = 300.0
@@ -40,6 +41,7 @@ class SweepSummary:
     skipped: int = 0
     cancelled: bool = False
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # things a user should know, e.g. accuracy skipped
 
     def line(self) -> str:
         return (f"Study '{self.study}' in {self.db}: {self.ok} ok, {self.failed} failed, {self.skipped} skipped, "
@@ -60,8 +62,6 @@ def infeasible_reason(cfg: RunConfig, fmt: str, hw: hardware.Hardware) -> str | 
     """Why a config cannot run here (checked before any worker starts), or None."""
     if fmt not in BACKEND_FORMATS[cfg.backend]:
         return f"the {cfg.backend} backend cannot run a {fmt} model"
-    if cfg.precision == "int8":
-        return "int8 needs a quantized variant, which this sweep does not build"
     ok, why = hw.supports(cfg.precision)
     if not ok:
         return f"{cfg.precision} skipped: {why}"
@@ -78,11 +78,14 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
               settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
               on_point: Callable[[dict], None] | None = None, progress: bool = False,
               cancel: threading.Event | None = None, memory_limit_mb: int | None = None,
-              configs: Iterable[RunConfig] | None = None, timeout_s: float | None = None) -> SweepSummary:
+              configs: Iterable[RunConfig] | None = None, timeout_s: float | None = None,
+              precision: PrecisionOptions | None = None) -> SweepSummary:
     """Measure every config of `spec` (or the given `configs`) not yet stored in `study`.
 
     `timeout_s`: seconds a worker may stay silent before it is declared hung and killed
     (default: a load allowance plus twice the measuring time).
+    `precision` carries the data, metric and quantization settings for INT8/BF16 variants and
+    accuracy (see wb_core.precision); by default a demo model uses its own data.
     """
     settings = settings or MeasureSettings()
     inputs = inputs or InputOptions()
@@ -97,6 +100,8 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
     for b in sorted({c.batch_size for c in configs}):
         for s in specs:
             resolve_shape(s, b, inputs)
+    planner = VariantPlanner(model, fmt, fp, precision, hw, specs)
+    planner.check_data(configs)  # data that cannot feed the model stops the sweep here too
     with Store(db) as store:
         store.ensure_study(study, str(model.resolve()), fmt, fp, hw.to_dict(), hw.fingerprint,
                            library_versions(), {"sweep": spec.to_dict(), "settings": settings.__dict__,
@@ -125,21 +130,30 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
                 summary.cancelled = True
                 break
             head = members[0]
-            why = infeasible_reason(head, fmt, hw)
+            why = infeasible_reason(head, fmt, hw) or planner.infeasible(head)
             if why:
                 for c in members:
                     record(c, "skipped", error=why)
                 continue
             try:
-                path = variant_path(head.backend, model, fmt, fp)
+                path = planner.path_for(head)
+                extra = planner.columns_for(head)  # variant and accuracy, the same for every point
+            except ConfigError:
+                raise  # bad data or settings: no point of the sweep would mean anything
             except WorkbenchError as e:
                 for c in members:
                     record(c, "failed", error=str(e))
                 continue
+
+            def record_with(cfg, status, metrics=None, error=None, _extra=extra):
+                record(cfg, status, {**_extra, **(metrics or {})} if status != "skipped" else metrics, error)
+
             if head.instances > 1:
-                _run_instances(path, members, settings, inputs, record, cancel, memory_limit_mb, summary, timeout_s)
+                _run_instances(path, members, settings, inputs, record_with, cancel, memory_limit_mb, summary,
+                               timeout_s)
             else:
-                _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb, summary, timeout_s)
+                _run_group(path, members, settings, inputs, record_with, cancel, memory_limit_mb, summary, timeout_s)
+        summary.notes.extend(planner.notes)
         if bar is not None:
             bar.close()
     return summary
@@ -281,12 +295,13 @@ def find_max_rate(model: str | Path, config: RunConfig, p99_ms: float, db: str |
         store.ensure_study(study, str(model.resolve()), fmt, fp, hw.to_dict(), hw.fingerprint, library_versions(),
                            {"find_max_rate": config.to_dict(), "p99_ms": p99_ms, "settings": settings.__dict__},
                            [s.to_dict() for s in specs])
-        why = infeasible_reason(config, fmt, hw)
+        planner = VariantPlanner(model, fmt, fp, None, hw, specs)  # int8 needs its quantized IR here too
+        why = infeasible_reason(config, fmt, hw) or planner.infeasible(config)
         if why:
             from wb_core.errors import ConfigError
 
             raise ConfigError(f"Cannot search a rate for this configuration: {why}.")
-        path = variant_path(config.backend, model, fmt, fp)
+        path = planner.path_for(config)
         task = _task("max_rate", path, [config], settings, inputs)
         task.update({"p99_ms": p99_ms, "steps": steps})
 

@@ -71,6 +71,8 @@ class Store:
                 self.conn.execute("PRAGMA synchronous=NORMAL")
                 self.conn.executescript(SCHEMA)
             self.conn.execute("PRAGMA busy_timeout=30000")
+            # SQLite opens lazily: touch the schema now so a corrupt file fails here, clearly.
+            self.conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
             self.conn.row_factory = sqlite3.Row
         except sqlite3.DatabaseError as e:
             raise StoreError(f"Cannot open results database '{self.path}': {e}.") from None

@@ -260,8 +260,20 @@ def task_selftest(task: dict) -> None:
     emit({"type": "result", "ok": True})
 
 
+def _precision_task(name: str):
+    """Tasks for INT8/BF16 variants and accuracy live in wb_core.precision_tasks."""
+    def run(task: dict) -> None:
+        from wb_core import precision_tasks
+
+        getattr(precision_tasks, f"task_{name}")(task)
+
+    return run
+
+
 TASKS = {"measure": task_measure, "instance": task_instance, "max_rate": task_max_rate, "inspect": task_inspect,
-         "convert": task_convert, "demo": task_demo, "layers": task_layers, "selftest": task_selftest}
+         "convert": task_convert, "demo": task_demo, "layers": task_layers, "selftest": task_selftest,
+         "quantize": _precision_task("quantize"), "evaluate": _precision_task("evaluate"),
+         "probe_tf_bf16": _precision_task("probe_tf_bf16")}
 
 
 def main() -> int:

@@ -85,7 +85,11 @@ def deployment_for_study(db: str | Path, study: str, run_key: str | None = None,
         run, reason = rec.best, rec.reason
     from wb_core.export.deployment import build
 
-    return build(info, run, reason=reason, ir_path=paths.get("ir_path"), savedmodel_path=paths.get("savedmodel_path"),
+    ir_path = paths.get("ir_path")
+    variant = run.get("variant_path")
+    if isinstance(variant, str) and variant.endswith(".xml"):
+        ir_path = variant  # an INT8 run ran its own quantized IR, not the study model's FP32 one
+    return build(info, run, reason=reason, ir_path=ir_path, savedmodel_path=paths.get("savedmodel_path"),
                  flops_per_sample=flops, cores_used=run.get("cores_used"))
 
 

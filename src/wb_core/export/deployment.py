@@ -83,6 +83,8 @@ class DeploymentConfig:
     runtime_properties: dict[str, str] = field(default_factory=dict)  # values are strings
     runtime_reported: dict[str, str] = field(default_factory=dict)  # what the runtime chose (streams, threads)
     expected: ExpectedMetrics = field(default_factory=ExpectedMetrics)
+    # From wb_core.planning.capacity when a target rate was given: instances, replicas, CPU requests.
+    capacity: dict | None = None
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict:

@@ -41,7 +41,13 @@ def inference_service(dep: DeploymentConfig, notes: list[str]) -> dict:
                           f"--nireq={max(1, dep.concurrency) * max(1, dep.instances)}",
                           f"--batch_size={dep.batch_size}"]}
     model["resources"] = resources
-    predictor: dict = {"minReplicas": 1, "maxReplicas": 1, "model": model}
+    replicas = 1
+    if dep.capacity:
+        # One instance per pod: the plan's instances become replicas, each with the cores it measured on.
+        replicas = int(dep.capacity["instances"])
+        notes.append(f"Replicas from the capacity plan: {replicas} pod(s) serve {dep.capacity['target_rate']:g} "
+                     f"requests/s at p99 <= {dep.capacity['p99_ms']:g} ms ({dep.capacity.get('basis', '')}).")
+    predictor: dict = {"minReplicas": replicas, "maxReplicas": replicas, "model": model}
     if dep.batch_size > 1:
         # KServe's batcher gathers single requests into batches of the size the run found best.
         p50 = dep.expected.latency_ms_p50 or 1.0
@@ -75,7 +81,7 @@ def render(dep: DeploymentConfig) -> ExportResult:
     notes.append(f"Memory is the measured peak ({dep.expected.rss_mb or 0:.0f} MB) plus 25%, at least 256 Mi; "
                  "the serving runtime's own overhead differs from the workbench's worker.")
     notes.append("storageUri is a placeholder (pvc://models/NAME): point it at where the model is stored.")
-    if dep.instances > 1:
+    if dep.instances > 1 and not dep.capacity:
         notes.append(f"The run used {dep.instances} instances inside one process; replicas would each get their own "
                      "CPUs, so they are left at 1.")
     if dep.backend == "tensorflow" and dep.batch_size > 1:

@@ -69,7 +69,12 @@ def config_pbtxt(dep: DeploymentConfig, notes: list[str]) -> str:
     if inputs:
         lines.append("input [\n" + ",\n".join(inputs) + "\n]")
     notes.append("Outputs are not listed: Triton's auto-complete reads them from the model.")
-    group = [f"    count: {dep.instances}", "    kind: KIND_CPU"]
+    count = int(dep.capacity["instances_per_machine"]) if dep.capacity else dep.instances
+    if dep.capacity:
+        notes.append(f"instance_group count {count} per server and {dep.capacity['replicas']} server(s), from the "
+                     f"capacity plan for {dep.capacity['target_rate']:g} requests/s at p99 <= "
+                     f"{dep.capacity['p99_ms']:g} ms.")
+    group = [f"    count: {count}", "    kind: KIND_CPU"]
     if dep.cores:
         group.append(f"    host_policy: {_q(HOST_POLICY)}")
     lines.append("instance_group [\n  {\n" + "\n".join(group) + "\n  }\n]")

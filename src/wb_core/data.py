@@ -1,0 +1,326 @@
+"""Datasets for calibration and accuracy: `.npz` files, image folders, demo data and in-memory data.
+
+A dataset is one input array `x` (samples on axis 0) with optional labels `y`, plus an optional
+separate calibration array (`x_calib`). Whatever the source, it is materialised once into an
+`.npz` in the cache, named by the hash of its content: child processes load that file, and the
+hash keys the INT8 variant cache.
+
+Sources:
+- `path/to/data.npz`: arrays `x` and optional `y`; `x_calib` (or `x_train`) if present is used for
+  calibration, else calibration draws from `x`.
+- `path/to/folder/`: one subfolder per class holding images; labels are the sorted class names'
+  indices. Images are resized to `image_size` and scaled by `scale`.
+- `demo:NAME` (or nothing, when profiling a demo model): the demo's bundled data.
+- In the API: a Dataset, `(x, y)`, a dict `{"x":..., "y":...}`, an array, or an iterable of samples
+  or `(sample, label)` pairs; `preprocess` (a callable on one sample) runs on every sample first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from wb_core.errors import ConfigError
+from wb_core.paths import cache_dir
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+# How image pixels (0..255) become model input values.
+SCALES = {"unit": (1 / 255.0, 0.0), "raw": (1.0, 0.0), "symmetric": (1 / 127.5, -1.0)}
+MAX_SAMPLES = 100_000
+
+
+@dataclass(frozen=True)
+class ImageOptions:
+    """How a folder of images becomes an array: size (height, width), scale, channels, layout."""
+
+    size: tuple[int, int] | None = None  # None: the model's own spatial size
+    scale: str = "unit"  # unit: 0..1, raw: 0..255, symmetric: -1..1
+    channels: int | None = None  # 1 (grey) or 3 (RGB); None: from the model input
+    layout: str = "auto"  # nhwc, nchw, or auto (from the model input)
+
+    def __post_init__(self):
+        if self.scale not in SCALES:
+            raise ConfigError(f"Unknown image scale '{self.scale}'; choose from {', '.join(SCALES)}.")
+        if self.layout not in ("auto", "nhwc", "nchw"):
+            raise ConfigError(f"Unknown image layout '{self.layout}'; choose from auto, nhwc, nchw.")
+        if self.channels not in (None, 1, 3):
+            raise ConfigError(f"Images can have 1 or 3 channels; got {self.channels}.")
+        if self.size is not None and (len(self.size) != 2 or min(self.size) < 1):
+            raise ConfigError(f"Image size must be two positive numbers HxW; got {self.size}.")
+
+    @staticmethod
+    def parse_size(text: str | None) -> tuple[int, int] | None:
+        """`224` or `224x224` into (height, width)."""
+        if not text:
+            return None
+        parts = text.lower().replace(",", "x").split("x")
+        try:
+            dims = [int(p) for p in parts]
+        except ValueError:
+            raise ConfigError(f"Image size '{text}' must look like 224 or 224x224.") from None
+        if len(dims) == 1:
+            dims = dims * 2
+        if len(dims) != 2 or min(dims) < 1:
+            raise ConfigError(f"Image size '{text}' must look like 224 or 224x224.")
+        return dims[0], dims[1]
+
+
+@dataclass
+class Dataset:
+    """Validation samples `x` with optional labels `y`, and the calibration samples."""
+
+    x: np.ndarray
+    y: np.ndarray | None = None
+    x_calib: np.ndarray | None = None
+    source: str = "arrays"
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.x = _as_array(self.x, "x")
+        if len(self.x) == 0:
+            raise ConfigError(f"The data from {self.source} holds no samples.")
+        if self.y is not None:
+            self.y = _as_array(self.y, "y")
+            if len(self.y) != len(self.x):
+                raise ConfigError(f"The data from {self.source} has {len(self.x)} samples but {len(self.y)} labels.")
+        if self.x_calib is not None:
+            self.x_calib = _as_array(self.x_calib, "x_calib")
+
+    @property
+    def has_labels(self) -> bool:
+        return self.y is not None
+
+    @property
+    def calibration(self) -> np.ndarray:
+        return self.x_calib if self.x_calib is not None else self.x
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for name, arr in (("x", self.x), ("y", self.y), ("x_calib", self.x_calib)):
+            if arr is not None:
+                a = np.ascontiguousarray(arr)
+                h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+                h.update(a.tobytes())
+        return h.hexdigest()[:16]
+
+    def save(self) -> tuple[Path, str]:
+        """Write to the cache (once per content) and return (path, fingerprint)."""
+        fp = self.fingerprint()
+        root = cache_dir() / "data"
+        root.mkdir(parents=True, exist_ok=True)
+        path = root / f"{fp}.npz"
+        if not path.exists():
+            arrays = {"x": self.x}
+            if self.y is not None:
+                arrays["y"] = self.y
+            if self.x_calib is not None:
+                arrays["x_calib"] = self.x_calib
+            tmp = root / f".{fp}.tmp.npz"
+            np.savez(tmp, **arrays)
+            tmp.replace(path)
+        return path, fp
+
+
+def _as_array(value, name: str) -> np.ndarray:
+    try:
+        arr = np.asarray(value)
+    except Exception as e:  # ragged lists and the like
+        raise ConfigError(f"The data's '{name}' cannot be made into one array: {e}.") from None
+    if arr.dtype == object:
+        raise ConfigError(f"The data's '{name}' has samples of different shapes; give arrays of one shape.")
+    if arr.ndim == 0:
+        raise ConfigError(f"The data's '{name}' is a single value, not an array of samples.")
+    return arr
+
+
+# ---- loading ----
+
+def load_dataset(source: Any, *, preprocess: Callable | None = None, image: ImageOptions | None = None,
+                 input_shape: tuple[int, ...] | None = None, limit: int | None = None) -> Dataset:
+    """Turn any supported source into a Dataset (see the module docstring).
+
+    `input_shape` is the model input's shape (batch first, -1 for dynamic): image folders take
+    their size, channels and layout from it unless `image` says otherwise.
+    """
+    if isinstance(source, Dataset):
+        ds = source
+    elif isinstance(source, (str, Path)):
+        text = str(source)
+        if text.startswith("demo:"):
+            ds = demo_dataset(text[len("demo:"):])
+        else:
+            path = Path(text)
+            if not path.exists():
+                raise ConfigError(f"Data path '{path}' does not exist.")
+            if path.is_dir():
+                ds = load_image_folder(path, image or ImageOptions(), input_shape, preprocess)
+                preprocess = None  # already applied per image
+            elif path.suffix.lower() == ".npz":
+                ds = load_npz(path)
+            else:
+                raise ConfigError(f"Data file '{path}' is not an .npz file or a folder of class subfolders.")
+    elif isinstance(source, dict):
+        if "x" not in source:
+            raise ConfigError("A data dict needs an 'x' entry (and optionally 'y').")
+        ds = Dataset(x=source["x"], y=source.get("y"), x_calib=source.get("x_calib"), source="a dict")
+    elif isinstance(source, tuple) and len(source) == 2:
+        ds = Dataset(x=source[0], y=source[1], source="an (x, y) pair")
+    elif isinstance(source, np.ndarray):
+        ds = Dataset(x=source, source="an array")
+    elif isinstance(source, Iterable):
+        ds = _from_iterable(source, preprocess)
+        preprocess = None
+    else:
+        raise ConfigError(f"Cannot use a {type(source).__name__} as data; give a path, arrays or an iterable.")
+    if preprocess is not None:
+        ds = Dataset(x=_apply(preprocess, ds.x), y=ds.y,
+                     x_calib=None if ds.x_calib is None else _apply(preprocess, ds.x_calib),
+                     source=ds.source, meta=ds.meta)
+    if limit:
+        ds = Dataset(x=ds.x[:limit], y=None if ds.y is None else ds.y[:limit], x_calib=ds.x_calib,
+                     source=ds.source, meta=ds.meta)
+    return ds
+
+
+def _apply(fn: Callable, x: np.ndarray) -> np.ndarray:
+    try:
+        return np.stack([np.asarray(fn(s)) for s in x])
+    except Exception as e:
+        raise ConfigError(f"The preprocessing function failed on a sample: {type(e).__name__}: {e}.") from None
+
+
+def _from_iterable(items: Iterable, preprocess: Callable | None) -> Dataset:
+    xs, ys = [], []
+    for i, item in enumerate(items):
+        if i >= MAX_SAMPLES:
+            break
+        if isinstance(item, tuple) and len(item) == 2:
+            sample, label = item
+            ys.append(label)
+        else:
+            sample = item
+        if preprocess is not None:
+            try:
+                sample = preprocess(sample)
+            except Exception as e:
+                raise ConfigError(f"The preprocessing function failed on sample {i}: {type(e).__name__}: {e}.") from None
+        xs.append(np.asarray(sample))
+    if not xs:
+        raise ConfigError("The data iterable yielded no samples.")
+    if ys and len(ys) != len(xs):
+        raise ConfigError("The data iterable mixes (sample, label) pairs and bare samples.")
+    if len({a.shape for a in xs}) > 1:
+        raise ConfigError("The data iterable yielded samples of different shapes; give samples of one shape.")
+    return Dataset(x=np.stack(xs), y=np.asarray(ys) if ys else None, source="an iterable")
+
+
+def load_npz(path: Path) -> Dataset:
+    """An `.npz` with `x`, optional `y` and optional `x_calib` / `x_train`."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, io.UnsupportedOperation) as e:
+        raise ConfigError(f"Data file '{path}' is not a readable .npz archive ({type(e).__name__}).") from None
+    if "x" not in arrays:
+        raise ConfigError(f"Data file '{path}' has no array named 'x' (it has: {', '.join(arrays) or 'nothing'}).")
+    calib = arrays.get("x_calib", arrays.get("x_train"))
+    return Dataset(x=arrays["x"], y=arrays.get("y"), x_calib=calib, source=f"'{path}'")
+
+
+def demo_dataset(name: str) -> Dataset:
+    """The data that belongs to a demo model: its test split, or random images when it has none."""
+    from wb_core.demo import DEMOS, ensure_demo
+
+    if name not in DEMOS:
+        raise ConfigError(f"Unknown demo dataset '{name}'; choose from {', '.join(DEMOS)}.")
+    folder = ensure_demo(name)
+    if (folder / "data.npz").exists():
+        ds = load_npz(folder / "data.npz")
+        ds.source = f"demo:{name}"
+        return ds
+    # MobileNetV2 has random weights, so real images would say nothing about accuracy; random
+    # inputs in its [-1, 1] range are enough to calibrate it for speed.
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1.0, 1.0, size=(64, 224, 224, 3)).astype(np.float32)
+    return Dataset(x=x, source=f"demo:{name}", meta={"synthetic": True})
+
+
+def load_image_folder(root: Path, opts: ImageOptions, input_shape: tuple[int, ...] | None,
+                      preprocess: Callable | None = None) -> Dataset:
+    """One subfolder per class; labels are the indices of the sorted class names."""
+    try:
+        from PIL import Image
+    except ImportError:  # pragma: no cover - Pillow is a dependency
+        raise ConfigError("Reading an image folder needs Pillow (pip install pillow).") from None
+
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    files = [(f, i) for i, c in enumerate(classes) for f in sorted((root / c).iterdir())
+             if f.suffix.lower() in IMAGE_SUFFIXES]
+    if not files:
+        where = f"its {len(classes)} class subfolders" if classes else "it has no class subfolders"
+        raise ConfigError(f"Image folder '{root}' holds no images ({where}); expected one subfolder of images per class.")
+    layout, size, channels = _image_geometry(opts, input_shape)
+    scale, offset = SCALES[opts.scale]
+    xs = []
+    for f, _ in files[:MAX_SAMPLES]:
+        try:
+            with Image.open(f) as im:
+                im = im.convert("L" if channels == 1 else "RGB")
+                if size:
+                    im = im.resize((size[1], size[0]), Image.BILINEAR)
+                a = np.asarray(im, dtype=np.float32)
+        except Exception as e:
+            raise ConfigError(f"Image '{f}' cannot be read: {type(e).__name__}.") from None
+        a = a[..., None] if a.ndim == 2 else a
+        a = a * scale + offset
+        if layout == "nchw":
+            a = np.transpose(a, (2, 0, 1))
+        xs.append(preprocess(a) if preprocess else a)
+    if len({a.shape for a in xs}) > 1:
+        raise ConfigError(f"Images in '{root}' have different sizes; give an image size to resize them to.")
+    y = np.array([i for _, i in files[:MAX_SAMPLES]], dtype=np.int64)
+    return Dataset(x=np.stack(xs).astype(np.float32), y=y, source=f"'{root}'", meta={"classes": classes})
+
+
+def _image_geometry(opts: ImageOptions, shape: tuple[int, ...] | None):
+    """Layout, (height, width) and channels for images, from the options or the model input."""
+    layout, size, channels = opts.layout, opts.size, opts.channels
+    if shape is not None and len(shape) == 4:
+        if layout == "auto":
+            layout = "nchw" if shape[1] in (1, 3) and shape[3] not in (1, 3) else "nhwc"
+        h, w, c = (shape[2], shape[3], shape[1]) if layout == "nchw" else (shape[1], shape[2], shape[3])
+        if size is None and h > 0 and w > 0:
+            size = (h, w)
+        if channels is None and c in (1, 3):
+            channels = c
+    return ("nhwc" if layout == "auto" else layout), size, channels or 3
+
+
+# ---- checking data against a model input ----
+
+def check_input(x: np.ndarray, spec, what: str = "data") -> np.ndarray:
+    """Return `x` fit for the model input `spec` (an InputSpec), or raise a ConfigError naming it.
+
+    Floats are cast to the input's float type and integers to its integer type; a change of
+    kind (integers into a float input, say) is refused, since it usually means unscaled pixels.
+    """
+    expected = spec.describe()
+    shape = tuple(spec.shape)
+    if shape != (-1,) and x.ndim != len(shape):
+        raise ConfigError(f"The {what} has samples of shape {tuple(x.shape[1:])} but the model expects "
+                          f"input {expected} (batch first).")
+    for i, (got, want) in enumerate(zip(x.shape[1:], shape[1:]), start=1):
+        if want > 0 and got != want:
+            raise ConfigError(f"The {what} has samples of shape {tuple(x.shape[1:])} but the model expects "
+                              f"input {expected} (dimension {i} should be {want}).")
+    want_dtype = np.dtype("float32" if spec.dtype == "bfloat16" else spec.dtype)
+    if x.dtype.kind != want_dtype.kind and not (x.dtype.kind in "iu" and want_dtype.kind in "iu"):
+        raise ConfigError(f"The {what} is {x.dtype} but the model expects input {expected}; "
+                          f"convert (and scale) it to {want_dtype} first.")
+    return x.astype(want_dtype, copy=False)

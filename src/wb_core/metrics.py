@@ -1,0 +1,98 @@
+"""Accuracy metrics: top-1, top-5, MSE, cosine similarity, or a user callable (API only).
+
+Each built-in metric scores every sample; the metric is the mean of those scores. The per-sample
+form is what NNCF's accuracy-aware quantization ranks layers by.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from wb_core.errors import ConfigError
+
+
+def _top_k(k: int):
+    def score(out: np.ndarray, y: np.ndarray) -> np.ndarray:
+        out = out.reshape(len(out), -1)
+        if out.shape[1] < k:
+            raise ConfigError(f"Top-{k} accuracy needs at least {k} outputs per sample; the model gives {out.shape[1]}.")
+        y = y.reshape(len(y)).astype(np.int64)
+        top = np.argpartition(-out, k - 1, axis=1)[:, :k] if k > 1 else out.argmax(1)[:, None]
+        return (top == y[:, None]).any(axis=1).astype(np.float64)
+
+    return score
+
+
+def _mse(out: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return ((out.reshape(len(out), -1).astype(np.float64) - _targets(out, y)) ** 2).mean(axis=1)
+
+
+def _cosine(out: np.ndarray, y: np.ndarray) -> np.ndarray:
+    a = out.reshape(len(out), -1).astype(np.float64)
+    b = _targets(out, y)
+    denom = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return np.where(denom > 0, (a * b).sum(axis=1) / np.where(denom > 0, denom, 1), 0.0)
+
+
+def _targets(out: np.ndarray, y: np.ndarray) -> np.ndarray:
+    b = y.reshape(len(y), -1).astype(np.float64)
+    if b.shape[1] != int(np.prod(out.shape[1:])):
+        raise ConfigError(f"Labels of shape {tuple(y.shape[1:])} do not match the model's output of shape "
+                          f"{tuple(out.shape[1:])}; MSE and cosine similarity compare them element by element.")
+    return b
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    higher_is_better: bool
+    per_sample: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    fn: Callable[[np.ndarray, np.ndarray], float] | None = None  # a user's whole-set metric
+
+    def __call__(self, outputs: np.ndarray, labels: np.ndarray) -> float:
+        if len(outputs) != len(labels):
+            raise ConfigError(f"Got {len(outputs)} outputs for {len(labels)} labels.")
+        if self.fn is not None:
+            try:
+                return float(self.fn(outputs, labels))
+            except ConfigError:
+                raise
+            except Exception as e:
+                raise ConfigError(f"The metric function failed: {type(e).__name__}: {e}.") from None
+        return float(self.per_sample(outputs, labels).mean())
+
+    def drop(self, reference: float, value: float) -> float:
+        """How much worse `value` is than `reference` (positive = worse), in the metric's units."""
+        return (reference - value) if self.higher_is_better else (value - reference)
+
+
+BUILTIN = {
+    "top1": Metric("top1", True, _top_k(1)),
+    "top5": Metric("top5", True, _top_k(5)),
+    "mse": Metric("mse", False, _mse),
+    "cosine": Metric("cosine", True, _cosine),
+}
+NAMES = ("auto",) + tuple(BUILTIN)
+
+
+def resolve_metric(metric: str | Callable | Metric, labels: np.ndarray | None = None,
+                   output_shape: tuple[int, ...] | None = None) -> Metric:
+    """A Metric from a name, a callable (outputs, labels) -> float (higher is better), or `auto`.
+
+    `auto` is top-1 for integer class labels and MSE for float targets.
+    """
+    if isinstance(metric, Metric):
+        return metric
+    if callable(metric):
+        return Metric(getattr(metric, "__name__", "custom"), True, fn=metric)
+    name = str(metric).lower()
+    if name == "auto":
+        if labels is not None and labels.dtype.kind in "iub" and labels.ndim == 1:
+            return BUILTIN["top1"]
+        return BUILTIN["mse"]
+    if name not in BUILTIN:
+        raise ConfigError(f"Unknown metric '{metric}'; choose from {', '.join(NAMES)}.")
+    return BUILTIN[name]

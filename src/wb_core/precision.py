@@ -1,0 +1,260 @@
+"""Precision variants and their accuracy, seen from the parent side of a sweep.
+
+`VariantPlanner` answers three questions for the runner, per run config:
+- can this precision run here (`infeasible`): INT8 needs calibration data and the OpenVINO
+  backend; TensorFlow BF16 needs oneDNN's bfloat16 rewrite to really change something here;
+- which file the worker loads (`path_for`): the FP32 IR, the SavedModel, or the cached INT8 IR;
+- which columns every point of it gets (`columns_for`): the variant, and its accuracy measured
+  once on the validation split with the variant's precision settings, with the drop against the
+  FP32 variant of the same backend.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import math
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from wb_core.child import run_task
+from wb_core.config import RunConfig
+from wb_core.data import Dataset, ImageOptions, check_input, load_dataset
+from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.metrics import Metric, resolve_metric
+from wb_core.paths import cache_dir
+from wb_core.quantize import DEFAULT_SUBSET, QuantizeSettings, ensure_int8_ir
+
+INT8_VIA_OPENVINO = ("TensorFlow models reach INT8 through the OpenVINO INT8 variant (NNCF post-training "
+                     "quantization); profile int8 with --backend openvino")
+
+
+@dataclass
+class PrecisionOptions:
+    """Data, metric and quantization settings for precision variants and accuracy."""
+
+    data: Any = None  # path, "demo:NAME", Dataset, arrays or iterable; None: the demo's data for a demo
+    preprocess: Callable | None = None  # applied to every sample (API only)
+    image: ImageOptions = field(default_factory=ImageOptions)
+    metric: str | Callable | Metric = "auto"
+    subset_size: int = DEFAULT_SUBSET  # calibration samples NNCF uses
+    max_accuracy_drop: float | None = None  # set: accuracy-aware INT8 quantization
+    accuracy: bool = True  # measure accuracy when labelled data is at hand
+
+    def __post_init__(self):
+        if not isinstance(self.subset_size, int) or self.subset_size < 1:
+            raise ConfigError(f"The calibration subset size must be a whole number of at least 1; got {self.subset_size!r}.")
+        if self.max_accuracy_drop is not None:
+            d = self.max_accuracy_drop
+            if not isinstance(d, (int, float)) or not math.isfinite(d) or d < 0:
+                raise ConfigError(f"The maximum accuracy drop must be a number of at least 0; got {d!r}.")
+            if callable(self.metric) and not isinstance(self.metric, Metric):
+                raise ConfigError("Accuracy-aware quantization needs a built-in metric (top1, top5, mse, cosine), "
+                                  "not a function.")
+        if isinstance(self.metric, str):
+            resolve_metric(self.metric)  # an unknown name fails here, before any work
+
+
+def _demo_of(model: Path) -> str | None:
+    from wb_core.demo import demo_name_of
+
+    return demo_name_of(model)
+
+
+class VariantPlanner:
+    """Builds, caches and describes the precision variants of one model during one sweep."""
+
+    def __init__(self, model: Path, fmt: str, fp: str, options: PrecisionOptions | None, hw,
+                 inputs: list | None = None):
+        self.model, self.fmt, self.fp, self.hw = Path(model), fmt, fp, hw
+        self.inputs = inputs  # the model's InputSpecs when the caller has read them already
+        self.options = options or PrecisionOptions()
+        self.notes: list[str] = []
+        self._dataset: Dataset | None = None
+        self._data_file: tuple[Path, str] | None = None
+        self._loaded = False
+        self._paths: dict[tuple, tuple[Path, dict]] = {}
+        self._accuracy: dict[tuple, dict] = {}
+        self._checked_ir = False
+
+    # ---- data ----
+    def dataset(self) -> Dataset | None:
+        """The user's data, else the demo's; None when there is neither."""
+        if not self._loaded:
+            self._loaded = True
+            source = self.options.data
+            if source is None:
+                demo = _demo_of(self.model)
+                source = f"demo:{demo}" if demo else None
+            if source is not None:
+                self._dataset = load_dataset(source, preprocess=self.options.preprocess, image=self.options.image,
+                                             input_shape=self._ov_input_shape() if _is_folder(source) else None)
+        return self._dataset
+
+    def _demo_has_data(self) -> bool:
+        from wb_core.demo import demo_dir
+
+        demo = _demo_of(self.model)
+        return bool(demo) and (demo_dir(demo) / "data.npz").exists()
+
+    def _data_path(self) -> tuple[Path, str]:
+        if self._data_file is None:
+            self._data_file = self.dataset().save()
+        return self._data_file
+
+    def _ov_input_shape(self) -> tuple[int, ...] | None:
+        spec = self._input()
+        return tuple(spec.shape) if spec else None
+
+    def _input(self):
+        """The model's single input (None for multi-input models)."""
+        if self.inputs is None:
+            from wb_core.variants import inspect_inputs
+
+            self.inputs = inspect_inputs(self.model)
+        return self.inputs[0] if len(self.inputs) == 1 else None
+
+    def check_data(self, configs: list[RunConfig]) -> None:
+        """Fail early, with the expected input named, when the data cannot feed the model."""
+        wants_int8 = any(c.precision == "int8" for c in configs)
+        if not configs or (self.options.data is None and not wants_int8):
+            return  # a demo's own data fits its model
+        if self.dataset() is None:
+            return
+        spec = self._input()
+        if spec is None:
+            raise ConfigError(f"Datasets work with single-input models; '{self.model}' has several inputs.")
+        check_input(self.dataset().x, spec, "data")
+        if wants_int8:
+            check_input(self.dataset().calibration, spec, "calibration data")
+
+    # ---- feasibility and files ----
+    def infeasible(self, cfg: RunConfig) -> str | None:
+        if cfg.precision == "int8":
+            if cfg.backend == "tensorflow":
+                return f"int8 skipped: {INT8_VIA_OPENVINO}"
+            if self.dataset() is None:
+                return ("int8 skipped: quantizing needs calibration data; pass --data with an .npz, an image folder "
+                        "or demo:NAME")
+            if self.options.max_accuracy_drop is not None and not self.dataset().has_labels:
+                return "int8 skipped: accuracy-aware quantization (--max-accuracy-drop) needs labels ('y') in the data"
+        if cfg.precision == "bf16" and cfg.backend == "tensorflow":
+            probe = tf_bf16_probe(self.hw)
+            if not probe.get("effective"):
+                return ("bf16 skipped: TensorFlow's oneDNN bfloat16 rewrite changes nothing on this CPU, so the run "
+                        "would be FP32")
+        return None
+
+    def path_for(self, cfg: RunConfig) -> Path:
+        return self._variant(cfg.backend, cfg.precision)[0]
+
+    def _variant(self, backend: str, precision: str) -> tuple[Path, dict]:
+        key = (backend, precision)
+        if key not in self._paths:
+            if precision == "int8":
+                path, info = self._int8()
+            else:
+                from wb_core.variants import variant_path
+
+                path = variant_path(backend, self.model, self.fmt, self.fp)
+                info = {"variant": "fp32-ir" if backend == "openvino" else "savedmodel"}
+                if precision == "bf16":
+                    info["variant_note"] = ("FP32 IR compiled with INFERENCE_PRECISION_HINT=bf16" if backend == "openvino"
+                                            else "SavedModel run with oneDNN bfloat16 auto mixed precision")
+            info["variant_path"] = str(path)  # the file the worker loaded (layer profiles and exports need it)
+            self._paths[key] = (path, info)
+        return self._paths[key]
+
+    def _int8(self) -> tuple[Path, dict]:
+        data_path, data_fp = self._data_path()
+        metric = self.options.metric
+        settings = QuantizeSettings(subset_size=self.options.subset_size, max_drop=self.options.max_accuracy_drop,
+                                    metric=metric.name if isinstance(metric, Metric) else str(metric))
+        path, info = ensure_int8_ir(self.model, self.fmt, self.fp, data_path, data_fp, settings)
+        how = "with accuracy control" if settings.max_drop is not None else "post-training"
+        info["variant_note"] = (f"INT8 OpenVINO IR from NNCF {how} quantization on {info.get('calibration_size')} "
+                                f"calibration samples")
+        if self.fmt in ("savedmodel", "keras"):
+            info["variant_note"] += "; TensorFlow models reach INT8 through this OpenVINO variant"
+        return path, info
+
+    # ---- accuracy ----
+    def columns_for(self, cfg: RunConfig) -> dict:
+        """Variant and accuracy columns shared by every point of this backend and precision."""
+        cols = {k: v for k, v in self._variant(cfg.backend, cfg.precision)[1].items() if v is not None}
+        cols.update(self._accuracy_columns(cfg.backend, cfg.precision))
+        return cols
+
+    def _accuracy_columns(self, backend: str, precision: str) -> dict:
+        if not self.options.accuracy or (self.options.data is None and not self._demo_has_data()):
+            return {}  # nothing to measure with: no need to load (or synthesise) data
+        ds = self.dataset()
+        if not self.options.accuracy or ds is None or ds.meta.get("synthetic"):
+            return {}  # synthetic demo inputs calibrate, but say nothing about accuracy
+        if not ds.has_labels:
+            note = f"The data from {ds.source} has no labels, so accuracy is skipped; the profile runs without it."
+            if note not in self.notes:
+                self.notes.append(note)
+            return {"accuracy_note": "no labels in the data"}
+        ref = self._evaluate(backend, "fp32")
+        cur = ref if precision == "fp32" else self._evaluate(backend, precision)
+        if "accuracy" not in cur or "accuracy" not in ref:
+            return {"accuracy_note": cur.get("note") or ref.get("note")}
+        metric = cur["metric_obj"]
+        return {"accuracy": cur["accuracy"], "accuracy_drop": metric.drop(ref["accuracy"], cur["accuracy"]),
+                "accuracy_metric": metric.name, "accuracy_reference": ref["accuracy"],
+                "accuracy_samples": cur["samples"], "data_source": ds.source}
+
+    def _evaluate(self, backend: str, precision: str) -> dict:
+        key = (backend, precision)
+        if key in self._accuracy:
+            return self._accuracy[key]
+        ds = self.dataset()
+        data_path, _ = self._data_path()
+        path, _ = self._variant(backend, precision)
+        out_dir = Path(tempfile.mkdtemp(prefix="wb-eval-"))
+        try:
+            res = run_task({"task": "evaluate", "backend": backend, "data": str(data_path), "out_dir": str(out_dir),
+                            "variants": [{"id": "v", "model_path": str(path), "precision": precision}]},
+                           timeout=1800, what=f"measuring the accuracy of the {backend} {precision} variant")
+            outputs = np.load(out_dir / "v.npy")
+            metric = resolve_metric(self.options.metric, ds.y, outputs.shape)
+            self._accuracy[key] = {"accuracy": metric(outputs, ds.y), "metric_obj": metric,
+                                   "samples": int(len(outputs)), "checked": res.get("ok")}
+        except ConfigError:
+            raise  # bad data or metric: the user must fix it, the sweep cannot mean anything
+        except WorkbenchError as e:
+            note = f"Accuracy of the {backend} {precision} variant was not measured: {e}"
+            self.notes.append(note)
+            self._accuracy[key] = {"note": note}
+        finally:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        return self._accuracy[key]
+
+
+def _is_folder(source) -> bool:
+    return isinstance(source, (str, Path)) and not str(source).startswith("demo:") and Path(source).is_dir()
+
+
+def tf_bf16_probe(hw) -> dict:
+    """Whether TensorFlow's oneDNN bfloat16 rewrite changes results here; cached per CPU and TF version."""
+    try:
+        version = importlib.metadata.version("tensorflow-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        try:
+            version = importlib.metadata.version("tensorflow")
+        except importlib.metadata.PackageNotFoundError:
+            return {"effective": False}
+    path = cache_dir() / "probes" / f"tf-bf16-{hw.fingerprint}-{version}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    res = run_task({"task": "probe_tf_bf16"}, timeout=600, what="checking TensorFlow's bfloat16 support")
+    out = {"effective": bool(res.get("effective")), "max_abs_diff": res.get("max_abs_diff")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out))
+    return out

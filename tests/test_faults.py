@@ -1,0 +1,138 @@
+"""Faults during a sweep: each gives a clear failed record or message, and no finished point is lost."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+
+import psutil
+import pytest
+
+from wb_core.config import SweepSpec
+from wb_core.errors import StoreError
+from wb_core.runner import run_sweep
+from wb_core.store import Store, load_results
+
+
+def _measuring_worker(min_age=1.0, timeout=60):
+    """The first worker child of this process that has been alive for `min_age` seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for p in psutil.Process().children(recursive=True):
+            try:
+                if "wb_core.worker" in " ".join(p.cmdline()) and time.time() - p.create_time() > min_age:
+                    return p
+            except psutil.NoSuchProcess:
+                continue
+        time.sleep(0.05)
+    raise AssertionError("no worker appeared")
+
+
+def _sweep_with(action, lenet_ir, db, settings, **kw):
+    spec = SweepSpec(threads="1,2", batch_sizes="1")
+    t = threading.Thread(target=lambda: action(_measuring_worker()), daemon=True)
+    t.start()
+    summary = run_sweep(lenet_ir, spec, db, "f", settings=settings, **kw)
+    t.join()
+    return summary, load_results(db, "f").set_index("threads")
+
+
+def test_worker_killed_with_sigkill(lenet_ir, db, fast):
+    settings = replace(fast, max_time_s=4.0, tolerance=1e-9)  # never stable: the worker stays busy
+    s, df = _sweep_with(lambda p: p.send_signal(signal.SIGKILL), lenet_ir, db, settings)
+    assert (s.failed, s.ok) == (1, 1)
+    assert "killed by signal SIGKILL" in df.loc[1, "error"]
+    assert df.loc[2, "status"] == "ok"
+
+
+def test_worker_that_hangs_is_killed_after_its_timeout(lenet_ir, db, fast):
+    settings = replace(fast, max_time_s=4.0, tolerance=1e-9)
+    t0 = time.time()
+    s, df = _sweep_with(lambda p: p.send_signal(signal.SIGSTOP), lenet_ir, db, settings, timeout_s=2.0)
+    assert "stopped responding" in df.loc[1, "error"]
+    assert df.loc[2, "status"] == "ok"
+    assert time.time() - t0 < 60
+    assert not [p for p in psutil.Process().children(recursive=True) if p.status() == psutil.STATUS_STOPPED]
+
+
+def _fixed_batch_ir(tmp_path):
+    """An IR whose Reshape only fits batch 2: other batch sizes fail inside OpenVINO."""
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    x = ops.parameter([-1, 4], ov.Type.f32, name="x")
+    y = ops.reshape(x, ops.constant([2, 2, 2], ov.Type.i64), special_zero=False)
+    model = ov.Model([ops.relu(y)], [x], "fixed")
+    path = tmp_path / "fixed.xml"
+    ov.save_model(model, str(path), compress_to_fp16=False)
+    return path
+
+
+def test_exception_inside_the_runtime_fails_one_point_only(tmp_path, db, fast):
+    path = _fixed_batch_ir(tmp_path)
+    s = run_sweep(path, SweepSpec(batch_sizes="1,2,3"), db, "rt", settings=fast)
+    df = load_results(db, "rt").set_index("batch_size")
+    assert df.loc[2, "status"] == "ok"
+    assert df.loc[1, "status"] == "failed" and df.loc[3, "status"] == "failed"
+    assert "batch size 1" in df.loc[1, "error"] and "\n" not in df.loc[1, "error"]
+    assert s.ok == 1 and s.failed == 2
+
+
+def test_out_of_memory_at_a_huge_batch_keeps_the_small_one(lenet_ir, db, fast):
+    s = run_sweep(lenet_ir, SweepSpec(batch_sizes="1,65536"), db, "oom", settings=fast, memory_limit_mb=1500)
+    df = load_results(db, "oom").set_index("batch_size")
+    assert df.loc[1, "status"] == "ok"
+    assert df.loc[65536, "status"] == "failed" and df.loc[65536, "error"]
+
+
+def test_two_sweeps_write_one_database_at_once(lenet_ir, db):
+    common = ["--db", str(db), "--quiet", "--max-time", "0.4", "--window", "0.1", "--warmup", "0.05",
+              "--batch", "1,2,4"]
+    procs = [subprocess.Popen([sys.executable, "-m", "wb_core", "profile", str(lenet_ir), "--study", study, *common],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for study in ("a", "b", "a")]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    for study in ("a", "b"):
+        df = load_results(db, study)
+        assert len(df) == 3 and df.key.is_unique and (df.status == "ok").all()
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 6
+
+
+def test_a_briefly_locked_database_is_waited_for(lenet_ir, db, fast):
+    run_sweep(lenet_ir, SweepSpec(), db, "lock", settings=fast)
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    threading.Timer(1.5, lambda: holder.execute("COMMIT")).start()
+    s = run_sweep(lenet_ir, SweepSpec(batch_sizes="2"), db, "lock", settings=fast)
+    assert s.ok == 1 and len(load_results(db, "lock")) == 2
+
+
+def test_corrupt_database_is_a_clear_error(tmp_path):
+    bad = tmp_path / "results.db"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="Cannot open results database"):
+        Store(bad)
+    r = subprocess.run([sys.executable, "-m", "wb_core", "results", "--study", "x", "--db", str(bad)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.startswith("Error: Cannot open results database")
+
+
+def test_database_in_missing_folder(tmp_path, lenet_ir, fast):
+    with pytest.raises(StoreError, match="folder"):
+        run_sweep(lenet_ir, SweepSpec(), tmp_path / "nope" / "r.db", "x", settings=fast)
+
+
+def test_store_queries_are_parameterised(db):
+    """A hostile study name is stored as text, not run as SQL."""
+    evil = "x'); DROP TABLE runs; --"
+    with Store(db) as s:
+        s.ensure_study(evil, "m", "openvino", "fp", {}, "hw", {}, {})
+        s.add_run(evil, "k", {"backend": "openvino", "cores": None}, "ok", {"throughput": 1.0})
+        assert s.get_study(evil)["name"] == evil
+        assert len(s.runs(evil)) == 1
