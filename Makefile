@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export WB_CACHE_DIR ?= $(CURDIR)/.wb-cache
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: run test test-all bench bench-quick install browser clean demo
+.PHONY: run test test-all bench bench-quick install browser clean demo screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,15 +23,19 @@ browser:
 demo: $(STAMP)
 	$(BIN)/wb demo-model lenet-digits --out .wb-cache/demo-out >/dev/null
 
-run: $(STAMP)
-	$(BIN)/wb profile lenet-digits --backend openvino,tensorflow --threads 1,2 --batch 1,8 --cores none,first1 \
-		--max-time 2 --study demo --db wb.db
+# The dashboard on the demo model, loopback only; `wb dashboard` prints the address.
+run: demo
+	$(BIN)/wb dashboard --db wb.db --host 127.0.0.1 --port 8866
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest
 
 test-all: $(STAMP) browser
 	$(BIN)/python -m pytest -m ""
+
+# Refresh the README's screenshots from the browser test.
+screenshots: $(STAMP) browser
+	WB_SCREENSHOTS=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest tests/test_dashboard_browser.py -m ""
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

@@ -18,10 +18,21 @@ from wb_core.runner import run_sweep
 from wb_core.store import Store, load_results
 
 
-def _measuring_worker(min_age=1.0, timeout=60):
-    """The first worker child of this process that has been alive for `min_age` seconds."""
+def _measuring_worker(db, min_age=1.0, timeout=120):
+    """The first measuring worker of this process alive for `min_age` seconds.
+
+    The study row is written after the preflight inspection, so once it exists every worker
+    child is a measuring one.
+    """
     deadline = time.time() + timeout
     while time.time() < deadline:
+        try:
+            with sqlite3.connect(db, timeout=1) as c:
+                if not c.execute("SELECT COUNT(*) FROM studies").fetchone()[0]:
+                    raise sqlite3.OperationalError("no study yet")
+        except sqlite3.OperationalError:
+            time.sleep(0.05)
+            continue
         for p in psutil.Process().children(recursive=True):
             try:
                 if "wb_core.worker" in " ".join(p.cmdline()) and time.time() - p.create_time() > min_age:
@@ -34,7 +45,7 @@ def _measuring_worker(min_age=1.0, timeout=60):
 
 def _sweep_with(action, lenet_ir, db, settings, **kw):
     spec = SweepSpec(threads="1,2", batch_sizes="1")
-    t = threading.Thread(target=lambda: action(_measuring_worker()), daemon=True)
+    t = threading.Thread(target=lambda: action(_measuring_worker(db)), daemon=True)
     t.start()
     summary = run_sweep(lenet_ir, spec, db, "f", settings=settings, **kw)
     t.join()

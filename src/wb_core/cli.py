@@ -245,6 +245,7 @@ def main() -> None:
 # Command groups that live in their own modules register themselves on `app` (imported last:
 # they import `app`).
 from wb_core import cli_analysis, cli_planning  # noqa: E402,F401
+from wb_core import cli_dashboard  # noqa: E402,F401
 
 if __name__ == "__main__":
     # Run the imported module's main: `python -m` executes a second copy of this file as __main__,

@@ -60,14 +60,18 @@ def peak_rss_mb() -> float:
 
 
 def measure(make_infer: Callable[[], Infer], batches: list, batch_size: int, settings: MeasureSettings,
-            concurrency: int = 1, heartbeat: Callable[[], None] | None = None) -> dict:
+            concurrency: int = 1, heartbeat: Callable[[], None] | None = None, make_async=None) -> dict:
     """Measure a closed loop of `concurrency` requests in flight; return flat metric columns.
 
-    `make_infer()` returns a callable that runs one request synchronously; it is called once per
-    concurrent stream (OpenVINO: one infer request each; TensorFlow: the same function).
+    `make_infer()` returns a callable that runs one request synchronously. With concurrency > 1,
+    `make_async(jobs, on_done)` (OpenVINO: an AsyncInferQueue) keeps the requests in flight from
+    one thread; without it (TensorFlow) each request stream gets a Python thread of its own.
     """
     window_s = min(settings.window_s, settings.max_time_s / settings.min_windows)
     proc = psutil.Process()
+    if concurrency > 1 and make_async is not None:
+        return _measure_async(make_infer, make_async, batches, batch_size, settings, concurrency, window_s, proc,
+                              heartbeat)
     infers = [make_infer() for _ in range(concurrency)]
 
     # First inference on its own: what a cold server pays on the first request.
@@ -126,6 +130,55 @@ def measure(make_infer: Callable[[], Infer], batches: list, batch_size: int, set
     stop.set()
     for t in threads:
         t.join(timeout=60)
+    lat = [v / 1e6 for e, v in records if e <= end]
+    return _result(lat, windows, batch_size, (end - wall0) / 1e9, cpu0, cpu1, first_ms, settings)
+
+
+def _measure_async(make_infer, make_async, batches, batch_size, settings, concurrency, window_s, proc, heartbeat):
+    """Closed loop through an async queue: submit whenever a request slot is idle."""
+    perf = time.perf_counter_ns
+    t0 = time.perf_counter()
+    make_infer()(batches[0])
+    first_ms = (time.perf_counter() - t0) * 1e3
+    records: list[tuple[int, int]] = []  # (end_ns, latency_ns), appended by the runtime's callbacks
+    measuring = [False]
+
+    def on_done(start_ns: int) -> None:
+        e = perf()
+        if measuring[0]:
+            records.append((e, e - start_ns))
+
+    queue = make_async(concurrency, on_done)
+    n = len(batches)
+    i = 0
+    t_end = perf() + int(settings.warmup_s * 1e9)
+    while i < settings.warmup_iters * concurrency or perf() < t_end:
+        queue.submit(batches[i % n])
+        i += 1
+    queue.wait_all()
+    cpu0 = proc.cpu_times()
+    wall0 = perf()
+    measuring[0] = True
+    windows: list[float] = []
+    w_start, seen = wall0, 0
+    while True:
+        w_end = w_start + int(window_s * 1e9)
+        while perf() < w_end:
+            queue.submit(batches[i % n])
+            i += 1
+        now = perf()
+        done = sum(1 for e, _ in records[seen:] if e <= now)
+        seen += done
+        windows.append(done * batch_size / ((now - w_start) / 1e9))
+        w_start = now
+        if heartbeat:
+            heartbeat()
+        if is_stable(windows, settings.min_windows, settings.tolerance) or (now - wall0) / 1e9 >= settings.max_time_s:
+            break
+    end = perf()
+    cpu1 = proc.cpu_times()
+    measuring[0] = False
+    queue.wait_all()
     lat = [v / 1e6 for e, v in records if e <= end]
     return _result(lat, windows, batch_size, (end - wall0) / 1e9, cpu0, cpu1, first_ms, settings)
 

@@ -96,7 +96,7 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
     configs = list(configs) if configs is not None else spec.expand()
     # Preflight: a model that cannot be read, or inputs that cannot be shaped, stop the sweep
     # before anything is written.
-    specs = inspect_inputs(model)
+    specs = inspect_inputs(model, timeout_s)
     for b in sorted({c.batch_size for c in configs}):
         for s in specs:
             resolve_shape(s, b, inputs)

@@ -79,13 +79,13 @@ def variant_path(backend: str, path: str | Path, fmt: str, fp: str) -> Path:
 _INPUTS: dict[tuple[str, str], list[dict]] = {}
 
 
-def inspect_inputs(path: str | Path) -> list[InputSpec]:
+def inspect_inputs(path: str | Path, timeout_s: float | None = None) -> list[InputSpec]:
     """The model's inputs (name, shape with -1 for dynamic dims, dtype), read in a child process."""
     path = Path(path)
     fmt = detect_format(path)
     key = (str(path.resolve()), fingerprint(path))
     if key not in _INPUTS:
-        res = run_task({"task": "inspect", "format": fmt, "path": str(path)}, timeout=600,
+        res = run_task({"task": "inspect", "format": fmt, "path": str(path)}, timeout=timeout_s or 600,
                        what=f"reading the inputs of '{path}'")
         _INPUTS[key] = res["inputs"]
     return [InputSpec.from_dict(d) for d in _INPUTS[key]]

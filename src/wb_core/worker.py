@@ -105,7 +105,8 @@ def task_measure(task: dict) -> None:
                                       concurrency=concurrency, seed=settings.seed)
         else:
             metrics = measure(session.make_infer, batches, p["batch_size"], settings, concurrency=concurrency,
-                              heartbeat=lambda: emit({"type": "heartbeat"}))
+                              heartbeat=lambda: emit({"type": "heartbeat"}),
+                              make_async=getattr(session, "make_async", None))
         metrics.update(extra)
         metrics.update(session.info())
         emit({"type": "point", "key": p["key"], "status": "ok", "metrics": metrics})
@@ -147,7 +148,8 @@ def task_max_rate(task: dict) -> None:
     concurrency = int(task["group"].get("concurrency") or 1)
     b = task["points"][0]["batch_size"]
     extra, batches = _prepared_batches(session, b, opts, settings)
-    closed = measure(session.make_infer, batches, b, settings, concurrency=concurrency)
+    closed = measure(session.make_infer, batches, b, settings, concurrency=concurrency,
+                     make_async=getattr(session, "make_async", None))
     capacity = closed["throughput"] / b  # requests/s in a closed loop: an upper bound for the open loop
     lo, hi = 0.0, capacity * 1.05
     best = None

@@ -1,0 +1,133 @@
+"""Small widget factories and the error guard every callback goes through.
+
+A callback that raises inside a widget event vanishes into the kernel log; users of a Voila page
+never see it. `guarded` turns a WorkbenchError into its one-sentence message and anything else
+into a short message plus the traceback in a collapsed Output, so the page keeps working.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import traceback
+
+import ipywidgets as w
+
+from wb_core.errors import WorkbenchError
+
+STYLE = {"description_width": "150px"}
+WIDE = w.Layout(width="520px")
+
+# The page's own CSS: message colours and compact tables (Voila has no stylesheet hook).
+CSS = """
+<style>
+.wb-msg { padding: 6px 10px; border-radius: 4px; margin: 4px 0; font-size: 13px; }
+.wb-msg-info { background: #eef5fc; border-left: 4px solid #1f77b4; }
+.wb-msg-ok { background: #eefaf0; border-left: 4px solid #2ca02c; }
+.wb-msg-error { background: #fdeeee; border-left: 4px solid #d62728; }
+.wb-table { border-collapse: collapse; font-size: 12px; }
+.wb-table th, .wb-table td { border-bottom: 1px solid #ddd; padding: 2px 8px; text-align: right; }
+.wb-table th { background: #f4f4f4; }
+.wb-kv td { padding: 1px 10px 1px 0; font-size: 13px; vertical-align: top; }
+.wb-pre { font-family: monospace; font-size: 12px; white-space: pre; max-height: 420px; overflow: auto;
+          background: #f8f8f8; border: 1px solid #ddd; padding: 8px; }
+</style>
+"""
+
+
+def message_html(text: str, kind: str = "info") -> str:
+    """An inline message box; kind is info, ok or error."""
+    return f'<div class="wb-msg wb-msg-{kind}">{html.escape(str(text))}</div>'
+
+
+class MessageArea(w.VBox):
+    """Where a panel tells the user what happened: one message, and a traceback only for bugs."""
+
+    def __init__(self):
+        self.text = w.HTML("")
+        self.details = w.Output()
+        self.details_box = w.Accordion(children=[self.details], titles=("Details",))
+        self.details_box.layout.display = "none"
+        super().__init__([self.text, self.details_box])
+        self.add_class("wb-messages")
+
+    def show(self, text: str, kind: str = "info") -> None:
+        self.text.value = message_html(text, kind)
+        if kind != "error":
+            self.details_box.layout.display = "none"
+
+    def clear(self) -> None:
+        self.text.value = ""
+        self.details_box.layout.display = "none"
+
+    def error(self, exc: BaseException) -> None:
+        if isinstance(exc, WorkbenchError):
+            self.show(str(exc), "error")
+            return
+        self.show(f"Something went wrong: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
+                  "error")
+        self.details.clear_output()
+        with self.details:
+            print("".join(traceback.format_exception(exc)))
+        self.details_box.layout.display = ""
+
+
+def guarded(messages: MessageArea):
+    """Decorator for widget callbacks: show any exception in `messages` instead of losing it."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:  # a callback must never die silently
+                messages.error(e)
+                return None
+
+        return inner
+
+    return wrap
+
+
+def text(description: str, value: str = "", tooltip: str = "", placeholder: str = "") -> w.Text:
+    return w.Text(value=value, description=description, tooltip=tooltip, placeholder=placeholder,
+                  style=STYLE, layout=WIDE)
+
+
+def choices(description: str, options, value, tooltip: str = "") -> w.HBox:
+    """A row of checkboxes for a multi-valued choice; `.selected()` on the box returns the ticked ones."""
+    boxes = [w.Checkbox(value=o in value, description=o, indent=False, layout=w.Layout(width="auto"))
+             for o in options]
+    label = w.Label(description, layout=w.Layout(width="154px"), tooltip=tooltip)
+    row = w.HBox([label, *boxes])
+    row.selected = lambda: [b.description for b in boxes if b.value]
+    row.boxes = boxes
+    return row
+
+
+def button(description: str, style: str = "", icon: str = "", tooltip: str = "") -> w.Button:
+    return w.Button(description=description, button_style=style, icon=icon, tooltip=tooltip,
+                    layout=w.Layout(width="auto"))
+
+
+def section(title: str) -> w.HTML:
+    return w.HTML(f"<h3 style='margin:10px 0 4px 0'>{html.escape(title)}</h3>")
+
+
+def key_values(rows: list[tuple[str, object]]) -> str:
+    """A two-column HTML table of labels and values."""
+    cells = "".join(f"<tr><td><b>{html.escape(str(k))}</b></td><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
+    return f'<table class="wb-kv">{cells}</table>'
+
+
+def frame_html(df, columns: list[str], max_rows: int = 200) -> str:
+    """A compact HTML table of some columns of a DataFrame (missing values as '-')."""
+    cols = [c for c in columns if c in df.columns]
+    view = df[cols].tail(max_rows).copy()
+    for c in cols:
+        if c.startswith(("latency", "cpu_util")):
+            view[c] = view[c].map(lambda v: f"{v:.3g}" if isinstance(v, (int, float)) and v == v else v)
+        elif c in ("throughput", "rss_mb"):
+            view[c] = view[c].map(lambda v: f"{v:,.1f}" if isinstance(v, (int, float)) and v == v else v)
+    view = view.astype(object).where(view.notna(), "-")
+    return view.to_html(index=False, classes="wb-table", border=0, escape=True)
