@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export WB_CACHE_DIR ?= $(CURDIR)/.wb-cache
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: run test test-all bench install browser postgres clean demo screenshots
+.PHONY: run test test-all bench bench-quick install browser postgres clean demo screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -44,6 +44,10 @@ screenshots: $(STAMP) browser
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
+
+# Every benchmark table at smoke-test size (a few minutes): checks the scripts, not the machine.
+bench-quick: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py --quick
 
 clean:
 	rm -rf $(VENV) .wb-cache .pytest_cache .hypothesis wb.db wb.db-wal wb.db-shm

@@ -8,6 +8,7 @@ from typing import Callable
 
 from wb_core.config import InputOptions, MeasureSettings, SweepSpec
 from wb_core.demo import demo_name_of, resolve_model
+from wb_core.errors import ConfigError
 from wb_core.paths import default_db
 from wb_core.runner import SweepSummary, run_sweep
 from wb_core.store import load_results
@@ -30,8 +31,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             on_point: Callable[[dict], None] | None = None, cancel: threading.Event | None = None,
             return_frame: bool = True, data=None, preprocess: Callable | None = None, metric="auto",
             calib_size: int = 300, max_accuracy_drop: float | None = None, accuracy: bool = True,
-            precision_options=None,
-            cluster: str | None = None, hosts=None, ship_model: bool = False):
+            precision_options=None, search: str = "grid", p99_ms: float | None = None,
+            budget: int | None = None, cluster: str | None = None, hosts=None, ship_model: bool = False):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
     Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
@@ -44,6 +45,9 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     accuracy-aware quantization. `precision_options` (a PrecisionOptions) overrides them all.
     `cluster` (a Dask scheduler address) runs the study on that cluster's hosts (or only `hosts`),
     once per hardware type; `ship_model` sends the model to hosts that do not share its path.
+
+    `search="smart"` measures only part of the grid, climbing towards the highest throughput whose
+    p99 stays under `p99_ms`, in at most `budget` configurations (see `wb_core.search`).
     """
     from wb_core.precision import PrecisionOptions
 
@@ -57,11 +61,19 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     prec = precision_options or PrecisionOptions(data=data, preprocess=preprocess, metric=metric,
                                                  subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
                                                  accuracy=accuracy)
-    from wb_core.fleet.cli_support import open_executor
+    if search == "grid" and p99_ms is None and budget is None:
+        from wb_core.fleet.cli_support import open_executor
 
-    with open_executor(cluster, hosts, ship_model) as executor:
-        summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
-                            progress=progress, cancel=cancel, precision=prec, executor=executor)
+        with open_executor(cluster, hosts, ship_model) as executor:
+            summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
+                                progress=progress, cancel=cancel, precision=prec, executor=executor)
+    else:
+        from wb_core.search import run_search
+
+        if cluster:
+            raise ConfigError("The smart search runs on this machine; leave out the cluster, or search with a grid.")
+        summary = run_search(path, spec, db, study, search=search, p99_ms=p99_ms, budget=budget, settings=settings,
+                             inputs=inputs, on_point=on_point, progress=progress, cancel=cancel, precision=prec)
     return load_results(db, study) if return_frame else summary
 
 

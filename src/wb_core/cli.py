@@ -72,7 +72,11 @@ def profile(
     rate: str = typer.Option("none", "--rate", help="Poisson arrival rates in requests/s (server scenario)."),
     find_max_rate: bool = typer.Option(False, "--find-max-rate",
                                        help="Search the highest rate whose p99 stays under --p99-ms."),
-    p99_ms: Optional[float] = typer.Option(None, "--p99-ms", help="p99 latency target for --find-max-rate."),
+    p99_ms: Optional[float] = typer.Option(None, "--p99-ms",
+                                           help="p99 latency target (ms) for --find-max-rate and --search smart."),
+    search: str = typer.Option("grid", "--search",
+                               help="grid (every configuration) or smart (climbs to the best in far fewer runs)."),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Most configurations to measure."),
     onednn: str = typer.Option("auto", "--onednn", help="TensorFlow oneDNN: on, off, auto."),
     cpu_pinning: str = typer.Option("auto", "--ov-pinning", help="OpenVINO ENABLE_CPU_PINNING: on, off, auto."),
     study: Optional[str] = typer.Option(None, "--study", help="Study name (default: the model's name)."),
@@ -138,11 +142,19 @@ def profile(
         _find_max_rate(path, spec, p99_ms, db, study, settings, inputs)
         return
     prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy)
-    from wb_core.fleet.cli_support import open_executor
+    if search != "grid" or budget is not None or p99_ms is not None:
+        from wb_core.search import run_search
 
-    with open_executor(cluster, hosts, ship_model) as executor:
-        summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, progress=not quiet,
-                            timeout_s=timeout, precision=prec, executor=executor)
+        if cluster:
+            _fail("The smart search runs on this machine; leave out --cluster, or search with a grid.")
+        summary = run_search(path, spec, db, study, search=search, p99_ms=p99_ms, budget=budget, settings=settings,
+                             inputs=inputs, progress=not quiet, timeout_s=timeout, precision=prec)
+    else:
+        from wb_core.fleet.cli_support import open_executor
+
+        with open_executor(cluster, hosts, ship_model) as executor:
+            summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, progress=not quiet,
+                                timeout_s=timeout, precision=prec, executor=executor)
     if not quiet:
         _print_table(load_results(db, study))
     typer.echo(summary.line())

@@ -75,10 +75,17 @@ def variant_path(backend: str, path: str | Path, fmt: str, fp: str) -> Path:
     return ensure_savedmodel(path, fmt, fp)
 
 
+# Inputs read per model content: a search calls the runner many times, and each read costs a child process.
+_INPUTS: dict[tuple[str, str], list[dict]] = {}
+
+
 def inspect_inputs(path: str | Path, timeout_s: float | None = None) -> list[InputSpec]:
     """The model's inputs (name, shape with -1 for dynamic dims, dtype), read in a child process."""
     path = Path(path)
     fmt = detect_format(path)
-    res = run_task({"task": "inspect", "format": fmt, "path": str(path)}, timeout=timeout_s or 600,
-                   what=f"reading the inputs of '{path}'")
-    return [InputSpec.from_dict(d) for d in res["inputs"]]
+    key = (str(path.resolve()), fingerprint(path))
+    if key not in _INPUTS:
+        res = run_task({"task": "inspect", "format": fmt, "path": str(path)}, timeout=timeout_s or 600,
+                       what=f"reading the inputs of '{path}'")
+        _INPUTS[key] = res["inputs"]
+    return [InputSpec.from_dict(d) for d in _INPUTS[key]]

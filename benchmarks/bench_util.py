@@ -1,0 +1,78 @@
+"""Small helpers the benchmark scripts share: tables, spread statistics, quick measuring settings."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Iterable, Sequence
+
+from wb_core.config import MeasureSettings
+
+
+def print_table(title: str, header: Sequence[str], rows: Iterable[Sequence], notes: Iterable[str] = ()) -> None:
+    """An aligned plain-text table (numbers right-aligned), a title above and notes below."""
+    rows = [[_cell(v) for v in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
+    numeric = [all(_is_num(r[i]) for r in rows) and bool(rows) for i in range(len(header))]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)).rstrip()
+
+    print(f"\n{title}")
+    print(line(header))
+    print(line(["-" * w for w in widths]))
+    for r in rows:
+        print(line(r))
+    for n in notes:
+        print(n)
+    print(flush=True)
+
+
+def fixed_time(seconds: float, warmup_s: float = 0.5) -> MeasureSettings:
+    """Measure for exactly `seconds` (no early stop on stable windows): like benchmark_app's -t."""
+    return MeasureSettings(warmup_s=warmup_s, window_s=seconds / 3, min_windows=3, tolerance=1e-9,
+                           max_time_s=seconds)
+
+
+def median_spread(values: Sequence[float]) -> tuple[float, float, float]:
+    """(median, min, max) of the finite values; NaN when there are none."""
+    v = [x for x in values if x is not None and math.isfinite(x)]
+    if not v:
+        return math.nan, math.nan, math.nan
+    return statistics.median(v), min(v), max(v)
+
+
+def cv(values: Sequence[float]) -> float:
+    """Coefficient of variation: sample standard deviation over the mean."""
+    v = [x for x in values if x is not None and math.isfinite(x)]
+    if len(v) < 2 or statistics.fmean(v) == 0:
+        return math.nan
+    return statistics.stdev(v) / statistics.fmean(v)
+
+
+def fmt_ratio(med: float, lo: float, hi: float) -> str:
+    if not math.isfinite(med):
+        return "n/a"
+    return f"{med:.3f} ({lo:.2f}-{hi:.2f})"
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return "n/a"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        if abs(v) >= 100:
+            return f"{v:.1f}"
+        return f"{v:.3g}" if abs(v) < 1 else f"{v:.2f}"
+    return str(v)
+
+
+def _is_num(s: str) -> bool:
+    try:
+        float(s.replace(",", "").rstrip("x%"))
+        return True
+    except ValueError:
+        return s in ("-", "n/a")

@@ -1,0 +1,97 @@
+"""Value of tuning: the best configuration the smart search finds against what a user gets without us.
+
+    python benchmarks/value_of_tuning.py [--models lenet-digits,mobilenet-v2] [--p99-ms X] [--quick]
+
+For each demo model, the smart search looks for the highest fp32 throughput on OpenVINO over
+threads 1..N x streams 1..N x requests in flight 1..N x batch 1..32 (N = CPUs available). The
+defaults, each measured at batch 1 and at the batch size the search chose:
+- TensorFlow with its default threads (the SavedModel as a user would serve it);
+- OpenVINO with PERFORMANCE_HINT=LATENCY, one request at a time;
+- OpenVINO with PERFORMANCE_HINT=THROUGHPUT and N requests in flight (what the hint is made for).
+The tuned configuration is measured again right after the defaults, so that the ratios compare
+runs taken under the same machine load. At batch 1 the speed-up includes batching, which only
+pays when the application can group requests; at the tuned batch it is threads, streams and
+runtime alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from bench_util import print_table
+
+from wb_core.config import MeasureSettings, RunConfig, SweepSpec, available_cpus
+from wb_core.demo import demo_model_path
+from wb_core.runner import run_sweep
+from wb_core.search import run_search
+from wb_core.store import load_results
+
+
+def defaults(n: int, batches: str) -> dict[str, SweepSpec]:
+    return {
+        "TensorFlow, default threads": SweepSpec(backends="tensorflow", batch_sizes=batches),
+        "OpenVINO LATENCY hint": SweepSpec(backends="openvino", batch_sizes=batches, hints="latency"),
+        f"OpenVINO THROUGHPUT hint, {n} requests": SweepSpec(backends="openvino", batch_sizes=batches,
+                                                             hints="throughput", concurrency=str(n)),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="lenet-digits,mobilenet-v2")
+    ap.add_argument("--p99-ms", type=float, default=None, help="p99 target for the search (default: none)")
+    ap.add_argument("--max-time", type=float, default=1.5, help="measuring time limit per point, seconds")
+    ap.add_argument("--quick", action="store_true", help="lenet-digits only, very short windows: a smoke test")
+    a = ap.parse_args()
+    if a.quick:
+        a.models, a.max_time = "lenet-digits", 0.4
+    settings = MeasureSettings(warmup_s=a.max_time / 4, window_s=a.max_time / 4, max_time_s=a.max_time,
+                               min_windows=3, tolerance=0.05)
+    n = len(available_cpus())
+    ladder = ",".join(str(v) for v in range(1, n + 1))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "value.db"
+        for name in a.models.split(","):
+            model = demo_model_path(name)
+            space = SweepSpec(backends="openvino", threads=ladder, streams=ladder, concurrency=ladder,
+                              batch_sizes="1,2,4,8,16,32")
+            found = run_search(model, space, db, f"{name}-search", search="smart", p99_ms=a.p99_ms, settings=settings)
+            if found.best is None:
+                rows.append([name, "-", "search found nothing", "-", "-", "-", "-", "-"])
+                continue
+            tuned = found.best.config
+            batches = ",".join(str(b) for b in sorted({1, tuned.batch_size}))
+            measured = {}
+            for label, spec in defaults(n, batches).items():
+                study = f"{name}-{label}"
+                run_sweep(model, spec, db, study, settings=settings)
+                for r in load_results(db, study).to_dict("records"):
+                    measured[(label, int(r["batch_size"]))] = r
+            again = f"{name}-tuned-again"
+            run_sweep(model, SweepSpec(), db, again, settings=settings, configs=[tuned])
+            t = load_results(db, again).iloc[0]
+            for (label, b), r in measured.items():
+                ok = r["status"] == "ok"
+                rows.append([name, label, b, r["throughput"] if ok else r["status"],
+                             r["latency_ms_p99"] if ok else "-", t.throughput,
+                             f"{t.throughput / r['throughput']:.2f}x" if ok else "-", _short(tuned)])
+            rows.append([name, "(search)", "-", f"{found.measured} of {found.candidates} configs", "-",
+                         found.best.throughput, "-", _short(tuned)])
+    print_table(
+        f"Value of tuning: fp32, tuned = best of a smart search on OpenVINO "
+        f"({'p99 <= %g ms' % a.p99_ms if a.p99_ms else 'no p99 target'}), max {a.max_time:g} s per point",
+        ["model", "default", "batch", "default samples/s", "default p99 ms", "tuned samples/s", "speed-up",
+         "tuned config"], rows,
+        ["speed-up = tuned samples/s (measured again beside the defaults) / default samples/s. At batch 1 it "
+         "includes batching."])
+
+
+def _short(cfg: RunConfig) -> str:
+    return f"b{cfg.batch_size} t{cfg.threads or 'auto'} s{cfg.streams or 'auto'} c{cfg.concurrency}"
+
+
+if __name__ == "__main__":
+    main()
