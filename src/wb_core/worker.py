@@ -294,4 +294,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Every result is on stdout by now. Skip interpreter teardown: runtime destructors that join
+    # their thread pools can hang there, and the parent would wait for a worker with nothing left
+    # to say.
+    os._exit(code)

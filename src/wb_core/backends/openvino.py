@@ -108,13 +108,27 @@ class OpenVINOSession:
 class _AsyncQueue:
     def __init__(self, compiled, jobs: int, on_done):
         self.queue = ov.AsyncInferQueue(compiled, jobs)
-        self.queue.set_callback(lambda request, start_ns: on_done(start_ns))
+        self.submitted = 0
+        self.finished = 0
+
+        def callback(request, start_ns):
+            on_done(start_ns)
+            self.finished += 1  # only runtime threads holding the GIL write it, one at a time
+
+        self.queue.set_callback(callback)
 
     def submit(self, batch) -> None:
         # Wait for an idle request first, so that the start time excludes waiting for a slot.
         self.queue.get_idle_request_id()
         inputs = dict(enumerate(batch)) if isinstance(batch, list) else batch
+        self.submitted += 1
         self.queue.start_async(inputs, userdata=time.perf_counter_ns(), share_inputs=True)
 
     def wait_all(self) -> None:
         self.queue.wait_all()
+        # wait_all can return before the last Python callback has run. A callback still waiting
+        # for the GIL when the compiled model is destroyed deadlocks that destructor, so wait
+        # (sleeping, which releases the GIL) until every callback has finished.
+        deadline = time.monotonic() + 30
+        while self.finished < self.submitted and time.monotonic() < deadline:
+            time.sleep(0.0005)
