@@ -69,16 +69,47 @@ def measure(make_infer: Callable[[], Infer], batches: list, batch_size: int, set
     """
     window_s = min(settings.window_s, settings.max_time_s / settings.min_windows)
     proc = psutil.Process()
-    if concurrency > 1 and make_async is not None:
-        return _measure_async(make_infer, make_async, batches, batch_size, settings, concurrency, window_s, proc,
+    infer = make_infer()
+    first_ms = _first_inference_ms(infer, batches[0])
+    if concurrency == 1:
+        return _measure_inline(infer, batches, batch_size, settings, window_s, proc, first_ms, heartbeat)
+    if make_async is not None:
+        return _measure_async(make_async, batches, batch_size, settings, concurrency, window_s, proc, first_ms,
                               heartbeat)
-    infers = [make_infer() for _ in range(concurrency)]
+    return _measure_threads([infer] + [make_infer() for _ in range(concurrency - 1)], batches, batch_size,
+                            settings, window_s, proc, first_ms, heartbeat)
 
-    # First inference on its own: what a cold server pays on the first request.
+
+def _first_inference_ms(infer: Infer, batch) -> float:
+    """The first request on its own: what a cold server pays on its first call."""
     t0 = time.perf_counter()
-    infers[0](batches[0])
-    first_ms = (time.perf_counter() - t0) * 1e3
+    infer(batch)
+    return (time.perf_counter() - t0) * 1e3
 
+
+def _windows_until_stable(records: list, run_until: Callable[[int], None], batch_size: int,
+                          settings: MeasureSettings, window_s: float, wall0: int, heartbeat) -> list[float]:
+    """Throughput of successive windows of completed requests, until the last ones agree or time is up.
+
+    `records` grows by one entry per completed request; `run_until(t_ns)` keeps requests flowing
+    until t_ns.
+    """
+    windows: list[float] = []
+    w_start, seen = wall0, 0
+    while True:
+        run_until(w_start + int(window_s * 1e9))
+        now = time.perf_counter_ns()
+        total = len(records)
+        windows.append((total - seen) * batch_size / ((now - w_start) / 1e9))
+        seen, w_start = total, now
+        if heartbeat:
+            heartbeat()
+        if is_stable(windows, settings.min_windows, settings.tolerance) or (now - wall0) / 1e9 >= settings.max_time_s:
+            return windows
+
+
+def _measure_threads(infers: list[Infer], batches, batch_size, settings, window_s, proc, first_ms, heartbeat):
+    """Closed loop with one Python thread per request stream (runtimes release the GIL in infer)."""
     records: list[tuple[int, int]] = []  # (end_ns, latency_ns), appended by every stream
     stop = threading.Event()
     measuring = threading.Event()
@@ -97,9 +128,6 @@ def measure(make_infer: Callable[[], Infer], batches: list, batch_size: int, set
                 append((e, e - s))
             i += 1
 
-    if concurrency == 1:
-        return _measure_inline(infers[0], batches, batch_size, settings, window_s, proc, first_ms, heartbeat)
-
     # Warm-up: the streams run for warmup_s before measuring starts.
     threads = [threading.Thread(target=loop, args=(inf, k), daemon=True) for k, inf in enumerate(infers)]
     for t in threads:
@@ -108,22 +136,9 @@ def measure(make_infer: Callable[[], Infer], batches: list, batch_size: int, set
     cpu0 = proc.cpu_times()
     wall0 = time.perf_counter_ns()
     measuring.set()
-    windows: list[float] = []
-    w_start = wall0
-    seen = 0
-    while True:
-        time.sleep(window_s)
-        now = time.perf_counter_ns()
-        snapshot = records[seen:]
-        done = sum(1 for e, _ in snapshot if e <= now)
-        seen += done
-        windows.append(done * batch_size / ((now - w_start) / 1e9))
-        w_start = now
-        if heartbeat:
-            heartbeat()
-        elapsed = (now - wall0) / 1e9
-        if is_stable(windows, settings.min_windows, settings.tolerance) or elapsed >= settings.max_time_s:
-            break
+    windows = _windows_until_stable(
+        records, lambda t: time.sleep(max(0.0, (t - time.perf_counter_ns()) / 1e9)), batch_size, settings,
+        window_s, wall0, heartbeat)
     measuring.clear()
     end = time.perf_counter_ns()
     cpu1 = proc.cpu_times()
@@ -134,12 +149,9 @@ def measure(make_infer: Callable[[], Infer], batches: list, batch_size: int, set
     return _result(lat, windows, batch_size, (end - wall0) / 1e9, cpu0, cpu1, first_ms, settings)
 
 
-def _measure_async(make_infer, make_async, batches, batch_size, settings, concurrency, window_s, proc, heartbeat):
+def _measure_async(make_async, batches, batch_size, settings, concurrency, window_s, proc, first_ms, heartbeat):
     """Closed loop through an async queue: submit whenever a request slot is idle."""
     perf = time.perf_counter_ns
-    t0 = time.perf_counter()
-    make_infer()(batches[0])
-    first_ms = (time.perf_counter() - t0) * 1e3
     records: list[tuple[int, int]] = []  # (end_ns, latency_ns), appended by the runtime's callbacks
     measuring = [False]
 
@@ -151,6 +163,13 @@ def _measure_async(make_infer, make_async, batches, batch_size, settings, concur
     queue = make_async(concurrency, on_done)
     n = len(batches)
     i = 0
+
+    def submit_until(t_ns: int) -> None:
+        nonlocal i
+        while perf() < t_ns:
+            queue.submit(batches[i % n])
+            i += 1
+
     t_end = perf() + int(settings.warmup_s * 1e9)
     while i < settings.warmup_iters * concurrency or perf() < t_end:
         queue.submit(batches[i % n])
@@ -159,22 +178,7 @@ def _measure_async(make_infer, make_async, batches, batch_size, settings, concur
     cpu0 = proc.cpu_times()
     wall0 = perf()
     measuring[0] = True
-    windows: list[float] = []
-    w_start, seen = wall0, 0
-    while True:
-        w_end = w_start + int(window_s * 1e9)
-        while perf() < w_end:
-            queue.submit(batches[i % n])
-            i += 1
-        now = perf()
-        done = sum(1 for e, _ in records[seen:] if e <= now)
-        seen += done
-        windows.append(done * batch_size / ((now - w_start) / 1e9))
-        w_start = now
-        if heartbeat:
-            heartbeat()
-        if is_stable(windows, settings.min_windows, settings.tolerance) or (now - wall0) / 1e9 >= settings.max_time_s:
-            break
+    windows = _windows_until_stable(records, submit_until, batch_size, settings, window_s, wall0, heartbeat)
     end = perf()
     cpu1 = proc.cpu_times()
     measuring[0] = False
@@ -184,6 +188,7 @@ def _measure_async(make_infer, make_async, batches, batch_size, settings, concur
 
 
 def _measure_inline(infer, batches, batch_size, settings, window_s, proc, first_ms, heartbeat):
+    """Concurrency 1: the timed loop runs in this thread, with nothing between the calls."""
     perf = time.perf_counter_ns
     n = len(batches)
     i = 0
