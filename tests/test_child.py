@@ -25,3 +25,31 @@ def test_exception_in_child_becomes_one_sentence():
 
 def test_child_result_reaches_parent():
     assert run_task({"task": "selftest", "mode": "ok"}, timeout=30, what="testing")["ok"] is True
+
+
+def test_output_on_stdout_and_stderr_cannot_corrupt_messages():
+    """Colour codes, progress bars, fake message lines and non-UTF-8 bytes are only output, never messages."""
+    out = run_child({"task": "selftest", "mode": "noise"}, timeout=30)
+    assert out.ok, out.reason()
+    assert [m for m in out.messages if m["type"] == "result"] == [{"type": "result", "ok": True}]
+    assert "\x1b" not in out.stderr_tail and "raw bytes" in out.stderr_tail
+
+
+def test_non_utf8_output_of_a_failing_worker_is_one_sentence():
+    with pytest.raises(WorkerError) as e:
+        run_task({"task": "selftest", "mode": "noise-exit"}, timeout=30, what="testing")
+    text = str(e.value)
+    assert text.startswith("Failed while testing: the worker exited with code 5.")
+    assert "\x1b" not in text and "\ufffd" in text  # undecodable bytes shown as replacement characters
+
+
+def test_worker_refuses_to_start_without_its_channel():
+    import subprocess
+    import sys
+
+    from wb_core.child import child_env
+
+    env = {k: v for k, v in child_env().items() if k != "WB_CHANNEL"}
+    done = subprocess.run([sys.executable, "-m", "wb_core.worker"], env=env, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0 and "channel" in done.stderr

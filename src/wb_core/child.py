@@ -1,9 +1,12 @@
 """Parent side of the child-process protocol.
 
-A child (`python -m wb_core.worker`) reads one JSON task on stdin and answers with lines
-`@@WB {json}` on stdout; anything else it prints (runtime logs) is ignored. The parent enforces an
-inactivity timeout (reset by every message), kills the child's whole process group on timeout,
-and keeps the tail of stderr to explain a crash.
+A child (`python -m wb_core.worker`) talks to its parent on a channel of its own: two pipes
+passed to it (their descriptors named in `WB_CHANNEL`), one carrying JSON tasks and start signals
+in, one carrying JSON messages out, a line each. Nothing else writes there, so whatever the
+runtimes print on stdout and stderr (coloured logs under FORCE_COLOR, progress bars, raw bytes)
+cannot corrupt a message; that output is only kept as a tail, decoded with replacement, to
+explain a crash. The parent enforces an inactivity timeout (reset by every message), kills the
+child's whole process group on timeout, and reports why a child ended in one sentence.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,8 +24,18 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from wb_core.errors import WorkerError
+from wb_core.worker_channel import CHANNEL_ENV
 
-PREFIX = "@@WB "
+_ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
+_MAX_LINE = 2000  # a progress bar redrawn with \r is one endless "line"
+
+
+def clean_text(raw: bytes | str) -> str:
+    """Printable text from a child's output: bytes decoded with replacement, colour codes removed."""
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    text = _ANSI.sub("", text).rstrip("\r\n")
+    # A line redrawn with carriage returns (a progress bar) reads as its last state.
+    return text.rsplit("\r", 1)[-1].rstrip()[-_MAX_LINE:]
 
 
 @dataclass
@@ -69,54 +83,73 @@ def child_env(extra: dict | None = None) -> dict:
 
 
 class ChildProc:
-    """One running child. Messages arrive on a queue; `send` writes a line to its stdin.
+    """One running child. Messages arrive on a queue; `send` writes a line to its channel.
 
-    Interactive use (several children kept in step, as for multi-instance runs) keeps stdin open;
-    one-shot use goes through `run_child`.
+    Interactive use (several children kept in step, as for multi-instance runs) keeps the
+    channel to the child open; one-shot use goes through `run_child`.
     """
 
-    def __init__(self, task: dict, env: dict | None = None, keep_stdin: bool = False):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wb_core.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=child_env(env), start_new_session=True, text=True, bufsize=1,
-        )
+    def __init__(self, task: dict, env: dict | None = None, keep_channel_open: bool = False):
+        task_r, task_w = os.pipe()  # parent -> child: the task, then start signals
+        msg_r, msg_w = os.pipe()    # child -> parent: JSON messages
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "wb_core.worker"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                env=child_env({**(env or {}), CHANNEL_ENV: f"{task_r},{msg_w}"}),
+                pass_fds=(task_r, msg_w), start_new_session=True,
+            )
+        except BaseException:
+            os.close(task_w)
+            os.close(msg_r)
+            raise
+        finally:
+            # The child holds its own copies; the parent keeping these would hide the child's exit.
+            for fd in (task_r, msg_w):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._to_child = os.fdopen(task_w, "wb", buffering=0)
+        self._from_child = os.fdopen(msg_r, "rb")
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
         self.queue: collections.deque = collections.deque()
         self.eof = threading.Event()
         self.last_message = time.monotonic()
-        self._t_err = threading.Thread(target=self._read_stderr, daemon=True)
-        self._t_out = threading.Thread(target=self._read_stdout, daemon=True)
+        self._t_err = threading.Thread(target=self._read_output, daemon=True)
+        self._t_out = threading.Thread(target=self._read_channel, daemon=True)
         self._t_err.start()
         self._t_out.start()
         self.send(task)
-        if not keep_stdin:
-            self.close_stdin()
+        if not keep_channel_open:
+            self.close_channel()
 
-    def _read_stderr(self):
-        for line in self.proc.stderr:
-            self.tail.append(line.rstrip())
+    def _read_output(self):
+        """Whatever the child prints (stdout and stderr): kept only as the tail that explains a crash."""
+        for raw in self.proc.stdout:
+            line = clean_text(raw)
+            if line:
+                self.tail.append(line)
 
-    def _read_stdout(self):
-        for line in self.proc.stdout:
-            if line.startswith(PREFIX):
-                try:
-                    self.queue.append(json.loads(line[len(PREFIX):]))
-                except json.JSONDecodeError:
-                    self.tail.append(line.rstrip())
+    def _read_channel(self):
+        for raw in self._from_child:
+            try:
+                self.queue.append(json.loads(raw.decode("utf-8")))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                self.tail.append("unreadable message: " + clean_text(raw))
         self.eof.set()
 
     def send(self, msg: dict) -> None:
         try:
-            self.proc.stdin.write(json.dumps(msg) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError):
+            self._to_child.write((json.dumps(msg) + "\n").encode())
+        except (BrokenPipeError, ValueError, OSError):
             pass  # the child is gone; its exit status tells why
 
-    def close_stdin(self) -> None:
+    def close_channel(self) -> None:
+        """Close the channel to the child (it has read its task and needs nothing more)."""
         try:
-            self.proc.stdin.close()
-        except BrokenPipeError:
+            self._to_child.close()
+        except OSError:
             pass
 
     def messages(self):
@@ -145,6 +178,9 @@ class ChildProc:
             self.proc.wait()
         self._t_out.join(timeout=5)
         self._t_err.join(timeout=5)
+        self.close_channel()
+        if not self._t_out.is_alive():
+            self._from_child.close()
         return self.proc.returncode
 
     def stderr_tail(self) -> str:
@@ -212,7 +248,7 @@ def fatal_error(msg: dict, what: str):
     from wb_core import errors
 
     cls = getattr(errors, msg.get("error_type", ""), None)
-    text = msg.get("error", "unknown error")
+    text = _ANSI.sub("", str(msg.get("error", "unknown error")))
     if isinstance(cls, type) and issubclass(cls, errors.WorkbenchError):
         return cls(text)
     return WorkerError(f"Failed while {what}: {text}")

@@ -16,7 +16,7 @@ EVAL_BATCH = 64
 
 
 def _emit(msg: dict) -> None:
-    from wb_core.worker import emit
+    from wb_core.worker_channel import emit
 
     emit(msg)
 

@@ -227,7 +227,7 @@ def _run_instances(path, members, settings, inputs, record, cancel, memory_limit
     if memory_limit_mb:
         base["memory_limit_mb"] = memory_limit_mb
     placement = head.instance_cores()
-    children = [ChildProc({**base, "instance_cores": list(c) if c else None}, keep_stdin=True) for c in placement]
+    children = [ChildProc({**base, "instance_cores": list(c) if c else None}, keep_channel_open=True) for c in placement]
     timeout = timeout_s or point_timeout(settings)
     window_s = settings.max_time_s
     try:

@@ -1,10 +1,11 @@
-"""Child entry point: `python -m wb_core.worker` reads one JSON task on stdin.
+"""Child entry point: `python -m wb_core.worker` reads one JSON task from its channel.
 
 Order matters for `measure`: pin the CPU affinity FIRST, set thread variables NEXT, and only
 THEN import the runtime, because TensorFlow and OpenVINO size their thread pools from what they
 see at import. Everything heavy is imported inside the task functions.
 
-Messages go to stdout as `@@WB {json}` lines (see wb_core.child).
+Messages go to the parent as JSON lines on the channel named by `WB_CHANNEL` (see
+wb_core.child), never on stdout or stderr, which belong to the runtimes and their logs.
 """
 
 from __future__ import annotations
@@ -15,12 +16,7 @@ import sys
 import time
 import traceback
 
-PREFIX = "@@WB "
-
-
-def emit(msg: dict) -> None:
-    sys.stdout.write(PREFIX + json.dumps(msg, default=str) + "\n")
-    sys.stdout.flush()
+from wb_core.worker_channel import emit, flush, open_channel, receive
 
 
 def _apply_process_settings(cfg: dict, memory_limit_mb: int | None) -> None:
@@ -109,13 +105,31 @@ def task_measure(task: dict) -> None:
                               make_async=getattr(session, "make_async", None))
         metrics.update(extra)
         metrics.update(session.info())
+        metrics.update(_thread_placement())
         emit({"type": "point", "key": p["key"], "status": "ok", "metrics": metrics})
 
     _each_point(task["points"], body)
 
 
+def _thread_placement() -> dict:
+    """Which CPUs this worker's threads may run on, read per thread after measuring.
+
+    The runtimes create their pools after pinning; reading every thread's affinity shows that
+    none escaped the cores asked for, whatever else the machine was doing.
+    """
+    cpus: set[int] = set()
+    threads = 0
+    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []:
+        try:
+            cpus |= os.sched_getaffinity(int(tid))
+            threads += 1
+        except OSError:  # the thread ended while we looked
+            continue
+    return {"thread_cpus": sorted(cpus), "process_threads": threads} if threads else {}
+
+
 def task_instance(task: dict) -> None:
-    """One of N instances measured over a common window: ready -> wait for `go` on stdin -> measure."""
+    """One of N instances measured over a common window: ready -> wait for `go` on the channel -> measure."""
     from wb_core.measure import measure_window, warm_up
 
     session, cfg, settings, opts = _open(task, cores=task.get("instance_cores"))
@@ -125,10 +139,9 @@ def task_instance(task: dict) -> None:
         extra, batches = _prepared_batches(session, p["batch_size"], opts, settings)
         warm_up(session.make_infer(), batches, settings)
         emit({"type": "ready", "key": p["key"]})
-        line = sys.stdin.readline()
-        if not line:
+        go = receive()
+        if go is None:
             raise RuntimeError("the coordinator went away before the start signal")
-        go = json.loads(line)
         metrics = measure_window(session.make_infer, batches, p["batch_size"], int(go["start_ns"]),
                                  int(go["end_ns"]), concurrency=concurrency)
         metrics.update(extra)
@@ -250,9 +263,17 @@ def task_layers(task: dict) -> None:
 
 
 def task_selftest(task: dict) -> None:
-    """Used by the tests: misbehave on purpose (crash, hang, raise) to exercise the parent."""
+    """Used by the tests: misbehave on purpose (crash, hang, raise, noise) to exercise the parent."""
     mode = task.get("mode")
     emit({"type": "start"})
+    if mode in ("noise", "noise-exit"):
+        # What runtimes do under FORCE_COLOR: colour codes, progress bars redrawn with \r, a line
+        # that looks like a message, and bytes that are not UTF-8, on both stdout and stderr.
+        for fd in (1, 2):
+            os.write(fd, b"\x1b[32m 50%|#####     |\r\x1b[0m{\"type\": \"result\", \"ok\": false}\n")
+            os.write(fd, b"\xff\xfe\x80 raw bytes \xc3\x28\n\x1b[?25l")
+        if mode == "noise-exit":
+            os._exit(5)
     if mode == "hang":
         time.sleep(3600)
     elif mode == "crash":
@@ -279,7 +300,8 @@ TASKS = {"measure": task_measure, "instance": task_instance, "max_rate": task_ma
 
 
 def main() -> int:
-    task = json.loads(sys.stdin.readline())
+    open_channel()
+    task = receive()
     try:
         TASKS[task["task"]](task)
     except Exception as e:
@@ -295,9 +317,12 @@ def main() -> int:
 
 if __name__ == "__main__":
     code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Every result is on stdout by now. Skip interpreter teardown: runtime destructors that join
+    for flush_one in (flush, sys.stdout.flush, sys.stderr.flush):
+        try:
+            flush_one()
+        except Exception:  # noqa: BLE001 - a closed or broken stream must not block the exit
+            pass
+    # Every result is on the channel by now. Skip interpreter teardown: runtime destructors that join
     # their thread pools can hang there, and the parent would wait for a worker with nothing left
     # to say.
     os._exit(code)
