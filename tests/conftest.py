@@ -58,3 +58,34 @@ def db(tmp_path) -> Path:
 @pytest.fixture
 def fast() -> MeasureSettings:
     return FAST
+
+
+# The environment JupyterLab and Voila give a kernel: colour forced on, a colour terminal named.
+# Libraries then print ANSI codes and progress bars even to pipes, which anything that reads a
+# child process's output must survive.
+JUPYTER_KERNEL_ENV = {"FORCE_COLOR": "1", "TERM": "xterm-256color", "CLICOLOR_FORCE": "1", "PY_COLORS": "1"}
+
+
+@pytest.fixture
+def jupyter_kernel_env(monkeypatch) -> dict:
+    """Set JUPYTER_KERNEL_ENV for this test; kernels and servers it starts inherit it."""
+    for name, value in JUPYTER_KERNEL_ENV.items():
+        monkeypatch.setenv(name, value)
+    return dict(JUPYTER_KERNEL_ENV)
+
+
+@pytest.fixture
+def cache_without_int8(tmp_path, monkeypatch, lenet_ir) -> Path:
+    """WB_CACHE_DIR for this test: the test cache's entries linked in, all but the INT8 variants.
+
+    INT8 is then quantized afresh (about a second for the demo), so the quantizing worker runs
+    under whatever environment the test set up instead of being skipped by a cached IR.
+    """
+    shared = Path(os.environ["WB_CACHE_DIR"])
+    folder = tmp_path / "cache-without-int8"
+    folder.mkdir()
+    for entry in shared.iterdir():
+        if entry.name != "int8":
+            (folder / entry.name).symlink_to(entry)
+    monkeypatch.setenv("WB_CACHE_DIR", str(folder))
+    return folder

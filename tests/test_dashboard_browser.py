@@ -54,11 +54,16 @@ def wait_for_http(url: str, proc: subprocess.Popen, timeout: float = 90) -> None
 
 
 @pytest.fixture
-def server(tmp_path, lenet_dir):
-    """`wb dashboard` on a fresh database and a free loopback port; yields (url, db)."""
+def server(tmp_path, lenet_dir, jupyter_kernel_env, cache_without_int8):
+    """`wb dashboard` on a fresh database and a free loopback port; yields (url, db).
+
+    It runs with the colour environment a Jupyter server has (its kernels, being ipykernel, force
+    colour on themselves too), on a cache without INT8 variants, so INT8 is quantized in it.
+    """
     db = tmp_path / "dash.db"
     port = free_port()
     env = dict(os.environ)
+    assert env["FORCE_COLOR"] == "1" and env["WB_CACHE_DIR"] == str(cache_without_int8)
     env["PYTHONPATH"] = str(ROOT / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = subprocess.Popen([sys.executable, "-m", "wb_core.cli", "dashboard", "--db", str(db), "--port", str(port),
                              "--cull-idle", "120"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
@@ -213,6 +218,60 @@ def test_dashboard_walkthrough(server, page, tmp_path):
     details.get_by_text("selected for export").wait_for(timeout=30_000)
     assert "latency_ms_p99" in details.inner_text() and "batch_size" in details.inner_text()
     # Plotly's anywidget bridge reports slow model start-up as page errors; anything else is a bug.
+    assert [e for e in page.errors if "anywidget" not in e] == []
+
+
+def sweep_table(page) -> list[dict]:
+    """The Sweep tab's table of runs, a dict per row keyed by its header."""
+    return page.evaluate(
+        """() => { const t = document.querySelector('.wb-sweep-panel table.wb-table');
+                   if (!t) return [];
+                   const head = [...t.querySelectorAll('thead th')].map(th => th.textContent.trim());
+                   return [...t.querySelectorAll('tbody tr')].map(tr => Object.fromEntries(
+                       [...tr.querySelectorAll('td')].map((td, i) => [head[i], td.textContent.trim()]))); }""")
+
+
+def test_int8_sweep(server, page):
+    """FP32 and INT8 at batch 1: the INT8 point is quantized, measured and shown as ok."""
+    from wb_core.hardware import detect
+    from wb_core.store import load_results
+
+    url, db = server
+    page.goto(url)
+    page.wait_for_selector(".wb-model-panel")
+    page.get_by_role("button", name="Use this model").click()
+    page.get_by_text("Ready: lenet-digits").wait_for()
+    open_tab(page, "Sweep")
+    sweep = page.locator(".wb-sweep-panel")
+    sweep.get_by_label("int8", exact=True).check()
+    assert sweep.get_by_label("fp32", exact=True).is_checked()
+    sweep.get_by_label("Batch sizes", exact=True).fill("1")
+    sweep.get_by_label("Threads", exact=True).fill("1")
+    sweep.get_by_label("Seconds per point").fill("0.5")
+    sweep.get_by_label("Seconds per point").press("Tab")
+    sweep.get_by_role("button", name="Run").click()
+    done = sweep.locator(".wb-messages .wb-msg-ok, .wb-messages .wb-msg-error")
+    done.wait_for(timeout=180_000)
+    message = done.inner_text()
+    page.wait_for_function("() => document.querySelectorAll('.wb-sweep-panel table.wb-table tbody tr').length >= 2")
+    rows = sweep_table(page)
+    by_precision = {r["precision"]: r for r in rows}
+    assert sorted(by_precision) == ["fp32", "int8"], rows
+    if not detect().supports("int8")[0]:
+        assert by_precision["int8"]["status"] == "skipped", rows
+        return
+    assert by_precision["int8"]["status"] == "ok", f"{by_precision['int8']['status']}: " \
+                                                   f"{by_precision['int8']['error']} (page says: {message})"
+    assert by_precision["fp32"]["status"] == "ok", rows
+    assert "See the Explore tab" in message, message
+    # The live plot has one point per precision.
+    page.wait_for_function("() => { const el = document.querySelector('.wb-sweep-panel .js-plotly-plot');"
+                           " return el && el.data && el.data.some(t => t.name === 'openvino int8'); }")
+    points = page.evaluate("""() => Object.fromEntries(document.querySelector('.wb-sweep-panel .js-plotly-plot')
+                                  .data.map(t => [t.name, t.x ? t.x.length : 0]))""")
+    assert points == {"openvino fp32": 1, "openvino int8": 1}, points
+    df = load_results(db, "lenet-digits").set_index("precision")
+    assert df.loc["int8", "status"] == "ok" and df.loc["int8", "accuracy_drop"] <= 0.01, df.loc["int8"].to_dict()
     assert [e for e in page.errors if "anywidget" not in e] == []
 
 
