@@ -300,10 +300,42 @@ class RunConfig:
             kw["cores"] = None
         return cls(**kw)
 
+    def canonical(self) -> dict:
+        """The settings that differ from the defaults, in one canonical form (what `key` hashes).
+
+        Leaving defaults out keeps keys stable when a new setting is added with a default that
+        means "as before": databases written earlier still resume without remeasuring.
+        """
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name != "backend" and value == f.default:
+                continue
+            if f.name == "cores":
+                value = [int(c) for c in value]
+            elif f.name == "rate":
+                value = float(value)
+            out[f.name] = value
+        return out
+
     @property
     def key(self) -> str:
+        """A stable id of this point: a hash of its canonical, non-default settings."""
+        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def key_on(self, hardware_fingerprint: str) -> str:
+        """The key of this point measured on one hardware type (fleet studies hold one per type)."""
+        return hashlib.sha256(f"{self.key}@{hardware_fingerprint}".encode()).hexdigest()[:16]
+
+    def legacy_key(self) -> str:
+        """The key databases written before stable keys used (every field hashed); for migration."""
         blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def key_on_legacy(self, hardware_fingerprint: str) -> str:
+        """`key_on` as databases written before stable keys computed it; for migration."""
+        return hashlib.sha256(f"{self.legacy_key()}@{hardware_fingerprint}".encode()).hexdigest()[:16]
 
     @property
     def group(self) -> tuple:

@@ -49,6 +49,10 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at TEXT NOT NULL,
     UNIQUE (study, key)
 );
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS hosts (
     study TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -60,6 +64,8 @@ CREATE TABLE IF NOT EXISTS hosts (
 """
 # Columns added after the first release: created on open when an older database lacks them.
 RUN_HOST_COLUMNS = ("host", "hardware_fingerprint")
+# 1: run keys hashed every RunConfig field; 2: keys hash the non-default settings only.
+SCHEMA_VERSION = 2
 
 
 def _now() -> str:
@@ -77,6 +83,7 @@ class Store:
             if not readonly:
                 self.db.script(SCHEMA)
                 self._add_missing_columns()
+                self._migrate()
             # SQLite opens lazily: touch the schema now so a corrupt file fails here, clearly.
             self.db.execute("SELECT 1 FROM studies LIMIT 1" if self.db.dialect != "sqlite"
                             else "SELECT name FROM sqlite_master LIMIT 1")
@@ -90,6 +97,49 @@ class Store:
             if col not in have:
                 with self.db.transaction() as c:
                     c.execute(f"ALTER TABLE runs ADD COLUMN {col} TEXT")
+
+    def schema_version(self) -> int:
+        try:
+            rows = self.db.execute("SELECT value FROM meta WHERE name = 'schema_version'")
+        except self.db.errors:  # an older database opened read-only has no meta table
+            rows = []
+        if rows:
+            return int(rows[0]["value"])
+        return 1 if self.db.execute("SELECT id FROM runs LIMIT 1") else SCHEMA_VERSION
+
+    def _migrate(self) -> None:
+        """Bring an older database to SCHEMA_VERSION, in one transaction, so it resumes as it was."""
+        version = self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"Results database '{self.path}' was written by a newer workbench "
+                             f"(schema {version}, this one knows {SCHEMA_VERSION}); upgrade the workbench.")
+        with self._write() as c:
+            if version < 2:
+                self._rekey_runs(c)
+            c.execute_count("INSERT INTO meta (name, value) VALUES ('schema_version', ?) "
+                            "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
+
+    def _rekey_runs(self, c) -> None:
+        """Version 1 -> 2: give each run the stable key of its configuration (fleet keys too)."""
+        from wb_core.config import RunConfig
+
+        rows = c.execute("SELECT id, key, config_json, metrics_json, hardware_fingerprint FROM runs")
+        for r in rows:
+            try:
+                cfg = RunConfig.from_dict(json.loads(r["config_json"]))
+            except (TypeError, ValueError):
+                continue  # not a configuration this version can read: its key stays
+            metrics = json.loads(r["metrics_json"] or "{}")
+            fp = r["hardware_fingerprint"]
+            if fp and r["key"] == cfg.key_on_legacy(fp):
+                metrics["config_key"] = cfg.key
+                new = cfg.key_on(fp)
+            elif r["key"] == cfg.legacy_key():
+                new = cfg.key
+            else:
+                continue
+            c.execute_count("UPDATE runs SET key = ?, metrics_json = ? WHERE id = ?",
+                            (new, json.dumps(metrics), r["id"]))
 
     def close(self) -> None:
         self.db.close()

@@ -13,7 +13,6 @@ failed with the reason; the queued groups of a type with no live host left fail 
 from __future__ import annotations
 
 import collections
-import hashlib
 import queue
 import threading
 import time
@@ -37,7 +36,7 @@ LIVENESS_EVERY_S = 0.5
 
 def fleet_key(cfg: RunConfig, hardware_fingerprint: str) -> str:
     """The study key of a configuration measured on one hardware type."""
-    return hashlib.sha256(f"{cfg.key}@{hardware_fingerprint}".encode()).hexdigest()[:16]
+    return cfg.key_on(hardware_fingerprint)
 
 
 @dataclass
