@@ -27,9 +27,9 @@ from bench_util import fixed_time, fmt_ratio, median_spread, print_table
 
 from wb_core.config import SweepSpec, available_cpus
 from wb_core.demo import demo_model_path
-from wb_core.runner import run_sweep
+from wb_core.sweep.local import run_sweep
 from wb_core.store import load_results
-from wb_core.variants import ensure_ir
+from wb_core.variants.convert import ensure_ir
 
 OV_PRECISION = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 lives in the IR, not the hint
 TARGET = 0.05

@@ -20,7 +20,7 @@ from synthetic_model import build  # noqa: E402
 
 from wb_core.config import MeasureSettings, SweepSpec  # noqa: E402
 from wb_core.hardware import describe, detect  # noqa: E402
-from wb_core.runner import run_sweep  # noqa: E402
+from wb_core.sweep.local import run_sweep  # noqa: E402
 from wb_core.store import load_results  # noqa: E402
 
 

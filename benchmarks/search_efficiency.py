@@ -24,9 +24,9 @@ from bench_util import print_table
 
 from wb_core.config import MeasureSettings, SweepSpec
 from wb_core.demo import demo_model_path
-from wb_core.search import run_search
+from wb_core.sweep.search import run_search
 from wb_core.store import load_results
-from wb_core.variants import ensure_ir
+from wb_core.variants.convert import ensure_ir
 
 SPEC = dict(backends="openvino", threads="1,2", batch_sizes="1,2,4,8,16,32", streams="1,2", cores="none,first1")
 WITHIN = 0.05

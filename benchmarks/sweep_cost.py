@@ -16,7 +16,7 @@ from pathlib import Path
 
 from wb_core.config import MeasureSettings, SweepSpec
 from wb_core.demo import demo_model_path
-from wb_core.runner import run_sweep
+from wb_core.sweep.local import run_sweep
 from wb_core.store import load_results
 
 
@@ -25,7 +25,7 @@ def main() -> None:
     ap.add_argument("--max-time", type=float, default=10.0)
     a = ap.parse_args()
     model = demo_model_path("lenet-digits")
-    from wb_core.variants import ensure_ir
+    from wb_core.variants.convert import ensure_ir
 
     ensure_ir(model)  # conversion is a one-off cost, kept out of the figure
     spec = SweepSpec(backends="tensorflow,openvino", threads="1,2", batch_sizes="1,8", cores="none,first1")

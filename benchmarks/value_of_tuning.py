@@ -24,8 +24,8 @@ from bench_util import print_table
 
 from wb_core.config import MeasureSettings, RunConfig, SweepSpec, available_cpus
 from wb_core.demo import demo_model_path
-from wb_core.runner import run_sweep
-from wb_core.search import run_search
+from wb_core.sweep.local import run_sweep
+from wb_core.sweep.search import run_search
 from wb_core.store import load_results
 
 

@@ -36,7 +36,7 @@ def lenet_savedmodel(lenet_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def lenet_ir(lenet_savedmodel) -> Path:
-    from wb_core.variants import ensure_ir
+    from wb_core.variants.convert import ensure_ir
 
     return ensure_ir(lenet_savedmodel)
 

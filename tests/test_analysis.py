@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis_data import HARDWARE, frame, run, sample_frame
-from wb_core.analysis import (Constraints, NoRunMeetsConstraints, find_run, pareto_front, pareto_mask, recommend,
+from wb_core.analysis.recommend import (Constraints, NoRunMeetsConstraints, find_run, pareto_front, pareto_mask, recommend,
                               with_efficiency)
 from wb_core.errors import ConfigError, WorkbenchError
 
@@ -133,7 +133,7 @@ def test_flop_count_from_an_ir(tmp_path):
     import openvino as ov
     import openvino.opset13 as ops
 
-    from wb_core.flops import flops_per_sample
+    from wb_core.analysis.flops import flops_per_sample
 
     x = ops.parameter([-1, 3, 8, 8], np.float32, name="x")
     conv = ops.convolution(x, ops.constant(np.ones((4, 3, 3, 3), np.float32)), [1, 1], [0, 0], [0, 0], [1, 1])
@@ -203,7 +203,7 @@ def test_recommend_never_breaks_a_constraint(runs, p99, mem, cores, drop, object
        st.one_of(st.none(), st.integers(-3, 9), st.floats(allow_nan=True), st.booleans()))
 def test_constraint_values_are_accepted_or_refused_clearly(p99, drop, cores):
     """Out-of-range constraint values are a ConfigError sentence, never a crash or a silent accept."""
-    from wb_core.analysis import Constraints
+    from wb_core.analysis.recommend import Constraints
     from wb_core.errors import ConfigError
 
     try:

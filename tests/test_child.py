@@ -2,7 +2,7 @@
 
 import pytest
 
-from wb_core.child import run_child, run_task
+from wb_core.proc.parent import run_child, run_task
 from wb_core.errors import WorkerError
 
 
@@ -47,9 +47,9 @@ def test_worker_refuses_to_start_without_its_channel():
     import subprocess
     import sys
 
-    from wb_core.child import child_env
+    from wb_core.proc.parent import child_env
 
     env = {k: v for k, v in child_env().items() if k != "WB_CHANNEL"}
-    done = subprocess.run([sys.executable, "-m", "wb_core.worker"], env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "wb_core.proc.worker"], env=env, capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode != 0 and "channel" in done.stderr

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from wb_core.cli import app
-from wb_core.cli_dashboard import dashboard_notebook, is_loopback, voila_command
+from wb_core.cli.dashboard import dashboard_notebook, is_loopback, voila_command
 from wb_core.errors import ConfigError
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from wb_core.data import Dataset, ImageOptions, check_input, load_dataset
 from wb_core.errors import ConfigError
-from wb_core.metrics import BUILTIN, resolve_metric
+from wb_core.accuracy import BUILTIN, resolve_metric
 from wb_core.models import InputSpec
 
 SPEC = InputSpec(name="image", shape=(-1, 8, 8, 1), dtype="float32")

@@ -74,7 +74,7 @@ def test_invalid_deployment_files_are_refused(study_db):
 
 
 def test_recommended_run_carries_its_reason(study_db):
-    from wb_core.analysis import Constraints
+    from wb_core.analysis.recommend import Constraints
 
     dep = deployment_for_study(study_db, "t", constraints=Constraints(max_p99_ms=1.0), objective="throughput")
     assert dep.measurement.run_key == RUNS[1]["key"]

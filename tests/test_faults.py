@@ -14,7 +14,7 @@ import pytest
 
 from wb_core.config import SweepSpec
 from wb_core.errors import StoreError
-from wb_core.runner import run_sweep
+from wb_core.sweep.local import run_sweep
 from wb_core.store import Store, load_results
 
 
@@ -35,7 +35,7 @@ def _measuring_worker(db, min_age=1.0, timeout=120):
             continue
         for p in psutil.Process().children(recursive=True):
             try:
-                if "wb_core.worker" in " ".join(p.cmdline()) and time.time() - p.create_time() > min_age:
+                if "wb_core.proc.worker" in " ".join(p.cmdline()) and time.time() - p.create_time() > min_age:
                     return p
             except psutil.NoSuchProcess:
                 continue

@@ -19,7 +19,7 @@ from wb_core.fleet.compare import compare_host_types, config_by_host_type, cost_
 from wb_core.fleet.hosts import Host
 from wb_core.fleet.plots import host_type_bars, host_type_scatter
 from wb_core.fleet.sweep import fleet_key
-from wb_core.runner import run_sweep
+from wb_core.sweep.local import run_sweep
 from wb_core.store import Store, load_results
 
 HW = {"cpu_model": "Test CPU", "vendor": "x", "architecture": "x86_64", "physical_cores": 4, "logical_cores": 4,
@@ -174,7 +174,7 @@ def _hosts():
 
 
 def test_best_configuration_and_cost_per_host_type():
-    from wb_core.analysis import Constraints
+    from wb_core.analysis.recommend import Constraints
 
     raw = compare_host_types(_fleet_frame(), _hosts(), prices=parse_prices(["Old CPU=1.0", "n1=2.0"]))
     c = raw.set_index("hardware_fingerprint")

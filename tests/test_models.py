@@ -8,7 +8,7 @@ import pytest
 from wb_core.config import InputOptions
 from wb_core.errors import ConfigError, ModelError
 from wb_core.models import InputSpec, detect_format, fingerprint, make_batches, resolve_shape
-from wb_core.variants import inspect_inputs
+from wb_core.variants.convert import inspect_inputs
 
 
 def test_detects_each_format(lenet_dir, lenet_ir):

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 
 from analysis_data import HARDWARE, frame, run, sample_frame
 from wb_core import plots
-from wb_core.analysis import with_efficiency
+from wb_core.analysis.recommend import with_efficiency
 from wb_core.measure import latency_histogram
 
 
@@ -67,7 +67,7 @@ def test_empty_study_gives_a_figure_that_says_so():
 def test_layer_charts():
     import pandas as pd
 
-    from wb_core.layers import LayerProfile
+    from wb_core.analysis.layers import LayerProfile
 
     layers = pd.DataFrame({"name": ["conv1", "fc", "pool"], "type": ["Convolution", "FullyConnected", "AvgPool"],
                            "exec_type": ["brgconv_avx512_bf16", "brgemm_avx512_f32", "jit_avx512_bf16"],

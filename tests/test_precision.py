@@ -11,8 +11,8 @@ from wb_core.cli import app
 from wb_core.config import SweepSpec
 from wb_core.errors import ConfigError
 from wb_core.hardware import detect
-from wb_core.precision import PrecisionOptions
-from wb_core.runner import run_sweep
+from wb_core.variants.planner import PrecisionOptions
+from wb_core.sweep.local import run_sweep
 from wb_core.store import load_results
 
 FAST_FLAGS = ["--max-time", "0.6", "--warmup", "0.1", "--window", "0.1", "--tolerance", "0.5", "-q"]
@@ -65,7 +65,7 @@ def test_accuracy_aware_int8_stays_within_bound(lenet_savedmodel, db, fast):
 def test_int8_variant_is_cached_by_data_and_settings(lenet_savedmodel):
     from wb_core.data import demo_dataset
     from wb_core.models import fingerprint
-    from wb_core.quantize import QuantizeSettings, ensure_int8_ir
+    from wb_core.variants.quantize import QuantizeSettings, ensure_int8_ir
 
     data_path, data_fp = demo_dataset("lenet-digits").save()
     fp = fingerprint(lenet_savedmodel)
@@ -171,7 +171,7 @@ def test_precision_feasibility_on_recorded_cpus(cpu):
 
     from wb_core.config import RunConfig
     from wb_core.hardware import hardware_from_cpuinfo
-    from wb_core.runner import infeasible_reason
+    from wb_core.sweep.local import infeasible_reason
 
     hw = hardware_from_cpuinfo((Path(__file__).parent / "cpuinfo" / f"{cpu}.cpuinfo").read_text())
     bf16_native, int8_runs = RECORDED_CPUS[cpu]
@@ -229,7 +229,7 @@ def test_mobilenet_int8_runs_in_u8(db, fast):
 
 
 def test_layer_profile_of_an_int8_run_uses_the_int8_ir(lenet_savedmodel, db, fast):
-    from wb_core.layers import study_layer_profile
+    from wb_core.analysis.layers import study_layer_profile
 
     run_sweep(lenet_savedmodel, SweepSpec(precisions="int8"), db, "lay", settings=fast)
     row = load_results(db, "lay").iloc[0]

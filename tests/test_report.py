@@ -36,7 +36,7 @@ def test_report_is_self_contained(report_db, tmp_path):
 
 
 def test_report_states_unmet_constraints(report_db):
-    from wb_core.analysis import Constraints
+    from wb_core.analysis.recommend import Constraints
 
     text = build_report(report_db, "t", constraints=Constraints(max_p99_ms=0.01))
     assert "No run meets p99 latency ≤ 0.01 ms" in text

@@ -11,7 +11,7 @@ import pytest
 
 from wb_core.config import SweepSpec
 from wb_core.hardware import detect
-from wb_core.runner import run_sweep
+from wb_core.sweep.local import run_sweep
 from wb_core.store import RESULT_COLUMNS, Store, load_results
 
 

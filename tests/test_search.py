@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from wb_core.config import SweepSpec
 from wb_core.errors import ConfigError
-from wb_core.search import Goal, Observation, Space, drive, grid, make_strategy, smart
+from wb_core.sweep.search import Goal, Observation, Space, drive, grid, make_strategy, smart
 
 GRID_48 = SweepSpec(backends="openvino", threads="1,2", batch_sizes="1,2,4,8,16,32", streams="1,2", cores="none,0")
 
@@ -173,7 +173,7 @@ def test_smart_only_proposes_unseen_candidates_within_budget(peak, p99, budget, 
 
 
 def test_real_smart_search_within_a_small_budget(lenet_ir, db, fast):
-    from wb_core.search import run_search
+    from wb_core.sweep.search import run_search
 
     spec = SweepSpec(backends="openvino", threads="1,2", batch_sizes="1,16", cores="none,0")
     summary = run_search(lenet_ir, spec, db, "small", search="smart", budget=2, settings=fast)
@@ -184,7 +184,7 @@ def test_real_smart_search_within_a_small_budget(lenet_ir, db, fast):
 @pytest.mark.slow
 def test_real_smart_search_on_lenet_stores_what_it_measured(lenet_ir, db, fast):
     from wb_core.api import profile
-    from wb_core.search import run_search
+    from wb_core.sweep.search import run_search
 
     spec = SweepSpec(backends="openvino", threads="1,2", batch_sizes="1,16", cores="none,0")
     summary = run_search(lenet_ir, spec, db, "smart", search="smart", p99_ms=50.0, budget=4, settings=fast)

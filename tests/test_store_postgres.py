@@ -12,7 +12,7 @@ from postgres_server import PostgresServer, server_bin  # noqa: E402
 
 from wb_core.config import SweepSpec  # noqa: E402
 from wb_core.errors import StoreError  # noqa: E402
-from wb_core.runner import run_sweep  # noqa: E402
+from wb_core.sweep.local import run_sweep  # noqa: E402
 from wb_core.store import Store, load_results  # noqa: E402
 
 

@@ -27,7 +27,7 @@ def test_runs_store_a_latency_histogram(lenet_study):
 
 
 def test_layer_profile_of_a_stored_run(lenet_study):
-    from wb_core.layers import study_layer_profile
+    from wb_core.analysis.layers import study_layer_profile
 
     db, df = lenet_study
     key = df[(df["cores"] == "0") & (df["batch_size"] == 4)]["key"].iloc[0]

@@ -172,7 +172,7 @@ def test_dashboard_reopens_the_latest_study(tmp_path, lenet_ir, fast):
 
 
 def test_explore_and_export_follow_the_limits(tmp_path, lenet_ir, fast):
-    pytest.importorskip("wb_core.analysis", reason="the analysis module is not on this branch yet")
+    pytest.importorskip("wb_core.analysis.recommend", reason="the analysis module is not on this branch yet")
     from wb_core.api import profile
     from wb_core.ui import dashboard
 

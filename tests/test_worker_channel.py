@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from wb_core.config import SweepSpec
-from wb_core.precision import PrecisionOptions
-from wb_core.runner import run_sweep
+from wb_core.variants.planner import PrecisionOptions
+from wb_core.sweep.local import run_sweep
 from wb_core.store import load_results
 
 KERNEL_ENV = {"FORCE_COLOR": "1", "TERM": "xterm-256color", "PY_COLORS": "1", "CLICOLOR_FORCE": "1"}
@@ -71,7 +71,7 @@ def test_noisy_kernel_environment_gives_the_same_results(lenet_savedmodel, lenet
 @pytest.mark.parametrize("mode", ["measure"])
 def test_sitecustomize_noise_really_reaches_the_worker(mode, tmp_path, monkeypatch):
     """Guards the test above: the noisy module is loaded by workers (or it would prove nothing)."""
-    from wb_core.child import run_child
+    from wb_core.proc.parent import run_child
 
     site = tmp_path / "site"
     site.mkdir()

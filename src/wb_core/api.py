@@ -10,7 +10,7 @@ from wb_core.config import InputOptions, MeasureSettings, SweepSpec
 from wb_core.demo import demo_name_of, resolve_model
 from wb_core.errors import ConfigError
 from wb_core.paths import default_db
-from wb_core.runner import SweepSummary, run_sweep
+from wb_core.sweep.local import SweepSummary, run_sweep
 from wb_core.store import load_results
 
 
@@ -47,9 +47,9 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     once per hardware type; `ship_model` sends the model to hosts that do not share its path.
 
     `search="smart"` measures only part of the grid, climbing towards the highest throughput whose
-    p99 stays under `p99_ms`, in at most `budget` configurations (see `wb_core.search`).
+    p99 stays under `p99_ms`, in at most `budget` configurations (see `wb_core.sweep.search`).
     """
-    from wb_core.precision import PrecisionOptions
+    from wb_core.variants.planner import PrecisionOptions
 
     path = resolve_model(model)
     spec = SweepSpec(backends=backends, precisions=precisions, batch_sizes=batch_sizes, threads=threads,
@@ -68,7 +68,7 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
                                 progress=progress, cancel=cancel, precision=prec, executor=executor)
     else:
-        from wb_core.search import run_search
+        from wb_core.sweep.search import run_search
 
         if cluster:
             raise ConfigError("The smart search runs on this machine; leave out the cluster, or search with a grid.")
@@ -80,7 +80,7 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
 def inspect_model(model: str | Path):
     """Format and inputs of a model (a path or a demo name)."""
     from wb_core.models import detect_format
-    from wb_core.variants import inspect_inputs
+    from wb_core.variants.convert import inspect_inputs
 
     path = resolve_model(model)
     return {"path": str(path), "format": detect_format(path), "inputs": inspect_inputs(path)}

@@ -38,7 +38,7 @@ def ensure_demo(name: str) -> Path:
     out = demo_dir(name)
     if (out / "saved_model" / "saved_model.pb").exists():
         return out
-    from wb_core.child import run_task
+    from wb_core.proc.parent import run_task
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))

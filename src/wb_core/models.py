@@ -2,7 +2,7 @@
 
 Formats: TensorFlow SavedModel directory, Keras `.keras` file, ONNX `.onnx`, OpenVINO IR `.xml`+`.bin`.
 Inspecting TensorFlow formats needs TensorFlow, which costs seconds and ~800 MB, so the parent
-process asks a child for it (see `wb_core.child`); ONNX and IR are read with OpenVINO in-process.
+process asks a child for it (see `wb_core.proc.parent`); ONNX and IR are read with OpenVINO in-process.
 """
 
 from __future__ import annotations

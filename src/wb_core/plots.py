@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wb_core.analysis import pareto_mask, run_label, successful, uses_accuracy
+from wb_core.analysis.recommend import pareto_mask, run_label, successful, uses_accuracy
 
 HOVER_COLUMNS = (("latency_ms_p50", "p50 ms"), ("latency_ms_p99", "p99 ms"), ("throughput", "samples/s"),
                  ("cpu_util", "CPU busy (cores)"), ("rss_mb", "memory MB"), ("executed_precision", "ran in"),
@@ -119,7 +119,7 @@ def cores_curves(df: pd.DataFrame) -> go.Figure:
     """Throughput, mean run time per request and CPU utilisation against the cores a run was given."""
     view = df.copy()
     if "cores_given" not in view.columns:
-        from wb_core.analysis import with_efficiency
+        from wb_core.analysis.recommend import with_efficiency
 
         view = with_efficiency(view)
     return _curves(view, "cores_given", "cores given (pinned, or all when unpinned)",

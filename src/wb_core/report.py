@@ -39,9 +39,9 @@ def build_report(db: str | Path, study: str, constraints=None, objective: str = 
                  layer_profile=None) -> str:
     """The report of a study as one HTML string (see write_report)."""
     from wb_core import plots
-    from wb_core.analysis import NoRunMeetsConstraints, pareto_mask, recommend, with_efficiency
+    from wb_core.analysis.recommend import NoRunMeetsConstraints, pareto_mask, recommend, with_efficiency
     from wb_core.store import Store
-    from wb_core.study_model import study_flops, study_model_paths
+    from wb_core.analysis.study_model import study_flops, study_model_paths
 
     with Store(db, readonly=True) as store:
         info = store.get_study(study)
@@ -139,7 +139,7 @@ def _model(info: dict, flops: float | None) -> str:
 
 
 def _recommendation(rec) -> str:
-    from wb_core.analysis import run_label
+    from wb_core.analysis.recommend import run_label
 
     rows = "".join(f"<li>{_e(run_label(r))}: p99 {_fmt(r.get('latency_ms_p99'))} ms, "
                    f"{_fmt(r.get('throughput'))} samples/s (key {_e(r['key'])})</li>" for r in rec.runners_up)

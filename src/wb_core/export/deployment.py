@@ -74,7 +74,7 @@ class DeploymentConfig:
     inter_op_threads: int | None = None
     streams: int | None = None
     cores: list[int] | None = None  # CPU ids the run was pinned to; None = not pinned
-    cores_used: int | None = None  # cores the run could keep busy (see wb_core.analysis)
+    cores_used: int | None = None  # cores the run could keep busy (see wb_core.analysis.recommend)
     instances: int = 1
     concurrency: int = 1
     hint: str | None = None
@@ -83,7 +83,7 @@ class DeploymentConfig:
     runtime_properties: dict[str, str] = field(default_factory=dict)  # values are strings
     runtime_reported: dict[str, str] = field(default_factory=dict)  # what the runtime chose (streams, threads)
     expected: ExpectedMetrics = field(default_factory=ExpectedMetrics)
-    # From wb_core.planning.capacity when a target rate was given: instances, replicas, CPU requests.
+    # From wb_core.analysis.planning.capacity when a target rate was given: instances, replicas, CPU requests.
     capacity: dict | None = None
     schema_version: int = SCHEMA_VERSION
 

@@ -1,6 +1,6 @@
 """Studies across a fleet: one sweep on the hosts of a cluster, compared by hardware type.
 
-`DaskExecutor` reaches the hosts (Dask distributed); `wb_core.runner.run_sweep(..., executor=...)`
+`DaskExecutor` reaches the hosts (Dask distributed); `wb_core.sweep.local.run_sweep(..., executor=...)`
 runs a study on them (`fleet.sweep`); `fleet.compare` and `fleet.plots` put host types side by
 side. See docs/fleet.md.
 """

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from wb_core.analysis import Constraints, NoRunMeetsConstraints, recommend, run_label, with_efficiency
+from wb_core.analysis.recommend import Constraints, NoRunMeetsConstraints, recommend, run_label, with_efficiency
 from wb_core.errors import ConfigError, WorkbenchError
 
 COMPARE_COLUMNS = ("hardware_fingerprint", "cpu_model", "hosts", "usable_cpus", "best_key", "best_config",
@@ -150,7 +150,7 @@ def load_comparison(db: str | Path, study: str, constraints: Constraints | None 
                     prices: dict[str, float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the comparison per hardware type, the study's results) read from a store."""
     from wb_core.store import Store
-    from wb_core.study_model import study_flops
+    from wb_core.analysis.study_model import study_flops
 
     with Store(db, readonly=True) as store:
         info = store.get_study(study)

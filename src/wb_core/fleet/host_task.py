@@ -1,7 +1,7 @@
 """What a fleet host does with one job: run a worker group here, report each point as it comes.
 
 Engine-neutral: the engine passes `emit`, which streams one point message to the coordinator.
-The group runs exactly as a local sweep runs it (`wb_core.runner.run_group`), in worker processes
+The group runs exactly as a local sweep runs it (`wb_core.sweep.local.run_group`), in worker processes
 pinned and timed the same way.
 """
 
@@ -21,7 +21,7 @@ def run_job(job: dict, emit: Callable[[dict], None], shipped=None) -> dict:
     "timeout_s"}. A point message: {"job", "key", "status", "metrics", "error"}, where `key` is
     the RunConfig key (the coordinator maps it to the study's key).
     """
-    from wb_core.runner import run_group
+    from wb_core.sweep.local import run_group
 
     if shipped is not None:
         from wb_core.fleet.shipping import unpack

@@ -24,9 +24,9 @@ from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import WorkbenchError
 from wb_core.fleet.hosts import Host, by_type
 from wb_core.models import detect_format, fingerprint, resolve_shape
-from wb_core.runner import SweepSummary, _progress, infeasible_reason, library_versions
+from wb_core.sweep.local import SweepSummary, _progress, infeasible_reason, library_versions
 from wb_core.store import Store
-from wb_core.variants import inspect_inputs
+from wb_core.variants.convert import inspect_inputs
 
 # A group whose host dies this many times is not tried again (it may be what kills them).
 MAX_ATTEMPTS = 3
@@ -67,7 +67,7 @@ def run_fleet_sweep(executor, model: str | Path, spec: SweepSpec, db: str | Path
     coordinator; the hosts load them from the same (shared or shipped) paths.
     """
     from wb_core import hardware
-    from wb_core.precision import VariantPlanner
+    from wb_core.variants.planner import VariantPlanner
 
     settings = settings or MeasureSettings()
     inputs = inputs or InputOptions()

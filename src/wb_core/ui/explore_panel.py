@@ -67,7 +67,7 @@ class ExplorePanel(w.VBox):
     """Recommends a run of Session.study under the user's limits; sets Session.selected_key."""
 
     def __init__(self, session: Session):
-        import wb_core.analysis  # noqa: F401  (fail here, not in a callback, if it is missing)
+        import wb_core.analysis.recommend  # noqa: F401  (fail here, not in a callback, if it is missing)
         import wb_core.plots  # noqa: F401
 
         self.session = session
@@ -100,7 +100,7 @@ class ExplorePanel(w.VBox):
 
     # ---- data ----
     def _on_results(self, *_):
-        from wb_core.analysis import successful, with_efficiency
+        from wb_core.analysis.recommend import successful, with_efficiency
 
         df = self.session.results()
         self.messages.clear()
@@ -146,7 +146,7 @@ class ExplorePanel(w.VBox):
 
     def constraints(self):
         """The limits the sliders set (a slider at its right end sets none)."""
-        from wb_core.analysis import Constraints
+        from wb_core.analysis.recommend import Constraints
 
         def limit(s):
             return None if s.disabled or s.value >= s.max - s.step / 2 else float(s.value)
@@ -158,7 +158,7 @@ class ExplorePanel(w.VBox):
     def _on_limits(self, *_):
         if self._updating or self._df is None:
             return
-        from wb_core.analysis import NoRunMeetsConstraints, recommend
+        from wb_core.analysis.recommend import NoRunMeetsConstraints, recommend
         from wb_core.errors import WorkbenchError
 
         cons = self.constraints()
@@ -235,6 +235,6 @@ class ExplorePanel(w.VBox):
 
 
 def _label(run) -> str:
-    from wb_core.analysis import run_label
+    from wb_core.analysis.recommend import run_label
 
     return run_label(run)

@@ -1,4 +1,4 @@
-"""The `wb` command: a thin layer over the public API."""
+"""`wb hw`, `demo-model`, `inspect`, `profile`, `results`, `studies`: measuring and reading results."""
 
 from __future__ import annotations
 
@@ -11,14 +11,7 @@ import typer
 
 from wb_core.errors import WorkbenchError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="CPU Inference Workbench: find the threads, cores, batch size and precision that serve a "
-                       "model best on this CPU.")
-
-
-def _fail(msg: str, code: int = 2):
-    typer.echo(f"Error: {msg}", err=True)
-    raise typer.Exit(code)
+from wb_core.cli.app import app, fail as _fail
 
 
 @app.command()
@@ -115,7 +108,7 @@ def profile(
     from wb_core.config import InputOptions, MeasureSettings, SweepSpec
     from wb_core.demo import resolve_model
     from wb_core.paths import default_db
-    from wb_core.runner import run_sweep
+    from wb_core.sweep.local import run_sweep
     from wb_core.store import load_results
 
     spec = SweepSpec(backends=backend, precisions=precision, batch_sizes=batch, threads=threads,
@@ -143,7 +136,7 @@ def profile(
         return
     prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy)
     if search != "grid" or budget is not None or p99_ms is not None:
-        from wb_core.search import run_search
+        from wb_core.sweep.search import run_search
 
         if cluster:
             _fail("The smart search runs on this machine; leave out --cluster, or search with a grid.")
@@ -167,7 +160,7 @@ def profile(
 
 
 def _find_max_rate(path, spec, p99_ms, db, study, settings, inputs):
-    from wb_core.runner import find_max_rate
+    from wb_core.sweep.local import find_max_rate
 
     if p99_ms is None:
         _fail("--find-max-rate needs a target, for example --p99-ms 10.")
@@ -221,7 +214,7 @@ TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "inter_op_thre
 
 def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy):
     from wb_core.data import ImageOptions
-    from wb_core.precision import PrecisionOptions
+    from wb_core.variants.planner import PrecisionOptions
 
     return PrecisionOptions(data=data, metric=metric, subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
                             image=ImageOptions(size=ImageOptions.parse_size(image_size), scale=image_scale),
@@ -242,27 +235,3 @@ def _print_table(df) -> None:
             view[c] = view[c].astype(float).round(4)
     view = view.astype(object).where(view.notna(), "-")
     typer.echo(view.to_string(index=False))
-
-
-def main() -> None:
-    """Console entry point: a WorkbenchError becomes one line on stderr and exit code 2."""
-    try:
-        app()
-    except WorkbenchError as e:
-        typer.echo(f"Error: {e}", err=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        typer.echo("Interrupted; every finished point is stored, and rerunning the same command resumes.", err=True)
-        sys.exit(130)
-
-
-# Command groups that live in their own modules register themselves on `app` (imported last:
-# they import `app`).
-from wb_core import cli_analysis, cli_dashboard, cli_fleet, cli_planning  # noqa: E402,F401
-
-if __name__ == "__main__":
-    # Run the imported module's main: `python -m` executes a second copy of this file as __main__,
-    # and the commands above registered on the imported module's `app`.
-    from wb_core.cli import main as _main
-
-    _main()

@@ -1,6 +1,6 @@
 """Parent side of the child-process protocol.
 
-A child (`python -m wb_core.worker`) talks to its parent on a channel of its own: two pipes
+A child (`python -m wb_core.proc.worker`) talks to its parent on a channel of its own: two pipes
 passed to it (their descriptors named in `WB_CHANNEL`), one carrying JSON tasks and start signals
 in, one carrying JSON messages out, a line each. Nothing else writes there, so whatever the
 runtimes print on stdout and stderr (coloured logs under FORCE_COLOR, progress bars, raw bytes)
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from wb_core.errors import WorkerError
-from wb_core.worker_channel import CHANNEL_ENV
+from wb_core.proc.channel import CHANNEL_ENV
 
 _ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
 _MAX_LINE = 2000  # a progress bar redrawn with \r is one endless "line"
@@ -94,7 +94,7 @@ class ChildProc:
         msg_r, msg_w = os.pipe()    # child -> parent: JSON messages
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "wb_core.worker"],
+                [sys.executable, "-m", "wb_core.proc.worker"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 env=child_env({**(env or {}), CHANNEL_ENV: f"{task_r},{msg_w}"}),
                 pass_fds=(task_r, msg_w), start_new_session=True,

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from wb_core.config import CONFIG_COLUMNS, format_cores
-from wb_core.db import connect
+from wb_core.store.sql import connect
 from wb_core.errors import StoreError
 
 METRIC_COLUMNS = ("latency_ms_p50", "latency_ms_p90", "latency_ms_p95", "latency_ms_p99", "latency_ms_mean",
@@ -252,6 +252,15 @@ class Store:
             d["hardware"] = json.loads(d.pop("hardware_json") or "null")
             out.append(d)
         return out
+
+    def run_config(self, study: str, key: str):
+        """The RunConfig a stored run measured, read from its config as stored (cores as integers)."""
+        from wb_core.config import RunConfig
+
+        rows = self.db.execute("SELECT config_json FROM runs WHERE study = ? AND key = ?", (study, key))
+        if not rows:
+            raise StoreError(f"No run with key '{key}' in study '{study}' of '{self.path}'.")
+        return RunConfig.from_dict(json.loads(rows[0]["config_json"]))
 
     def runs(self, study: str) -> list[dict]:
         rows = self.db.execute("SELECT * FROM runs WHERE study = ? ORDER BY id", (study,))

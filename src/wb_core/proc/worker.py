@@ -1,11 +1,11 @@
-"""Child entry point: `python -m wb_core.worker` reads one JSON task from its channel.
+"""Child entry point: `python -m wb_core.proc.worker` reads one JSON task from its channel.
 
 Order matters for `measure`: pin the CPU affinity FIRST, set thread variables NEXT, and only
 THEN import the runtime, because TensorFlow and OpenVINO size their thread pools from what they
 see at import. Everything heavy is imported inside the task functions.
 
 Messages go to the parent as JSON lines on the channel named by `WB_CHANNEL` (see
-wb_core.child), never on stdout or stderr, which belong to the runtimes and their logs.
+wb_core.proc.parent), never on stdout or stderr, which belong to the runtimes and their logs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import time
 import traceback
 
-from wb_core.worker_channel import emit, flush, open_channel, receive
+from wb_core.proc.channel import emit, flush, open_channel, receive
 
 
 def _apply_process_settings(cfg: dict, memory_limit_mb: int | None) -> None:
@@ -254,9 +254,9 @@ def task_demo(task: dict) -> None:
 
 
 def task_layers(task: dict) -> None:
-    """Per-layer performance counters of one OpenVINO configuration (see wb_core.layers)."""
+    """Per-layer performance counters of one OpenVINO configuration (see wb_core.analysis.layers)."""
     _apply_process_settings(task["config"], task.get("memory_limit_mb"))
-    from wb_core.layers import collect_layer_times
+    from wb_core.proc.layer_tasks import collect_layer_times
 
     emit({"type": "result", **collect_layer_times(task["model_path"], task["config"], task.get("inputs"),
                                                   iterations=int(task.get("iterations") or 100))})
@@ -284,9 +284,9 @@ def task_selftest(task: dict) -> None:
 
 
 def _precision_task(name: str):
-    """Tasks for INT8/BF16 variants and accuracy live in wb_core.precision_tasks."""
+    """Tasks for INT8/BF16 variants and accuracy live in wb_core.proc.precision_tasks."""
     def run(task: dict) -> None:
-        from wb_core import precision_tasks
+        from wb_core.proc import precision_tasks
 
         getattr(precision_tasks, f"task_{name}")(task)
 

@@ -18,7 +18,7 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli import app
+from wb_core.cli.app import app
 from wb_core.errors import ConfigError
 from wb_core.paths import cache_dir
 

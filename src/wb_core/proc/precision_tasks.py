@@ -1,7 +1,7 @@
 """Child-process tasks for precision variants: quantize, evaluate, and the TensorFlow BF16 probe.
 
-They run inside `python -m wb_core.worker` (see worker.TASKS) because they import OpenVINO, NNCF
-or TensorFlow; the parent side is `wb_core.precision`. Each emits one `result` message.
+They run inside `python -m wb_core.proc.worker` (see worker.TASKS) because they import OpenVINO, NNCF
+or TensorFlow; the parent side is `wb_core.variants.planner`. Each emits one `result` message.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ EVAL_BATCH = 64
 
 
 def _emit(msg: dict) -> None:
-    from wb_core.worker_channel import emit
+    from wb_core.proc.channel import emit
 
     emit(msg)
 
@@ -92,7 +92,7 @@ def task_quantize(task: dict) -> None:
     import openvino as ov
 
     from wb_core.data import check_input
-    from wb_core.metrics import resolve_metric
+    from wb_core.accuracy import resolve_metric
     from wb_core.models import ov_inputs
 
     model = ov.Core().read_model(task["ir"])

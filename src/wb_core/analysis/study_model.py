@@ -15,7 +15,7 @@ from wb_core.errors import WorkbenchError
 def study_model_paths(study: dict) -> dict[str, str | None]:
     """`ir_path` (OpenVINO) and `savedmodel_path` (TensorFlow) of a study's model, None when unavailable."""
     from wb_core.backends.base import BACKEND_FORMATS
-    from wb_core.variants import ensure_ir, ensure_savedmodel
+    from wb_core.variants.convert import ensure_ir, ensure_savedmodel
 
     path, fmt, fp = study.get("model_path"), study.get("model_format"), study.get("model_fingerprint")
     out: dict[str, str | None] = {"ir_path": None, "savedmodel_path": None}
@@ -57,7 +57,7 @@ def _shapes_key(study: dict, opts: dict) -> tuple:
 
 @lru_cache(maxsize=32)
 def _flops(ir_path: str, shapes: tuple) -> float | None:
-    from wb_core.flops import flops_per_sample
+    from wb_core.analysis.flops import flops_per_sample
 
     try:
         return flops_per_sample(ir_path, dict(shapes) or None)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli import app
+from wb_core.cli.app import app
 
 # Spelled out here rather than imported from cli_analysis: `python -m wb_core.cli` imports the
 # command modules while cli_analysis is still half-initialised.
@@ -41,7 +41,7 @@ def compare_hosts(study: str = typer.Option(..., "--study"), db: Optional[Path] 
                   objective: str = OBJECTIVE,
                   out: Optional[Path] = typer.Option(None, "--out", help="Also write the figures to this HTML file.")):
     """Best configuration per hardware type of a fleet study, throughput per core and cost per million."""
-    from wb_core.analysis import Constraints
+    from wb_core.analysis.recommend import Constraints
     from wb_core.fleet.compare import config_by_host_type, load_comparison, parse_prices
     from wb_core.paths import default_db
 

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from wb_core.backends.base import BACKEND_FORMATS
-from wb_core.child import run_task
+from wb_core.proc.parent import run_task
 from wb_core.errors import ModelError
 from wb_core.models import InputSpec, detect_format, fingerprint
 from wb_core.paths import cache_dir

@@ -22,13 +22,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from wb_core.child import run_task
+from wb_core.proc.parent import run_task
 from wb_core.config import RunConfig
 from wb_core.data import Dataset, ImageOptions, check_input, load_dataset
 from wb_core.errors import ConfigError, WorkbenchError
-from wb_core.metrics import Metric, resolve_metric
+from wb_core.accuracy import Metric, resolve_metric
 from wb_core.paths import cache_dir
-from wb_core.quantize import DEFAULT_SUBSET, QuantizeSettings, ensure_int8_ir
+from wb_core.variants.quantize import DEFAULT_SUBSET, QuantizeSettings, ensure_int8_ir
 
 INT8_VIA_OPENVINO = ("TensorFlow models reach INT8 through the OpenVINO INT8 variant (NNCF post-training "
                      "quantization); profile int8 with --backend openvino")
@@ -114,7 +114,7 @@ class VariantPlanner:
     def _input(self):
         """The model's single input (None for multi-input models)."""
         if self.inputs is None:
-            from wb_core.variants import inspect_inputs
+            from wb_core.variants.convert import inspect_inputs
 
             self.inputs = inspect_inputs(self.model)
         return self.inputs[0] if len(self.inputs) == 1 else None
@@ -159,7 +159,7 @@ class VariantPlanner:
             if precision == "int8":
                 path, info = self._int8()
             else:
-                from wb_core.variants import variant_path
+                from wb_core.variants.convert import variant_path
 
                 path = variant_path(backend, self.model, self.fmt, self.fp)
                 info = {"variant": "fp32-ir" if backend == "openvino" else "savedmodel"}

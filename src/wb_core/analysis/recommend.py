@@ -118,7 +118,7 @@ def with_efficiency(df: pd.DataFrame, hardware: dict | None = None,
     """A copy of the results with cores_used, throughput_per_core, gflops, pct_peak_flops, oversubscribed.
 
     `hardware` is the study's hardware dict (for the CPUs available and the peak FLOP/s);
-    without it this machine's is used. `flops_per_sample` comes from `wb_core.flops`; without it
+    without it this machine's is used. `flops_per_sample` comes from `wb_core.analysis.flops`; without it
     the FLOP columns stay empty.
     """
     if hardware is None:

@@ -22,7 +22,7 @@ from typing import Callable, Generator, Iterable
 
 from wb_core.config import RunConfig
 from wb_core.errors import ConfigError
-from wb_core.runner import SweepSummary
+from wb_core.sweep.local import SweepSummary
 
 SEARCHES = ("grid", "smart")
 # Axes whose values have an order (a step goes to the next value up or down); the rest are
@@ -336,7 +336,7 @@ def run_search(model: str | Path, spec, db: str | Path, study: str, search: str 
     Each batch the strategy proposes is one `run_sweep(configs=...)` call, so a resumed search
     reuses stored points instead of measuring them again. `sweep_options` go to `run_sweep` as they are.
     """
-    from wb_core.runner import run_sweep
+    from wb_core.sweep.local import run_sweep
     from wb_core.store import load_results
 
     candidates = spec.expand()

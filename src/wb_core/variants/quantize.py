@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from wb_core.child import run_task
-from wb_core.variants import _cached, ensure_ir
+from wb_core.proc.parent import run_task
+from wb_core.variants.convert import _cached, ensure_ir
 
 DEFAULT_SUBSET = 300
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli import app
+from wb_core.cli.app import app
 
 
 @app.command()
@@ -21,7 +21,7 @@ def plan(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.O
     """Best split of the machine's cores into instances x cores per instance."""
     from wb_core.hardware import detect
     from wb_core.paths import default_db
-    from wb_core.planning import plan_allocation, verify_allocation
+    from wb_core.analysis.planning import plan_allocation, verify_allocation
     from wb_core.store import Store, load_results
 
     db = db or default_db()
@@ -56,7 +56,7 @@ def capacity(study: str = typer.Option(..., "--study"), db: Optional[Path] = typ
              as_json: bool = typer.Option(False, "--json")):
     """Instances, replicas and CPU requests that serve a target rate under a p99 target."""
     from wb_core.paths import default_db
-    from wb_core.planning import capacity as plan_capacity
+    from wb_core.analysis.planning import capacity as plan_capacity
     from wb_core.store import load_results
 
     cap = plan_capacity(load_results(db or default_db(), study), rate, p99_ms, headroom, machine_cores)

@@ -1,8 +1,8 @@
-"""Worker side of the channel to the parent (see wb_core.child for the parent side).
+"""Worker side of the channel to the parent (see wb_core.proc.parent for the parent side).
 
 The parent passes two pipes and names them in `WB_CHANNEL` ("read_fd,write_fd"). Messages are
 JSON lines. Nothing else in the worker writes there: stdout and stderr belong to the runtimes.
-This lives apart from `wb_core.worker` because that module runs as `__main__`: task modules that
+This lives apart from `wb_core.proc.worker` because that module runs as `__main__`: task modules that
 import `emit` must reach the same open channel.
 """
 
@@ -24,7 +24,7 @@ def open_channel() -> None:
     global _channel_in, _channel_out
     spec = os.environ.pop(CHANNEL_ENV, "")
     if not spec:
-        raise SystemExit(f"wb_core.worker is started by the workbench, which passes it a channel ({CHANNEL_ENV})")
+        raise SystemExit(f"wb_core.proc.worker is started by the workbench, which passes it a channel ({CHANNEL_ENV})")
     fd_in, fd_out = (int(x) for x in spec.split(","))
     for fd in (fd_in, fd_out):
         os.set_inheritable(fd, False)

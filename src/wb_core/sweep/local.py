@@ -18,13 +18,13 @@ from typing import Callable, Iterable
 
 from wb_core import hardware
 from wb_core.backends.base import BACKEND_FORMATS
-from wb_core.child import run_child
+from wb_core.proc.parent import run_child
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import ConfigError, WorkbenchError
 from wb_core.models import detect_format, fingerprint, resolve_shape
-from wb_core.precision import PrecisionOptions, VariantPlanner
+from wb_core.variants.planner import PrecisionOptions, VariantPlanner
 from wb_core.store import Store
-from wb_core.variants import inspect_inputs
+from wb_core.variants.convert import inspect_inputs
 
 # Seconds without a message before a worker is declared hung, on top of the measuring time.
 LOAD_ALLOWANCE_S = 300.0
@@ -85,7 +85,7 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
     `timeout_s`: seconds a worker may stay silent before it is declared hung and killed
     (default: a load allowance plus twice the measuring time).
     `precision` carries the data, metric and quantization settings for INT8/BF16 variants and
-    accuracy (see wb_core.precision); by default a demo model uses its own data.
+    accuracy (see wb_core.variants.planner); by default a demo model uses its own data.
     `executor`: None runs the worker groups here, one after another; a fleet executor
     (`wb_core.fleet.DaskExecutor`) runs them on the hosts of a cluster, once per hardware type.
     """
@@ -219,7 +219,7 @@ def _run_instances(path, members, settings, inputs, record, cancel, memory_limit
     parent sends one start/end time on CLOCK_MONOTONIC (shared by all processes on Linux).
     Aggregate throughput = the instances' completed samples in the window / window length.
     """
-    from wb_core.child import ChildProc, ChildOutcome
+    from wb_core.proc.parent import ChildProc, ChildOutcome
     from wb_core.measure import Latency, latency_histogram
 
     head = members[0]

@@ -85,7 +85,7 @@ def plan_allocation(df: pd.DataFrame, machine_cores: int | None = None, p99_ms: 
 def verify_allocation(model, alloc: Allocation, db, study: str, settings=None) -> dict:
     """Run the allocation for real (instances started together on disjoint cores)."""
     from wb_core.config import SweepSpec
-    from wb_core.runner import run_sweep
+    from wb_core.sweep.local import run_sweep
     from wb_core.store import load_results
 
     c = alloc.config

@@ -7,13 +7,13 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli import app
+from wb_core.cli.app import app
 
 OBJECTIVE_HELP = "throughput, latency or throughput_per_core."
 
 
 def _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores):
-    from wb_core.analysis import Constraints
+    from wb_core.analysis.recommend import Constraints
 
     return Constraints(max_p99_ms=max_p99_ms, max_accuracy_drop=max_accuracy_drop, max_memory_mb=max_memory_mb,
                        max_cores=max_cores)
@@ -39,10 +39,10 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
               max_memory_mb: Optional[float] = MAX_MEM, max_cores: Optional[int] = MAX_CORES,
               objective: str = OBJECTIVE, top: int = typer.Option(3, "--top", help="Runners-up to show.")):
     """Pick the best run under constraints and say why it won."""
-    from wb_core.analysis import recommend as _recommend
-    from wb_core.analysis import run_label, with_efficiency
+    from wb_core.analysis.recommend import recommend as _recommend
+    from wb_core.analysis.recommend import run_label, with_efficiency
     from wb_core.store import Store
-    from wb_core.study_model import study_flops
+    from wb_core.analysis.study_model import study_flops
 
     with Store(_db(db), readonly=True) as store:
         info = store.get_study(study)
@@ -66,7 +66,7 @@ def report(study: str = typer.Option(..., "--study"), out: Path = typer.Option(P
            layers: bool = typer.Option(False, "--layers", help="Add the per-layer profile of the recommended run "
                                                              "(OpenVINO runs; takes a few seconds).")):
     """Write one self-contained HTML report (works offline): hardware, model, recommendation, plots, runs."""
-    from wb_core.analysis import check_objective
+    from wb_core.analysis.recommend import check_objective
     from wb_core.report import write_report
 
     constraints = _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores)
@@ -78,9 +78,9 @@ def report(study: str = typer.Option(..., "--study"), out: Path = typer.Option(P
 
 
 def _recommended_layers(db, study, constraints, objective):
-    from wb_core.analysis import recommend as _recommend
-    from wb_core.analysis import successful
-    from wb_core.layers import study_layer_profile
+    from wb_core.analysis.recommend import recommend as _recommend
+    from wb_core.analysis.recommend import successful
+    from wb_core.analysis.layers import study_layer_profile
     from wb_core.store import load_results
 
     df = load_results(db, study)
@@ -104,7 +104,7 @@ def layers(study: str = typer.Option(..., "--study"), run: str = typer.Option(..
            top: int = typer.Option(15, "--top", help="Slowest layers to list."),
            out: Optional[Path] = typer.Option(None, "--out", help="Also write the bar charts to this HTML file.")):
     """Per-layer profile of one run: time per layer and per layer type, and the precision each ran in."""
-    from wb_core.layers import study_layer_profile
+    from wb_core.analysis.layers import study_layer_profile
 
     profile = study_layer_profile(_db(db), study, run, iterations=iterations)
     typer.echo(f"{profile.label} (key {profile.key}), mean of {profile.iterations} inferences, "
@@ -161,7 +161,7 @@ def export(study: str = typer.Option(..., "--study"),
     dep = deployment_for_study(_db(db), study, run_key=run, constraints=constraints, objective=objective,
                                host_type=host_type)
     if target_rate is not None:
-        from wb_core.planning import capacity
+        from wb_core.analysis.planning import capacity
         from wb_core.store import load_results
 
         if max_p99_ms is None:
