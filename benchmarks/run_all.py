@@ -52,7 +52,7 @@ def run_script(script: str, args: list[str]) -> tuple[int, str, float]:
 def machine_section() -> str:
     sys.path.insert(0, str(ROOT / "src"))
     from wb_core.hardware import describe
-    from wb_core.sweep.local import library_versions
+    from wb_core.sweep.context import library_versions
 
     versions = ", ".join(f"{k} {v}" for k, v in library_versions().items())
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())

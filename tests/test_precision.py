@@ -171,7 +171,7 @@ def test_precision_feasibility_on_recorded_cpus(cpu):
 
     from wb_core.config import RunConfig
     from wb_core.hardware import hardware_from_cpuinfo
-    from wb_core.sweep.local import infeasible_reason
+    from wb_core.sweep.context import infeasible_reason
 
     hw = hardware_from_cpuinfo((Path(__file__).parent / "cpuinfo" / f"{cpu}.cpuinfo").read_text())
     bf16_native, int8_runs = RECORDED_CPUS[cpu]

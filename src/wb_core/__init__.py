@@ -2,7 +2,7 @@
 
 from wb_core.errors import ConfigError, ModelError, StoreError, WorkbenchError, WorkerError
 
-__version__ = "0.1.0"
+from wb_core.version import __version__
 
 __all__ = [
     "ConfigError",

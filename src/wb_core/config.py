@@ -14,9 +14,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
+from wb_core.backends.registry import names as backend_names
 from wb_core.errors import ConfigError
 
-BACKENDS = ("tensorflow", "openvino")
 PRECISIONS = ("fp32", "bf16", "int8")
 OV_HINTS = ("none", "latency", "throughput")
 MAX_BATCH = 65536
@@ -385,7 +385,7 @@ class SweepSpec:
     allow_oversubscribe: bool = False
 
     def __post_init__(self):
-        self.backends = parse_choice(self.backends, "backend", BACKENDS)
+        self.backends = parse_choice(self.backends, "backend", backend_names())
         self.precisions = parse_choice(self.precisions, "precision", PRECISIONS)
         self.batch_sizes = parse_positive_ints(self.batch_sizes, "Batch size", MAX_BATCH)
         self.threads = _ints_or_none(self.threads, "Threads", MAX_THREADS)

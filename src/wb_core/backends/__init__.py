@@ -1,7 +1,2 @@
-"""Runtime backends behind one small protocol (see base.py); imported lazily inside workers."""
-
-from __future__ import annotations
-
-from wb_core.backends.base import BACKEND_FORMATS, Session, open_session
-
-__all__ = ["BACKEND_FORMATS", "Session", "open_session"]
+"""Runtime backends: declared in registry.py, each implemented by a session module imported only
+inside workers (see base.py for the protocol)."""

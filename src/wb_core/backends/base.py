@@ -1,4 +1,5 @@
-"""The backend protocol: open a model with process-level settings, prepare a batch size, infer.
+"""The session protocol every backend implements: open a model with process-level settings,
+prepare a batch size, infer. Backends are declared in registry.py.
 
 Backends import their runtime only when a session is opened, so that a worker can set CPU
 affinity and thread variables before the runtime sizes its thread pools.
@@ -10,13 +11,6 @@ from typing import Callable, Protocol
 
 from wb_core.config import InputOptions, RunConfig
 from wb_core.models import InputSpec
-
-# Which model formats each backend runs (after the variant step has converted what it can).
-BACKEND_FORMATS = {
-    "tensorflow": ("savedmodel", "keras"),
-    "openvino": ("openvino", "onnx", "savedmodel", "keras"),
-}
-
 
 class Session(Protocol):
     inputs: list[InputSpec]
@@ -32,15 +26,3 @@ class Session(Protocol):
 
     def info(self) -> dict:
         """Columns describing what really ran (executed precision, properties)."""
-
-
-def open_session(model_path: str, cfg: RunConfig) -> Session:
-    if cfg.backend == "openvino":
-        from wb_core.backends.openvino import OpenVINOSession
-
-        return OpenVINOSession(model_path, cfg)
-    if cfg.backend == "tensorflow":
-        from wb_core.backends.tensorflow import TensorFlowSession
-
-        return TensorFlowSession(model_path, cfg)
-    raise ValueError(f"unknown backend {cfg.backend}")

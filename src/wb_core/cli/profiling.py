@@ -160,7 +160,7 @@ def profile(
 
 
 def _find_max_rate(path, spec, p99_ms, db, study, settings, inputs):
-    from wb_core.sweep.local import find_max_rate
+    from wb_core.sweep.max_rate import find_max_rate
 
     if p99_ms is None:
         _fail("--find-max-rate needs a target, for example --p99-ms 10.")

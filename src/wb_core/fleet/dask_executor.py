@@ -23,7 +23,7 @@ def _probe(dask_worker=None) -> dict:
     if dask_worker is not None and dask_worker.name is not None and str(dask_worker.name) != dask_worker.address:
         name = str(dask_worker.name)
     info = describe_this_host(name)
-    from wb_core import __version__
+    from wb_core.version import __version__
 
     info["version"] = __version__
     info["nthreads"] = getattr(getattr(dask_worker, "state", None), "nthreads", None)
@@ -79,7 +79,7 @@ class DaskExecutor:
     # ---- the executor protocol used by wb_core.fleet.sweep ----
     def hosts(self) -> list[Host]:
         """Probe every worker (hardware.detect() runs on the host) and keep the wanted ones."""
-        from wb_core import __version__
+        from wb_core.version import __version__
 
         try:
             answers = self.client.run(_probe)

@@ -23,10 +23,7 @@ from typing import Callable, Iterable
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import WorkbenchError
 from wb_core.fleet.hosts import Host, by_type
-from wb_core.models import detect_format, fingerprint, resolve_shape
-from wb_core.sweep.local import SweepSummary, _progress, infeasible_reason, library_versions
-from wb_core.store import Store
-from wb_core.variants.convert import inspect_inputs
+from wb_core.sweep.context import SweepContext, SweepSummary
 
 # A group whose host dies this many times is not tried again (it may be what kills them).
 MAX_ATTEMPTS = 3
@@ -66,54 +63,35 @@ def run_fleet_sweep(executor, model: str | Path, spec: SweepSpec, db: str | Path
     Precision variants (INT8 IRs) are built and their accuracy measured once, here on the
     coordinator; the hosts load them from the same (shared or shipped) paths.
     """
-    from wb_core import hardware
-    from wb_core.variants.planner import VariantPlanner
-
-    settings = settings or MeasureSettings()
-    inputs = inputs or InputOptions()
-    model = Path(model).resolve()
-    fmt = detect_format(model)
-    model_fp = fingerprint(model)
     configs = list(configs) if configs is not None else spec.expand()
-    specs = inspect_inputs(model)
-    for b in sorted({c.batch_size for c in configs}):
-        for s in specs:
-            resolve_shape(s, b, inputs)
-    planner = VariantPlanner(model, fmt, model_fp, precision, hardware.detect(), specs)
-    planner.check_data(configs)
+    ctx = SweepContext(Path(model).resolve(), db, study, configs, settings=settings, inputs=inputs,
+                       precision=precision, on_point=on_point, progress=progress, cancel=cancel,
+                       memory_limit_mb=memory_limit_mb, timeout_s=timeout_s)
     hosts = executor.hosts()
     if not hosts:
         raise WorkbenchError("The cluster has no hosts to run on; start a worker on each host first "
                              "(see docs/fleet.md).")
-    with Store(db) as store:
-        first = hosts[0]
-        store.ensure_study(study, str(model), fmt, model_fp, first.hardware, first.fingerprint, library_versions(),
-                           {"sweep": spec.to_dict(), "settings": settings.__dict__, "inputs": inputs.to_dict(),
-                            "fleet": {"hosts": [h.name for h in hosts], "hardware_types": list(by_type(hosts))}},
-                           [s.to_dict() for s in specs])
+    first = hosts[0]
+    record = ctx.spec_record(sweep=spec.to_dict(), fleet={"hosts": [h.name for h in hosts],
+                                                          "hardware_types": list(by_type(hosts))})
+    with ctx.open(record, hardware=first.hardware, hardware_fingerprint=first.fingerprint):
         for h in hosts:
-            store.add_host(study, h.name, h.fingerprint, h.hardware)
-        run = _FleetRun(executor, store, study, hosts, settings, inputs, on_point, cancel, memory_limit_mb, timeout_s)
-        run.summary.planned = len(configs) * len(run.types)
-        run.plan(model, fmt, model_fp, configs, planner)
-        run.bar = _progress(len(run.plan_.pending), progress)
-        try:
-            run.loop()
-        finally:
-            if run.bar is not None:
-                run.bar.close()
-    return run.summary
+            ctx.store.add_host(study, h.name, h.fingerprint, h.hardware)
+        run = _FleetRun(executor, ctx, hosts)
+        ctx.summary.planned = len(configs) * len(run.types)
+        run.plan(configs)
+        ctx.start_progress(len(run.plan_.pending))
+        run.loop()
+    return ctx.summary
 
 
 class _FleetRun:
     """The state of one fleet sweep: queues per hardware type, jobs in flight, points pending."""
 
-    def __init__(self, executor, store: Store, study: str, hosts: list[Host], settings, inputs, on_point, cancel,
-                 memory_limit_mb, timeout_s):
-        self.executor, self.store, self.study = executor, store, study
-        self.settings, self.inputs = settings, inputs
-        self.on_point, self.cancel = on_point, cancel
-        self.memory_limit_mb, self.timeout_s = memory_limit_mb, timeout_s
+    def __init__(self, executor, ctx: SweepContext, hosts: list[Host]):
+        self.executor, self.ctx = executor, ctx
+        self.settings, self.inputs = ctx.settings, ctx.inputs
+        self.memory_limit_mb, self.timeout_s = ctx.memory_limit_mb, ctx.timeout_s
         self.extras: dict[tuple, dict] = {}  # (backend, precision) -> variant and accuracy columns
         self.types = by_type(hosts)
         self.alive: dict[str, Host] = {h.id: h for h in hosts}
@@ -121,25 +99,16 @@ class _FleetRun:
         self.running: dict[object, Job] = {}
         self.jobs: dict[str, Job] = {}
         self.plan_ = _Plan(queues={fp: collections.deque() for fp in self.types})
-        self.summary = SweepSummary(study=study, db=str(store.path))
-        self.bar = None
+        self.summary = ctx.summary
         self._ids = (f"{time.time_ns():x}-{i}" for i in range(1 << 62))
 
     # ---- storing ----
     def record(self, fp: str, cfg: RunConfig, status: str, metrics: dict | None = None, error: str | None = None,
                host: str | None = None) -> None:
-        key = fleet_key(cfg, fp)
         extra = self.extras.get((cfg.backend, cfg.precision), {}) if status != "skipped" else {}
         metrics = {**extra, **(metrics or {}), "config_key": cfg.key}
-        self.store.add_run(self.study, key, cfg.to_dict(), status, metrics, error, host=host, hardware_fingerprint=fp)
-        setattr(self.summary, status, getattr(self.summary, status) + 1)
-        if error and status == "failed":
-            self.summary.errors.append(f"{cfg.label()} on {host or fp}: {error}")
-        if self.bar is not None:
-            self.bar.update(1)
-        if self.on_point:
-            self.on_point({"key": key, "config": cfg, "status": status, "metrics": metrics, "error": error,
-                           "host": host, "hardware_fingerprint": fp})
+        self.ctx.record(cfg, status, metrics, error, key=fleet_key(cfg, fp), host=host, hardware_fingerprint=fp,
+                        where=host or fp)
 
     def fail_pending(self, job: Job, members: list[RunConfig], error: str) -> None:
         for cfg in members:
@@ -150,8 +119,8 @@ class _FleetRun:
         return [c for c in job.members if (job.fingerprint, c.key) in self.plan_.pending]
 
     # ---- planning ----
-    def plan(self, model: Path, fmt: str, model_fp: str, configs: list[RunConfig], planner) -> None:
-        done = self.store.done_keys(self.study)
+    def plan(self, configs: list[RunConfig]) -> None:
+        done = self.ctx.done_keys()
         groups: dict[tuple, list[RunConfig]] = collections.OrderedDict()
         for c in configs:
             groups.setdefault(c.group, []).append(c)
@@ -163,7 +132,7 @@ class _FleetRun:
                 self.summary.skipped_done += len(members) - len(todo)
                 if not todo:
                     continue
-                why = infeasible_reason(todo[0], fmt, hw) or planner.infeasible(todo[0])
+                why = self.ctx.infeasible(todo[0], hw)
                 if why:
                     for c in todo:
                         self.record(fp, c, "skipped", error=why)
@@ -171,9 +140,9 @@ class _FleetRun:
                 variant = (todo[0].backend, todo[0].precision)
                 if variant not in paths:
                     try:
-                        paths[variant] = str(planner.path_for(todo[0]))
                         # Variant and accuracy columns, the same on every host.
-                        self.extras[variant] = planner.columns_for(todo[0])
+                        path, self.extras[variant] = self.ctx.variant(todo[0])
+                        paths[variant] = str(path)
                     except WorkbenchError as e:
                         paths[variant] = e
                 if isinstance(paths[variant], WorkbenchError):
@@ -193,7 +162,7 @@ class _FleetRun:
     def loop(self) -> None:
         last_check = 0.0
         while self.running or any(self.plan_.queues.values()):
-            if self.cancel is not None and self.cancel.is_set():
+            if self.ctx.cancelled:
                 for fut in self.running:
                     self.executor.cancel(fut)
                 self.summary.cancelled = True  # unfinished points stay unstored: a rerun measures them

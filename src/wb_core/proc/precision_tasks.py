@@ -59,7 +59,7 @@ def task_evaluate(task: dict) -> None:
     `out_dir/<id>.npy`; the parent computes the metric, so a user's metric callable works too.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from wb_core.backends import open_session
+    from wb_core.backends.registry import open_session
     from wb_core.config import InputOptions, RunConfig
     from wb_core.data import check_input
 

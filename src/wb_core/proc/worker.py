@@ -30,15 +30,10 @@ def _apply_process_settings(cfg: dict, memory_limit_mb: int | None) -> None:
 
         limit = int(memory_limit_mb) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    threads = cfg.get("threads")
-    if cfg.get("backend") == "tensorflow":
-        if threads:
-            os.environ["TF_NUM_INTRAOP_THREADS"] = str(threads)
-            os.environ["OMP_NUM_THREADS"] = str(threads)
-        if cfg.get("inter_op_threads"):
-            os.environ["TF_NUM_INTEROP_THREADS"] = str(cfg["inter_op_threads"])
-        if cfg.get("onednn") is not None:
-            os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if cfg["onednn"] else "0"
+    if cfg.get("backend"):
+        from wb_core.backends.registry import get
+
+        os.environ.update(get(cfg["backend"]).process_env(cfg))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
@@ -49,7 +44,7 @@ def _open(task: dict, cores=None):
         group["cores"] = list(cores)
     _apply_process_settings(group, task.get("memory_limit_mb"))
 
-    from wb_core.backends import open_session
+    from wb_core.backends.registry import open_session
     from wb_core.config import InputOptions, MeasureSettings, RunConfig
 
     settings = MeasureSettings(**task["settings"])

@@ -262,6 +262,22 @@ class Store:
             raise StoreError(f"No run with key '{key}' in study '{study}' of '{self.path}'.")
         return RunConfig.from_dict(json.loads(rows[0]["config_json"]))
 
+    def points(self, study: str, keys: list[str]) -> dict[str, dict]:
+        """Stored points by key ({key, config, status, metrics, error}); keys not stored are absent."""
+        from wb_core.config import RunConfig
+
+        out = {}
+        for i in range(0, len(keys), 500):  # stay under SQLite's parameter limit
+            chunk = keys[i:i + 500]
+            marks = ", ".join("?" for _ in chunk)
+            rows = self.db.execute(f"SELECT key, status, error, config_json, metrics_json FROM runs "
+                                   f"WHERE study = ? AND key IN ({marks})", (study, *chunk))
+            for r in rows:
+                out[r["key"]] = {"key": r["key"], "config": RunConfig.from_dict(json.loads(r["config_json"])),
+                                 "status": r["status"], "metrics": json.loads(r["metrics_json"] or "{}"),
+                                 "error": r["error"]}
+        return out
+
     def runs(self, study: str) -> list[dict]:
         rows = self.db.execute("SELECT * FROM runs WHERE study = ? ORDER BY id", (study,))
         out = []

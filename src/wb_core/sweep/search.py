@@ -14,7 +14,6 @@ holds. Strategies never measure; `run_search` connects them to the runner.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Callable, Generator, Iterable
 
 from wb_core.config import RunConfig
 from wb_core.errors import ConfigError
-from wb_core.sweep.local import SweepSummary
+from wb_core.sweep.context import SweepSummary
 
 SEARCHES = ("grid", "smart")
 # Axes whose values have an order (a step goes to the next value up or down); the rest are
@@ -330,68 +329,43 @@ def run_search(model: str | Path, spec, db: str | Path, study: str, search: str 
                p99_ms: float | None = None, budget: int | None = None, objective: str = "throughput",
                threshold: float = DEFAULT_THRESHOLD, settings=None, inputs=None,
                on_point: Callable[[dict], None] | None = None, progress: bool = False, cancel=None,
-               timeout_s: float | None = None, **sweep_options) -> SearchSummary:
-    """Search a sweep spec with a strategy, measuring through `run_sweep` and storing every point.
+               timeout_s: float | None = None, precision=None, memory_limit_mb: int | None = None) -> SearchSummary:
+    """Search a sweep spec with a strategy, storing every point it measures in `study`.
 
-    Each batch the strategy proposes is one `run_sweep(configs=...)` call, so a resumed search
-    reuses stored points instead of measuring them again. `sweep_options` go to `run_sweep` as they are.
+    Preflight (model, inputs, variants, accuracy) runs once for the whole search. Each batch the
+    strategy proposes is measured through one sweep context; the strategy receives the points
+    just measured (or already stored, so a resumed search measures nothing twice).
     """
-    from wb_core.sweep.local import run_sweep
-    from wb_core.store import load_results
+    from wb_core.sweep.context import SweepContext
+    from wb_core.sweep.local import measure_configs
 
     candidates = spec.expand()
     goal = Goal(objective=objective, p99_ms=p99_ms)
     strategy = make_strategy(search, candidates, goal, budget, threshold)
     total = SearchSummary(study=study, db=str(db), search=check_search(search), candidates=len(candidates), goal=goal)
-    bar = _bar(min(budget or len(candidates), len(candidates)), progress)
-
-    def point(msg: dict):
-        if bar is not None:
-            bar.update(1)
-        if on_point:
-            on_point(msg)
+    ctx = SweepContext(model, db, study, candidates, settings=settings, inputs=inputs, precision=precision,
+                       on_point=on_point, progress=progress, progress_label="searching", cancel=cancel,
+                       memory_limit_mb=memory_limit_mb, timeout_s=timeout_s, summary=total)
 
     def evaluate(configs: list[RunConfig]) -> list[Observation]:
-        s = run_sweep(model, spec, db, study, settings=settings, inputs=inputs, on_point=point, cancel=cancel,
-                      configs=configs, timeout_s=timeout_s, **sweep_options)
-        _add_up(total, s)
-        rows = {r["key"]: r for r in load_results(db, study).to_dict("records")}
-        return [observation_from_row(c, rows.get(c.key)) for c in configs]
+        measure_configs(ctx, configs)
+        points = ctx.stored(c.key for c in configs)
+        return [observation_from_point(c, points.get(c.key)) for c in configs]
 
-    try:
-        history = drive(strategy, evaluate, stop=lambda: total.cancelled)
-    finally:
-        if bar is not None:
-            bar.close()
+    with ctx.open(ctx.spec_record(sweep=spec.to_dict(), search=total.search, p99_ms=p99_ms, budget=budget)):
+        ctx.start_progress(min(budget or len(candidates), len(candidates)))
+        history = drive(strategy, evaluate, stop=lambda: ctx.cancelled)
     total.measured = len(history)
     total.best = goal.best(history)
     return total
 
 
-def _add_up(total: SweepSummary, part: SweepSummary) -> None:
-    """Fold one run_sweep summary into the search's: counts add up, lists extend, flags stick."""
-    for f in dataclasses.fields(part):
-        mine, theirs = getattr(total, f.name), getattr(part, f.name)
-        if isinstance(theirs, bool):
-            setattr(total, f.name, mine or theirs)
-        elif isinstance(theirs, int):
-            setattr(total, f.name, mine + theirs)
-        elif isinstance(theirs, list):
-            mine.extend(theirs)
-
-
-def observation_from_row(cfg: RunConfig, row: dict | None) -> Observation:
-    if row is None:
+def observation_from_point(cfg: RunConfig, point: dict | None) -> Observation:
+    """A strategy's view of a recorded or stored point."""
+    if point is None:
         return Observation(cfg, "missing")
-    return Observation(cfg, str(row.get("status")), _float(row.get("throughput")), _float(row.get("latency_ms_p99")))
-
-
-def _bar(total: int, enabled: bool):
-    if not enabled or total <= 0:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="point", desc="searching", dynamic_ncols=True)
+    m = point.get("metrics") or {}
+    return Observation(cfg, str(point.get("status")), _float(m.get("throughput")), _float(m.get("latency_ms_p99")))
 
 
 def _direction(values: list, here, there) -> int:

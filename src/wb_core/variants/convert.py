@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from wb_core.backends.base import BACKEND_FORMATS
+from wb_core.backends.registry import backend_formats
 from wb_core.proc.parent import run_task
 from wb_core.errors import ModelError
 from wb_core.models import InputSpec, detect_format, fingerprint
@@ -57,7 +57,7 @@ def ensure_savedmodel(path: str | Path, fmt: str | None = None, fp: str | None =
     fmt = fmt or detect_format(path)
     if fmt == "savedmodel":
         return path
-    if fmt not in BACKEND_FORMATS["tensorflow"]:
+    if fmt not in backend_formats("tensorflow"):
         raise ModelError(f"The tensorflow backend cannot run a {fmt} model ('{path.name}'); use the openvino backend.")
     fp = fp or fingerprint(path)
 

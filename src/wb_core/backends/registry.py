@@ -1,0 +1,102 @@
+"""The backends the workbench knows, each declared once: what the rest of the code reads.
+
+A backend declares the model formats it runs, the session class a worker opens (imported only
+inside the worker, after CPU affinity and thread variables are set), the environment variables
+its run settings become before the runtime is imported, the RunConfig fields it reads, the
+packages whose versions are stored with a study, and the runtime name each serving format uses.
+
+Adding a backend: write `backends/<name>.py` with a session class (see `base.Session`), then add
+one `register(BackendInfo(...))` below. Nothing else needs to know its name: the sweep spec, the
+CLI help, the dashboard's choices, the worker, feasibility checks and the study's versions read
+this registry (see docs/architecture.md).
+
+This module imports nothing heavy and nothing above the config layer, so that every layer may
+read it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+from wb_core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    name: str
+    description: str
+    formats: tuple[str, ...]  # model formats it runs (after the variant step converted what it can)
+    session: str  # "module:Class" of its session, imported inside the worker only
+    distributions: tuple[str, ...]  # packages whose versions a study records
+    # RunConfig field -> environment variables set from it before the runtime is imported.
+    env: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    settings: tuple[str, ...] = ()  # RunConfig fields beyond batch, cores, instances, concurrency it reads
+    serving: dict[str, str] = field(default_factory=dict)  # serving format -> the runtime it names there
+
+    def process_env(self, config: dict) -> dict[str, str]:
+        """The environment a worker sets for `config` (a RunConfig as a dict) before the import."""
+        out = {}
+        for setting, names in self.env.items():
+            value = config.get(setting)
+            if value is None:
+                continue
+            text = ("1" if value else "0") if isinstance(value, bool) else str(value)
+            out.update({n: text for n in names})
+        return out
+
+
+_REGISTRY: dict[str, BackendInfo] = {}
+
+
+def register(info: BackendInfo) -> BackendInfo:
+    _REGISTRY[info.name] = info
+    return info
+
+
+def names() -> tuple[str, ...]:
+    """Registered backend names, in the order they were registered."""
+    return tuple(_REGISTRY)
+
+
+def get(name: str) -> BackendInfo:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"Unknown backend '{name}'; choose from {', '.join(names())}.") from None
+
+
+def backend_formats(name: str) -> tuple[str, ...]:
+    return get(name).formats
+
+
+def runtime_distributions() -> tuple[str, ...]:
+    return tuple(d for info in _REGISTRY.values() for d in info.distributions)
+
+
+def open_session(model_path: str, cfg):
+    """Open a session of `cfg.backend` on a model (in a worker: this imports the runtime)."""
+    module, _, cls = get(cfg.backend).session.partition(":")
+    return getattr(importlib.import_module(module), cls)(model_path, cfg)
+
+
+register(BackendInfo(
+    name="tensorflow",
+    description="TensorFlow: the SavedModel signature, intra/inter-op threads, oneDNN on or off",
+    formats=("savedmodel", "keras"),
+    session="wb_core.backends.tensorflow:TensorFlowSession",
+    distributions=("tensorflow", "tensorflow-cpu", "keras"),
+    env={"threads": ("TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS"), "inter_op_threads": ("TF_NUM_INTEROP_THREADS",),
+         "onednn": ("TF_ENABLE_ONEDNN_OPTS",)},
+    settings=("threads", "inter_op_threads", "onednn"),
+    serving={"tfserving": "tensorflow_model_server", "triton": "tensorflow", "kserve": "tensorflow"},
+))
+register(BackendInfo(
+    name="openvino",
+    description="OpenVINO: an IR (converted once from any format), threads, streams, hint, pinning, precision",
+    formats=("openvino", "onnx", "savedmodel", "keras"),
+    session="wb_core.backends.openvino:OpenVINOSession",
+    distributions=("openvino",),
+    settings=("threads", "streams", "hint", "cpu_pinning"),
+    serving={"ovms": "openvino", "triton": "openvino", "kserve": "openvino"},
+))

@@ -1,0 +1,46 @@
+"""The highest Poisson arrival rate a configuration serves under a p99 target, every probe stored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wb_core.config import InputOptions, MeasureSettings, RunConfig
+from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.proc.parent import run_child
+from wb_core.sweep.context import SweepContext, point_timeout
+from wb_core.sweep.local import worker_task
+
+
+def find_max_rate(model: str | Path, config: RunConfig, p99_ms: float, db: str | Path, study: str,
+                  settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
+                  steps: int = 7, precision=None) -> dict:
+    """Highest Poisson arrival rate (requests/s) whose measured p99 stays under `p99_ms`.
+
+    A bisection between 0 and the closed-loop capacity, inside one worker; every probed rate is
+    stored as a point of the study. Returns {"best": {...} or None, "closed_loop_rate", ...}.
+    """
+    if not isinstance(p99_ms, (int, float)) or isinstance(p99_ms, bool) or not p99_ms > 0 or p99_ms == float("inf"):
+        raise ConfigError(f"The p99 target must be a positive number of milliseconds; got {p99_ms!r}.")
+    ctx = SweepContext(model, db, study, [config], settings=settings or MeasureSettings(max_time_s=3.0),
+                       inputs=inputs, precision=precision)
+    result: dict = {}
+    with ctx.open(ctx.spec_record(find_max_rate=config.to_dict(), p99_ms=p99_ms)):
+        why = ctx.infeasible(config)
+        if why:
+            raise ConfigError(f"Cannot search a rate for this configuration: {why}.")
+        path, extra = ctx.variant(config)  # int8 needs its quantized IR here too
+        task = worker_task("max_rate", path, [config], ctx.settings, ctx.inputs)
+        task.update({"p99_ms": p99_ms, "steps": steps})
+
+        def on_message(msg):
+            if msg.get("type") == "point" and msg.get("config"):
+                probe = RunConfig.from_dict(msg["config"])
+                ctx.record(probe, msg["status"], {**extra, **(msg.get("metrics") or {})}, msg.get("error"),
+                           key=msg["key"])
+            elif msg.get("type") == "max_rate":
+                result.update(msg)
+
+        outcome = run_child(task, timeout=point_timeout(ctx.settings) * (steps + 2), on_message=on_message)
+        if not result:
+            raise WorkbenchError(f"The rate search failed: {outcome.reason()}.")
+    return result

@@ -1,0 +1,3 @@
+"""The workbench version (a leaf module: anything may import it)."""
+
+__version__ = "0.1.0"
