@@ -27,8 +27,8 @@ from bench_util import fixed_time, fmt_ratio, median_spread, print_table
 
 from wb_core.config import SweepSpec, available_cpus
 from wb_core.demo import demo_model_path
-from wb_core.sweep.local import run_sweep
 from wb_core.store import load_results
+from wb_core.sweep.local import run_sweep
 from wb_core.variants.convert import ensure_ir
 
 OV_PRECISION = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 lives in the IR, not the hint
@@ -82,7 +82,7 @@ def variant_file(model: Path, precision: str, db: Path, batches: str) -> tuple[P
     try:
         run_sweep(model, spec_for("int8", "latency", 1, batches.split(",")[0]), db, "int8-probe",
                   settings=fixed_time(0.3, warmup_s=0.1))
-    except Exception as e:  # noqa: BLE001 - a missing int8 path is a row in the table, not a crash
+    except Exception as e:
         return None, str(e).splitlines()[0]
     row = load_results(db, "int8-probe").iloc[0]
     if row["status"] != "ok":

@@ -26,8 +26,8 @@ from bench_util import cv, print_table
 
 from wb_core.config import MeasureSettings, SweepSpec
 from wb_core.demo import demo_model_path
-from wb_core.sweep.local import run_sweep
 from wb_core.store import load_results
+from wb_core.sweep.local import run_sweep
 
 CONFIGS = {
     "lenet-digits b1 t1 pinned": ("lenet-digits", dict(backends="openvino", threads="1", cores="first1")),

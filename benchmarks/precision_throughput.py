@@ -26,8 +26,8 @@ def variants(model: str) -> dict[str, tuple[str, str]]:
     from wb_core.data import demo_dataset
     from wb_core.demo import demo_model_path
     from wb_core.models import fingerprint
-    from wb_core.variants.quantize import QuantizeSettings, ensure_int8_ir
     from wb_core.variants.convert import ensure_ir
+    from wb_core.variants.quantize import QuantizeSettings, ensure_int8_ir
 
     path = demo_model_path(model)
     fp = fingerprint(path)

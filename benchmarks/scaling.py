@@ -16,12 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from synthetic_model import build  # noqa: E402
+from synthetic_model import build
 
-from wb_core.config import MeasureSettings, SweepSpec  # noqa: E402
-from wb_core.hardware import describe, detect  # noqa: E402
-from wb_core.sweep.local import run_sweep  # noqa: E402
-from wb_core.store import load_results  # noqa: E402
+from wb_core.config import MeasureSettings, SweepSpec
+from wb_core.hardware import describe, detect
+from wb_core.store import load_results
+from wb_core.sweep.local import run_sweep
 
 
 def ladder(n: int) -> list[int]:

@@ -24,8 +24,8 @@ from bench_util import print_table
 
 from wb_core.config import MeasureSettings, SweepSpec
 from wb_core.demo import demo_model_path
-from wb_core.sweep.search import run_search
 from wb_core.store import load_results
+from wb_core.sweep.search import run_search
 from wb_core.variants.convert import ensure_ir
 
 SPEC = dict(backends="openvino", threads="1,2", batch_sizes="1,2,4,8,16,32", streams="1,2", cores="none,first1")
@@ -82,7 +82,8 @@ def main() -> None:
                 reach_ratios.append(reach[1] / g_wall)
             rows.append([r + 1, len(grid), g_wall, f"{best:,.0f}", _label(grid.loc[best_key]), len(arrivals), s_wall,
                          f"{s_wall / g_wall:.2f}", f"{reach[0]}" if reach else "never",
-                         f"{reach[1]:.1f} ({reach[1] / g_wall:.2f})" if reach else "-", _label(grid.loc[pick]) if pick in grid.index else "-",
+                         f"{reach[1]:.1f} ({reach[1] / g_wall:.2f})" if reach else "-",
+                         _label(grid.loc[pick]) if pick in grid.index else "-",
                          f"{pick_ratio:.3f}" if pick_ratio == pick_ratio else "over p99 in grid"])
     print_table(
         f"Search efficiency: lenet-digits, OpenVINO fp32, {len(spec.expand())}-config grid, p99 target {target:g} ms, "

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from wb_core.config import MeasureSettings, SweepSpec
 from wb_core.demo import demo_model_path
-from wb_core.sweep.local import run_sweep
 from wb_core.store import load_results
+from wb_core.sweep.local import run_sweep
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ def build(path: str | Path, size: int = 56, channels: int = 64, depth: int = 8, 
     x = ops.parameter([-1, 3, size, size], ov.Type.f32, name="image")
     h = x
     c_in = 3
-    for i in range(depth):
+    for _ in range(depth):
         w = ops.constant((rng.standard_normal((channels, c_in, 3, 3)) * 0.05).astype(np.float32))
         h = ops.relu(ops.convolution(h, w, [1, 1], [1, 1], [1, 1], [1, 1]))
         c_in = channels

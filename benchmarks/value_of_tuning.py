@@ -24,9 +24,9 @@ from bench_util import print_table
 
 from wb_core.config import MeasureSettings, RunConfig, SweepSpec, available_cpus
 from wb_core.demo import demo_model_path
+from wb_core.store import load_results
 from wb_core.sweep.local import run_sweep
 from wb_core.sweep.search import run_search
-from wb_core.store import load_results
 
 
 def defaults(n: int, batches: str) -> dict[str, SweepSpec]:
@@ -82,7 +82,7 @@ def main() -> None:
                          found.best.throughput, "-", _short(tuned)])
     print_table(
         f"Value of tuning: fp32, tuned = best of a smart search on OpenVINO "
-        f"({'p99 <= %g ms' % a.p99_ms if a.p99_ms else 'no p99 target'}), max {a.max_time:g} s per point",
+        f"({f'p99 <= {a.p99_ms:g} ms' if a.p99_ms else 'no p99 target'}), max {a.max_time:g} s per point",
         ["model", "default", "batch", "default samples/s", "default p99 ms", "tuned samples/s", "speed-up",
          "tuned config"], rows,
         ["speed-up = tuned samples/s (measured again beside the defaults) / default samples/s. At batch 1 it "

@@ -40,7 +40,7 @@ class LocalFleet:
     def _start(self, name: str, cmd: list[str], env: dict, cpu: int | None = None):
         full_env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
                     **env}
-        log = open(self.folder / f"{name}.log", "w")
+        log = open(self.folder / f"{name}.log", "w")  # noqa: SIM115 - the server process writes to it until stop()
 
         def pin():
             if cpu is not None:

@@ -10,8 +10,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis_data import HARDWARE, frame, run, sample_frame
-from wb_core.analysis.recommend import (Constraints, NoRunMeetsConstraints, find_run, pareto_front, pareto_mask, recommend,
-                              with_efficiency)
+from wb_core.analysis.recommend import (
+    Constraints,
+    NoRunMeetsConstraints,
+    find_run,
+    pareto_front,
+    pareto_mask,
+    recommend,
+    with_efficiency,
+)
 from wb_core.errors import ConfigError, WorkbenchError
 
 

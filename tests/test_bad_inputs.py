@@ -8,8 +8,8 @@ import pytest
 
 import bad_corpus
 from wb_core.config import SweepSpec
-from wb_core.sweep.local import run_sweep
 from wb_core.store import load_results
+from wb_core.sweep.local import run_sweep
 
 
 def wb(*args):

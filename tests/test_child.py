@@ -2,8 +2,8 @@
 
 import pytest
 
-from wb_core.proc.parent import run_child, run_task
 from wb_core.errors import WorkerError
+from wb_core.proc.parent import run_child, run_task
 
 
 def test_hung_child_is_killed_after_timeout():

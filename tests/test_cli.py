@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from wb_core.config import SweepSpec
-from wb_core.sweep.local import run_sweep
 from wb_core.store import load_results
+from wb_core.sweep.local import run_sweep
 
 
 def wb(*args):

@@ -19,7 +19,7 @@ def test_loopback_by_default_without_token_and_with_culling(tmp_path):
     assert "--MappingKernelManager.cull_idle_timeout=600" in cmd
     assert any(c.startswith("--MappingKernelManager.cull_interval=") for c in cmd)
     assert env["WB_DB"] == str((tmp_path / "r.db").resolve())
-    assert Path(cmd[3]) == dashboard_notebook() and dashboard_notebook().name == "dashboard.ipynb"
+    assert Path(cmd[3]) == dashboard_notebook() == Path(__file__).resolve().parents[1] / "workbench" / "dashboard.ipynb"
     assert env["PYTHONPATH"].split(":")[0] == str(Path(__file__).resolve().parents[1] / "src")
 
 

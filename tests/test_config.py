@@ -2,8 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wb_core.config import (InputOptions, MeasureSettings, RunConfig, SweepSpec, format_cores, parse_cores,
-                            split_values)
+from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec, format_cores, parse_cores, split_values
 from wb_core.errors import ConfigError
 
 CPUS = [0, 1, 2, 3]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from wb_core.accuracy import BUILTIN, resolve_metric
 from wb_core.data import Dataset, ImageOptions, check_input, load_dataset
 from wb_core.errors import ConfigError
-from wb_core.accuracy import BUILTIN, resolve_metric
 from wb_core.models import InputSpec
 
 SPEC = InputSpec(name="image", shape=(-1, 8, 8, 1), dtype="float32")
@@ -56,7 +56,7 @@ def test_image_folder_takes_model_geometry(tmp_path):
     root = _png_folder(tmp_path / "imgs", ["cat", "dog"])
     ds = load_dataset(str(root), input_shape=(-1, 8, 8, 1))
     assert ds.x.shape == (6, 8, 8, 1) and ds.x.dtype == np.float32
-    assert 0.0 <= ds.x.min() and ds.x.max() <= 1.0
+    assert ds.x.min() >= 0.0 and ds.x.max() <= 1.0
     assert list(ds.y) == [0, 0, 0, 1, 1, 1] and ds.meta["classes"] == ["cat", "dog"]
     nchw = load_dataset(str(root), input_shape=(1, 3, 6, 6), image=ImageOptions(scale="symmetric"))
     assert nchw.x.shape == (6, 3, 6, 6) and nchw.x.min() >= -1.0

@@ -1,6 +1,5 @@
 """Faults during a sweep: each gives a clear failed record or message, and no finished point is lost."""
 
-import os
 import signal
 import sqlite3
 import subprocess
@@ -14,8 +13,8 @@ import pytest
 
 from wb_core.config import SweepSpec
 from wb_core.errors import StoreError
-from wb_core.sweep.local import run_sweep
 from wb_core.store import Store, load_results
+from wb_core.sweep.local import run_sweep
 
 
 def _measuring_worker(db, min_age=1.0, timeout=120):
@@ -98,6 +97,7 @@ def test_out_of_memory_at_a_huge_batch_keeps_the_small_one(lenet_ir, db, fast):
     df = load_results(db, "oom").set_index("batch_size")
     assert df.loc[1, "status"] == "ok"
     assert df.loc[65536, "status"] == "failed" and df.loc[65536, "error"]
+    assert s.ok == 1 and s.failed == 1
 
 
 def test_two_sweeps_write_one_database_at_once(lenet_ir, db):

@@ -14,13 +14,18 @@ import pytest
 
 from wb_core.config import SweepSpec
 from wb_core.errors import ConfigError
-from wb_core.fleet.compare import compare_host_types, config_by_host_type, cost_per_million, parse_prices, \
-    select_host_type
+from wb_core.fleet.compare import (
+    compare_host_types,
+    config_by_host_type,
+    cost_per_million,
+    parse_prices,
+    select_host_type,
+)
 from wb_core.fleet.hosts import Host
 from wb_core.fleet.plots import host_type_bars, host_type_scatter
 from wb_core.fleet.sweep import fleet_key
-from wb_core.sweep.local import run_sweep
 from wb_core.store import Store, load_results
+from wb_core.sweep.local import run_sweep
 
 HW = {"cpu_model": "Test CPU", "vendor": "x", "architecture": "x86_64", "physical_cores": 4, "logical_cores": 4,
       "available_cpus": [0, 1, 2, 3], "sockets": 1, "numa_nodes": 1, "numa_cpus": {}, "l1d_kb": None, "l2_kb": None,

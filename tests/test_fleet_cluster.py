@@ -12,12 +12,11 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from fleet_cluster import LocalFleet  # noqa: E402
-
-from wb_core.config import SweepSpec  # noqa: E402
-from wb_core.fleet import DaskExecutor  # noqa: E402
-from wb_core.sweep.local import run_sweep  # noqa: E402
-from wb_core.store import Store, load_results  # noqa: E402
+from fleet_cluster import LocalFleet
+from wb_core.config import SweepSpec
+from wb_core.fleet import DaskExecutor
+from wb_core.store import Store, load_results
+from wb_core.sweep.local import run_sweep
 
 SPEC = SweepSpec(threads="1,2", batch_sizes="1,2,4")  # 2 worker groups of 3 points, per hardware type
 OTHER = {"WB_HARDWARE_TYPE": "other-cpu"}

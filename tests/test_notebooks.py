@@ -320,6 +320,7 @@ def _check_exported_file(path: Path, fmt: str) -> None:
         assert cfg.name == path.parent.name and (cfg.backend or cfg.platform), text
     elif path.name == "batching_parameters.txt":
         from google.protobuf import text_format
+
         from test_export import _batching_parameters_class
 
         msg = text_format.Parse(text, _batching_parameters_class()())

@@ -11,9 +11,9 @@ from wb_core.cli import app
 from wb_core.config import SweepSpec
 from wb_core.errors import ConfigError
 from wb_core.hardware import detect
-from wb_core.variants.planner import PrecisionOptions
-from wb_core.sweep.local import run_sweep
 from wb_core.store import load_results
+from wb_core.sweep.local import run_sweep
+from wb_core.variants.planner import PrecisionOptions
 
 FAST_FLAGS = ["--max-time", "0.6", "--warmup", "0.1", "--window", "0.1", "--tolerance", "0.5", "-q"]
 

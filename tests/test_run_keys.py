@@ -13,8 +13,8 @@ import sqlite3
 import pytest
 
 from wb_core.config import RunConfig, SweepSpec
-from wb_core.sweep.local import run_sweep
 from wb_core.store import SCHEMA_VERSION, Store, load_results
+from wb_core.sweep.local import run_sweep
 
 CONFIGS = [
     RunConfig("openvino"),

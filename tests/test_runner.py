@@ -11,8 +11,8 @@ import pytest
 
 from wb_core.config import SweepSpec
 from wb_core.hardware import detect
-from wb_core.sweep.local import run_sweep
 from wb_core.store import RESULT_COLUMNS, Store, load_results
+from wb_core.sweep.local import run_sweep
 
 
 def test_sweep_stores_every_point_with_public_columns(lenet_ir, db, fast):

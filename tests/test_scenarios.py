@@ -4,13 +4,13 @@ from dataclasses import replace
 
 import pytest
 
+from wb_core.analysis.planning import capacity, plan_allocation
 from wb_core.config import RunConfig, SweepSpec
 from wb_core.errors import ConfigError
 from wb_core.hardware import detect
-from wb_core.analysis.planning import capacity, plan_allocation
+from wb_core.store import load_results
 from wb_core.sweep.local import run_sweep
 from wb_core.sweep.max_rate import find_max_rate
-from wb_core.store import load_results
 
 TWO_CPUS = pytest.mark.skipif(len(detect().available_cpus) < 2, reason="needs two CPUs")
 

@@ -8,12 +8,11 @@ import pytest
 
 pytest.importorskip("psycopg", reason="psycopg 3 is not installed (pip install '.[fleet]')")
 
-from postgres_server import PostgresServer, server_bin  # noqa: E402
-
-from wb_core.config import SweepSpec  # noqa: E402
-from wb_core.errors import StoreError  # noqa: E402
-from wb_core.sweep.local import run_sweep  # noqa: E402
-from wb_core.store import Store, load_results  # noqa: E402
+from postgres_server import PostgresServer, server_bin
+from wb_core.config import SweepSpec
+from wb_core.errors import StoreError
+from wb_core.store import Store, load_results
+from wb_core.sweep.local import run_sweep
 
 
 @pytest.fixture(scope="module")

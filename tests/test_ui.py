@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("ipywidgets", reason="the ui extra is not installed (pip install -e '.[ui]')")
 
-from wb_core.errors import ModelError  # noqa: E402
-from wb_core.ui.state import Session  # noqa: E402
-from wb_core.ui.uploads import safe_name, save_upload  # noqa: E402
+from wb_core.errors import ModelError
+from wb_core.ui.state import DashboardState
+from wb_core.ui.uploads import safe_name, save_upload
 
 
 def _zip(members: dict[str, bytes]) -> bytes:
@@ -70,7 +70,7 @@ def test_zip_of_a_savedmodel_gives_its_folder(tmp_path, lenet_savedmodel):
 def test_model_panel_shows_inline_errors_and_keeps_working(tmp_path, lenet_ir):
     from wb_core.ui.model_panel import SOURCES, ModelPanel
 
-    session = Session(tmp_path / "ui.db")
+    session = DashboardState(tmp_path / "ui.db")
     panel = ModelPanel(session)
     assert "avx" in panel.hardware.value
     panel.source.value = SOURCES[1]
@@ -81,7 +81,7 @@ def test_model_panel_shows_inline_errors_and_keeps_working(tmp_path, lenet_ir):
     bad.write_bytes(b"not a model at all")
     panel.source.value = SOURCES[2]
     panel.upload.set_trait("value", ({"name": "junk.onnx", "type": "", "size": 18,
-                                      "last_modified": datetime.datetime.now(datetime.timezone.utc),
+                                      "last_modified": datetime.datetime.now(datetime.UTC),
                                       "content": memoryview(bad.read_bytes())},))
     panel.use.click()
     assert "wb-msg-error" in panel.messages.text.value
@@ -97,7 +97,7 @@ def test_model_panel_shows_inline_errors_and_keeps_working(tmp_path, lenet_ir):
 def _sweep_panel(tmp_path, model, batch="1,8", threads="1"):
     from wb_core.ui.sweep_panel import SweepPanel
 
-    session = Session(tmp_path / "ui.db")
+    session = DashboardState(tmp_path / "ui.db")
     session.model_path = str(model)
     panel = SweepPanel(session)
     panel.batch.value, panel.threads.value, panel.max_time.value = batch, threads, 0.3

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from wb_core.config import SweepSpec
-from wb_core.variants.planner import PrecisionOptions
-from wb_core.sweep.local import run_sweep
 from wb_core.store import load_results
+from wb_core.sweep.local import run_sweep
+from wb_core.variants.planner import PrecisionOptions
 
 KERNEL_ENV = {"FORCE_COLOR": "1", "TERM": "xterm-256color", "PY_COLORS": "1", "CLICOLOR_FORCE": "1"}
 

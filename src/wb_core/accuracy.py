@@ -6,8 +6,8 @@ form is what NNCF's accuracy-aware quantization ranks layers by.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

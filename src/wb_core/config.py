@@ -11,8 +11,9 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from wb_core.backends.registry import names as backend_names
 from wb_core.errors import ConfigError
@@ -209,7 +210,7 @@ class InputOptions:
                 "int_range": list(self.int_range), "int_ranges": {k: list(v) for k, v in self.int_ranges.items()}}
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> "InputOptions":
+    def from_dict(cls, d: dict | None) -> InputOptions:
         d = d or {}
         return cls(dynamic_size=d.get("dynamic_size"),
                    shapes={k: tuple(v) for k, v in (d.get("shapes") or {}).items()},
@@ -217,7 +218,7 @@ class InputOptions:
                    int_ranges={k: tuple(v) for k, v in (d.get("int_ranges") or {}).items()})
 
     @classmethod
-    def parse(cls, dynamic_size=None, shapes: list[str] | None = None, int_range: str | None = None) -> "InputOptions":
+    def parse(cls, dynamic_size=None, shapes: list[str] | None = None, int_range: str | None = None) -> InputOptions:
         """From CLI text: shapes like `input_ids=1x128`, ranges like `0:30522` or `input_ids=0:30522`."""
         shape_map = {}
         for item in shapes or []:
@@ -291,7 +292,7 @@ class RunConfig:
         return per_instance * self.instances > given
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunConfig":
+    def from_dict(cls, d: dict) -> RunConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
         if kw.get("cores"):
@@ -339,9 +340,11 @@ class RunConfig:
 
     @property
     def group(self) -> tuple:
-        """Settings that need their own process (everything except batch size)."""
+        """Settings that need their own process: everything except batch size and concurrency, which
+        change only what one process runs (a reshape, a queue of requests), not how it started."""
         d = self.to_dict()
         d.pop("batch_size")
+        d.pop("concurrency")
         return tuple(sorted((k, json.dumps(v)) for k, v in d.items()))
 
     def label(self) -> str:
@@ -364,25 +367,40 @@ class RunConfig:
         return " ".join(parts)
 
 
+def _axis(default: list, help_text: str):
+    """A sweep axis: its default values and the help text the CLI options and widget tooltips show."""
+    return field(default_factory=lambda: list(default), metadata={"help": help_text})
+
+
+def field_help(name: str, cls=None) -> str:
+    """The help text of a SweepSpec (or `cls`) field, shared by the CLI, the dashboard and the docs."""
+    for f in dataclasses.fields(cls or SweepSpec):
+        if f.name == name:
+            return f.metadata.get("help", "").format(backends=", ".join(backend_names()))
+    raise KeyError(name)
+
+
 @dataclass
 class SweepSpec:
     """The grid a user asks for. `expand()` turns it into RunConfigs (invalid combinations dropped)."""
 
-    backends: list[str] = field(default_factory=lambda: ["openvino"])
-    precisions: list[str] = field(default_factory=lambda: ["fp32"])
-    batch_sizes: list[int] = field(default_factory=lambda: [1])
-    threads: list[int | None] = field(default_factory=lambda: [None])
-    inter_op_threads: list[int | None] = field(default_factory=lambda: [None])
-    streams: list[int | None] = field(default_factory=lambda: [None])
-    cores: list[tuple[int, ...] | None] = field(default_factory=lambda: [None])
-    concurrency: list[int] = field(default_factory=lambda: [1])
-    hints: list[str | None] = field(default_factory=lambda: [None])
-    onednn: list[bool | None] = field(default_factory=lambda: [None])
-    cpu_pinning: list[bool | None] = field(default_factory=lambda: [None])
-    instances: list[int] = field(default_factory=lambda: [1])
-    cores_per_instance: list[int | None] = field(default_factory=lambda: [None])
-    rates: list[float | None] = field(default_factory=lambda: [None])
-    allow_oversubscribe: bool = False
+    backends: list[str] = _axis(["openvino"], "Backends to measure with (comma-separated): {backends}.")
+    precisions: list[str] = _axis(["fp32"], "fp32, bf16, int8 (int8: OpenVINO INT8 variant by NNCF).")
+    batch_sizes: list[int] = _axis([1], "Batch sizes, e.g. 1,8,32.")
+    threads: list[int | None] = _axis([None], "Intra-op / inference threads, e.g. 1,2 or auto.")
+    inter_op_threads: list[int | None] = _axis([None], "TensorFlow inter-op threads.")
+    streams: list[int | None] = _axis([None], "OpenVINO NUM_STREAMS values.")
+    cores: list[tuple[int, ...] | None] = _axis(
+        [None], "Pinning: none, all, firstK, or CPU lists like 0, 0-1, 0+2 (values comma-separated).")
+    concurrency: list[int] = _axis([1], "Requests in flight.")
+    hints: list[str | None] = _axis([None], "OpenVINO PERFORMANCE_HINT: none, latency, throughput.")
+    onednn: list[bool | None] = _axis([None], "TensorFlow oneDNN: on, off, auto.")
+    cpu_pinning: list[bool | None] = _axis([None], "OpenVINO ENABLE_CPU_PINNING: on, off, auto.")
+    instances: list[int] = _axis([1], "Instances started together, e.g. 1,2.")
+    cores_per_instance: list[int | None] = _axis([None], "Cores pinned to each instance (disjoint), e.g. 1,2.")
+    rates: list[float | None] = _axis([None], "Poisson arrival rates in requests/s (server scenario).")
+    allow_oversubscribe: bool = field(default=False, metadata={"help": "Run instances x cores beyond this "
+                                                                       "machine's cores."})
 
     def __post_init__(self):
         self.backends = parse_choice(self.backends, "backend", backend_names())
@@ -419,17 +437,23 @@ class SweepSpec:
         `allow_oversubscribe`.
         """
         out: dict[str, RunConfig] = {}
+        from wb_core.backends.registry import get
+
         for backend in self.backends:
-            tf = backend == "tensorflow"
+            reads = set(get(backend).settings)  # settings a backend does not read are left at their default
+
+            def axis(name: str, values: list, _reads=reads) -> list:
+                return values if name in _reads else [None]
+
             for prec in self.precisions:
                 for n, k, cores in self._placements():
-                    for thr in self.threads:
-                        for inter in (self.inter_op_threads if tf else [None]):
-                            for hint in ([None] if tf else self.hints):
+                    for thr in axis("threads", self.threads):
+                        for inter in axis("inter_op_threads", self.inter_op_threads):
+                            for hint in axis("hint", self.hints):
                                 # NUM_STREAMS and PERFORMANCE_HINT are exclusive in OpenVINO.
-                                for st in ([None] if (tf or hint) else self.streams):
-                                    for dnn in (self.onednn if tf else [None]):
-                                        for pin in ([None] if tf else self.cpu_pinning):
+                                for st in ([None] if hint else axis("streams", self.streams)):
+                                    for dnn in axis("onednn", self.onednn):
+                                        for pin in axis("cpu_pinning", self.cpu_pinning):
                                             for conc in self.concurrency:
                                                 for rate in self.rates:
                                                     for b in self.batch_sizes:
@@ -468,7 +492,7 @@ class SweepSpec:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "SweepSpec":
+    def from_dict(cls, d: dict) -> SweepSpec:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
@@ -522,8 +546,9 @@ def load_spec_file(path) -> tuple[SweepSpec, MeasureSettings | None, InputOption
         cores: [none, first1]
         settings: {max_time_s: 5}
     """
-    import yaml
     from pathlib import Path
+
+    import yaml
 
     p = Path(path)
     if not p.is_file():

@@ -83,6 +83,15 @@ def demo_name_of(path: str | Path) -> str | None:
 
 # ---- the builders (run inside a child process: they import TensorFlow) ----
 
+def default_study_name(model: str | Path) -> str:
+    """`lenet-digits` for a demo, else the model's file or folder name."""
+    p = Path(model)
+    demo = demo_name_of(p)
+    if demo:
+        return demo
+    return p.stem if p.is_file() else p.name
+
+
 def build_demo(name: str, out: str | Path) -> dict:
     import os
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import resource
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import numpy as np
 import psutil
@@ -33,7 +33,7 @@ class Latency:
     count: int
 
     @classmethod
-    def from_values(cls, values_ms) -> "Latency":
+    def from_values(cls, values_ms) -> Latency:
         a = np.asarray(values_ms, dtype=np.float64)
         if a.size == 0:
             nan = float("nan")

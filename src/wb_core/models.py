@@ -37,7 +37,7 @@ class InputSpec:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "InputSpec":
+    def from_dict(cls, d: dict) -> InputSpec:
         return cls(name=d["name"], shape=tuple(d["shape"]), dtype=d["dtype"])
 
     def describe(self) -> str:

@@ -40,8 +40,8 @@ def build_report(db: str | Path, study: str, constraints=None, objective: str = 
     """The report of a study as one HTML string (see write_report)."""
     from wb_core import plots
     from wb_core.analysis.recommend import NoRunMeetsConstraints, pareto_mask, recommend, with_efficiency
-    from wb_core.store import Store
     from wb_core.analysis.study_model import study_flops, study_model_paths
+    from wb_core.store import Store
 
     with Store(db, readonly=True) as store:
         info = store.get_study(study)
@@ -102,7 +102,7 @@ def _figures_html(figures) -> str:
 
 def _header(info: dict, df: pd.DataFrame) -> str:
     counts = df["status"].value_counts().to_dict()
-    made = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    made = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     summary = ", ".join(f"{n} {s}" for s, n in counts.items())
     return (f"<h1>{_e(info['name'])}</h1><p class='muted'>Study created {_e(info.get('created_at'))}; "
             f"{len(df)} runs ({_e(summary)}); report made {made}.</p>")

@@ -56,8 +56,8 @@ def profile_layers(model_path: str | Path, config, inputs: dict | None = None, i
                    key: str = "", timeout: float = 600) -> LayerProfile:
     """Per-layer profile of an OpenVINO run configuration, measured in a fresh worker process."""
     from wb_core.analysis.recommend import run_label
-    from wb_core.proc.parent import run_task
     from wb_core.config import RunConfig
+    from wb_core.proc.parent import run_task
 
     cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
     if cfg.backend != "openvino":

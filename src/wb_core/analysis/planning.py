@@ -85,8 +85,8 @@ def plan_allocation(df: pd.DataFrame, machine_cores: int | None = None, p99_ms: 
 def verify_allocation(model, alloc: Allocation, db, study: str, settings=None) -> dict:
     """Run the allocation for real (instances started together on disjoint cores)."""
     from wb_core.config import SweepSpec
-    from wb_core.sweep.local import run_sweep
     from wb_core.store import load_results
+    from wb_core.sweep.local import run_sweep
 
     c = alloc.config
     spec = SweepSpec(backends=c["backend"], precisions=c["precision"], batch_sizes=str(int(c["batch_size"])),
@@ -94,7 +94,7 @@ def verify_allocation(model, alloc: Allocation, db, study: str, settings=None) -
                      streams=str(int(c["streams"])) if c.get("streams") else "auto",
                      concurrency=str(int(c.get("concurrency") or 1)), instances=str(alloc.instances),
                      cores_per_instance=str(alloc.cores_per_instance),
-                     cores="first%d" % (alloc.instances * alloc.cores_per_instance))
+                     cores=f"first{alloc.instances * alloc.cores_per_instance}")
     run_sweep(model, spec, db, study, settings=settings)
     df = load_results(db, study)
     keys = {cfg.key for cfg in spec.expand()}

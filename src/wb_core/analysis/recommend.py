@@ -42,14 +42,12 @@ class Constraints:
         _positive(self.max_p99_ms, "Maximum p99 latency (ms)")
         _positive(self.max_memory_mb, "Maximum memory (MB)")
         d = self.max_accuracy_drop
-        if d is not None:
-            if not _is_number(d) or d < 0 or d > 1:
-                raise ConfigError(f"Maximum accuracy drop must be a fraction between 0 and 1 (0.01 is one point); "
-                                  f"got {d!r}.")
+        if d is not None and (not _is_number(d) or d < 0 or d > 1):
+            raise ConfigError(f"Maximum accuracy drop must be a fraction between 0 and 1 (0.01 is one point); "
+                              f"got {d!r}.")
         c = self.max_cores
-        if c is not None:
-            if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c < 1:
-                raise ConfigError(f"Maximum cores must be a whole number of at least 1; got {c!r}.")
+        if c is not None and (isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c < 1):
+            raise ConfigError(f"Maximum cores must be a whole number of at least 1; got {c!r}.")
 
     def is_empty(self) -> bool:
         return all(v is None for v in (self.max_p99_ms, self.max_accuracy_drop, self.max_memory_mb, self.max_cores))

@@ -7,13 +7,16 @@ affinity and thread variables before the runtime sizes its thread pools.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from wb_core.config import InputOptions, RunConfig
 from wb_core.models import InputSpec
 
-class Session(Protocol):
+
+class BackendSession(Protocol):
     inputs: list[InputSpec]
+    cfg: RunConfig  # the worker sets it to each point's config (batch size, concurrency) before `prepare`
 
     def prepare(self, batch_size: int, opts: InputOptions) -> dict:
         """Get ready for a batch size (reshape/compile); return timing/info columns."""

@@ -5,7 +5,7 @@ inside the worker, after CPU affinity and thread variables are set), the environ
 its run settings become before the runtime is imported, the RunConfig fields it reads, the
 packages whose versions are stored with a study, and the runtime name each serving format uses.
 
-Adding a backend: write `backends/<name>.py` with a session class (see `base.Session`), then add
+Adding a backend: write `backends/<name>.py` with a session class (see `base.BackendSession`), then add
 one `register(BackendInfo(...))` below. Nothing else needs to know its name: the sweep spec, the
 CLI help, the dashboard's choices, the worker, feasibility checks and the study's versions read
 this registry (see docs/architecture.md).
@@ -33,6 +33,10 @@ class BackendInfo:
     env: dict[str, tuple[str, ...]] = field(default_factory=dict)
     settings: tuple[str, ...] = ()  # RunConfig fields beyond batch, cores, instances, concurrency it reads
     serving: dict[str, str] = field(default_factory=dict)  # serving format -> the runtime it names there
+    loads: str = "openvino-ir"  # the file its worker loads: "openvino-ir" or "savedmodel" (variants convert to it)
+    int8_via: str = ""  # empty: INT8 runs natively; else the sentence saying how INT8 is reached instead
+    bf16_note: str = ""  # how a bf16 run is made on this backend (shown beside the variant)
+    bf16_probe: bool = False  # bf16 needs a measured check that it changes what runs (TensorFlow's AMP)
 
     def process_env(self, config: dict) -> dict[str, str]:
         """The environment a worker sets for `config` (a RunConfig as a dict) before the import."""
@@ -81,6 +85,17 @@ def open_session(model_path: str, cfg):
 
 
 register(BackendInfo(
+    name="openvino",
+    description="OpenVINO: an IR (converted once from any format), threads, streams, hint, pinning, precision",
+    formats=("openvino", "onnx", "savedmodel", "keras"),
+    session="wb_core.backends.openvino:OpenVINOSession",
+    distributions=("openvino",),
+    settings=("threads", "streams", "hint", "cpu_pinning"),
+    serving={"ovms": "openvino", "triton": "openvino", "kserve": "openvino"},
+    loads="openvino-ir",
+    bf16_note="FP32 IR compiled with INFERENCE_PRECISION_HINT=bf16",
+))
+register(BackendInfo(
     name="tensorflow",
     description="TensorFlow: the SavedModel signature, intra/inter-op threads, oneDNN on or off",
     formats=("savedmodel", "keras"),
@@ -90,13 +105,9 @@ register(BackendInfo(
          "onednn": ("TF_ENABLE_ONEDNN_OPTS",)},
     settings=("threads", "inter_op_threads", "onednn"),
     serving={"tfserving": "tensorflow_model_server", "triton": "tensorflow", "kserve": "tensorflow"},
-))
-register(BackendInfo(
-    name="openvino",
-    description="OpenVINO: an IR (converted once from any format), threads, streams, hint, pinning, precision",
-    formats=("openvino", "onnx", "savedmodel", "keras"),
-    session="wb_core.backends.openvino:OpenVINOSession",
-    distributions=("openvino",),
-    settings=("threads", "streams", "hint", "cpu_pinning"),
-    serving={"ovms": "openvino", "triton": "openvino", "kserve": "openvino"},
+    loads="savedmodel",
+    int8_via=("TensorFlow models reach INT8 through the OpenVINO INT8 variant (NNCF post-training "
+              "quantization); profile int8 with --backend openvino"),
+    bf16_note="SavedModel run with oneDNN bfloat16 auto mixed precision",
+    bf16_probe=True,
 ))

@@ -13,14 +13,14 @@ OBJECTIVE_HELP = "throughput, latency or throughput_per_core."
 
 
 def _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores):
-    from wb_core.analysis.recommend import Constraints
+    from wb_core.api import Constraints
 
     return Constraints(max_p99_ms=max_p99_ms, max_accuracy_drop=max_accuracy_drop, max_memory_mb=max_memory_mb,
                        max_cores=max_cores)
 
 
 def _db(db: Optional[Path]) -> Path:
-    from wb_core.paths import default_db
+    from wb_core.api import default_db
 
     return db or default_db()
 
@@ -39,10 +39,8 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
               max_memory_mb: Optional[float] = MAX_MEM, max_cores: Optional[int] = MAX_CORES,
               objective: str = OBJECTIVE, top: int = typer.Option(3, "--top", help="Runners-up to show.")):
     """Pick the best run under constraints and say why it won."""
-    from wb_core.analysis.recommend import recommend as _recommend
-    from wb_core.analysis.recommend import run_label, with_efficiency
-    from wb_core.store import Store
-    from wb_core.analysis.study_model import study_flops
+    from wb_core.api import Store, run_label, study_flops, with_efficiency
+    from wb_core.api import recommend as _recommend
 
     with Store(_db(db), readonly=True) as store:
         info = store.get_study(study)
@@ -66,8 +64,7 @@ def report(study: str = typer.Option(..., "--study"), out: Path = typer.Option(P
            layers: bool = typer.Option(False, "--layers", help="Add the per-layer profile of the recommended run "
                                                              "(OpenVINO runs; takes a few seconds).")):
     """Write one self-contained HTML report (works offline): hardware, model, recommendation, plots, runs."""
-    from wb_core.analysis.recommend import check_objective
-    from wb_core.report import write_report
+    from wb_core.api import check_objective, write_report
 
     constraints = _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores)
     profile = None
@@ -78,10 +75,8 @@ def report(study: str = typer.Option(..., "--study"), out: Path = typer.Option(P
 
 
 def _recommended_layers(db, study, constraints, objective):
-    from wb_core.analysis.recommend import recommend as _recommend
-    from wb_core.analysis.recommend import successful
-    from wb_core.analysis.layers import study_layer_profile
-    from wb_core.store import load_results
+    from wb_core.api import layer_profile, load_results, successful
+    from wb_core.api import recommend as _recommend
 
     df = load_results(db, study)
     ov = successful(df)
@@ -93,7 +88,7 @@ def _recommended_layers(db, study, constraints, objective):
         key = _recommend(ov, constraints, objective).key
     except Exception:
         key = ov.sort_values("throughput", ascending=False)["key"].iloc[0]
-    return study_layer_profile(db, study, key)
+    return layer_profile(study, key, db)
 
 
 @app.command()
@@ -104,9 +99,9 @@ def layers(study: str = typer.Option(..., "--study"), run: str = typer.Option(..
            top: int = typer.Option(15, "--top", help="Slowest layers to list."),
            out: Optional[Path] = typer.Option(None, "--out", help="Also write the bar charts to this HTML file.")):
     """Per-layer profile of one run: time per layer and per layer type, and the precision each ran in."""
-    from wb_core.analysis.layers import study_layer_profile
+    from wb_core.api import layer_profile
 
-    profile = study_layer_profile(_db(db), study, run, iterations=iterations)
+    profile = layer_profile(study, run, _db(db), iterations=iterations)
     typer.echo(f"{profile.label} (key {profile.key}), mean of {profile.iterations} inferences, "
                f"{profile.total_ms:.4f} ms of layer time per inference")
     typer.echo("\nBy layer type:")
@@ -120,9 +115,9 @@ def layers(study: str = typer.Option(..., "--study"), run: str = typer.Option(..
     v["share"] = v["share"].map(lambda x: f"{x:.1%}")
     typer.echo(v.to_string(index=False))
     if out:
-        from wb_core.plots import layer_bars, layer_type_bars
+        from wb_core.api import plots
 
-        bars, types = layer_bars(profile, top), layer_type_bars(profile)
+        bars, types = plots.layer_bars(profile, top), plots.layer_type_bars(profile)
         html = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Layers</title></head><body>"
                 + bars.to_html(full_html=False, include_plotlyjs=True)
                 + types.to_html(full_html=False, include_plotlyjs=False) + "</body></html>")
@@ -149,8 +144,8 @@ def export(study: str = typer.Option(..., "--study"),
                                                    help="Fleet study: choose among this hardware type's runs (a "
                                                         "fingerprint, prefix or host name; see `wb compare-hosts`).")):
     """Write serving configs for a run: deployment YAML, OVMS, Triton, TF Serving or KServe."""
-    from wb_core.errors import ConfigError
-    from wb_core.export import deployment_for_study, export as _export, parse_formats
+    from wb_core.api import ConfigError, deployment_for_study, parse_formats
+    from wb_core.api import export as _export
 
     names = parse_formats(fmt)  # an unknown format fails before any work
     if best == bool(run):
@@ -161,8 +156,7 @@ def export(study: str = typer.Option(..., "--study"),
     dep = deployment_for_study(_db(db), study, run_key=run, constraints=constraints, objective=objective,
                                host_type=host_type)
     if target_rate is not None:
-        from wb_core.analysis.planning import capacity
-        from wb_core.store import load_results
+        from wb_core.api import capacity, load_results
 
         if max_p99_ms is None:
             raise ConfigError("--target-rate needs a latency target: add --max-p99-ms.")

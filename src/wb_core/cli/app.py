@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from wb_core.errors import WorkbenchError
+from wb_core.api import WorkbenchError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="CPU Inference Workbench: find the threads, cores, batch size and precision that serve a "

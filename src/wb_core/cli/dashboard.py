@@ -18,11 +18,10 @@ from typing import Optional
 
 import typer
 
+from wb_core.api import ConfigError, cache_dir
 from wb_core.cli.app import app
-from wb_core.errors import ConfigError
-from wb_core.paths import cache_dir
 
-REPO_NOTEBOOK = Path(__file__).resolve().parents[2] / "workbench" / "dashboard.ipynb"
+REPO_NOTEBOOK = Path(__file__).resolve().parents[3] / "workbench" / "dashboard.ipynb"
 # Kept in step with workbench/dashboard.ipynb, for installs without the repository around them.
 FALLBACK_SOURCE = "from wb_core.ui import dashboard\n\ndashboard()"
 
@@ -78,7 +77,7 @@ def voila_command(db: Path, port: int, host: str, token: str | None, cull_idle_s
     # would pass the number as a string, which tornado cannot compare.
     env["PYTHONWARNINGS"] = "ignore::DeprecationWarning:traitlets.traitlets"
     # The kernels import the same wb_core as this process, installed or run from a checkout.
-    src = str(Path(__file__).resolve().parents[1])
+    src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
@@ -95,7 +94,7 @@ def dashboard(
     upload_limit: int = typer.Option(200, "--upload-limit-mb", help="Largest model upload, in MB."),
 ):
     """Serve the dashboard (Model, Sweep, Explore, Export) in the browser."""
-    from wb_core.paths import default_db
+    from wb_core.api import default_db
 
     cmd, env, url = voila_command(db or default_db(), port, host, token, cull_idle, upload_limit)
     typer.echo(f"Dashboard on {env['WB_DB']}: open {url}  (Ctrl+C stops it)")

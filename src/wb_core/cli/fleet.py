@@ -22,8 +22,7 @@ OBJECTIVE = typer.Option("throughput", "--objective", help="throughput, latency 
 def hosts(cluster: str = typer.Option(..., "--cluster", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786."),
           only: Optional[str] = typer.Option(None, "--hosts", help="Only these hosts (comma-separated).")):
     """List the hosts of a cluster with the hardware type each reports."""
-    from wb_core.fleet.cli_support import open_executor
-    from wb_core.fleet.hosts import by_type
+    from wb_core.api import by_type, open_executor
 
     with open_executor(cluster, only) as executor:
         found = executor.hosts()
@@ -41,9 +40,7 @@ def compare_hosts(study: str = typer.Option(..., "--study"), db: Optional[Path] 
                   objective: str = OBJECTIVE,
                   out: Optional[Path] = typer.Option(None, "--out", help="Also write the figures to this HTML file.")):
     """Best configuration per hardware type of a fleet study, throughput per core and cost per million."""
-    from wb_core.analysis.recommend import Constraints
-    from wb_core.fleet.compare import config_by_host_type, load_comparison, parse_prices
-    from wb_core.paths import default_db
+    from wb_core.api import Constraints, config_by_host_type, default_db, load_comparison, parse_prices
 
     constraints = Constraints(max_p99_ms=max_p99_ms, max_accuracy_drop=max_accuracy_drop, max_memory_mb=max_memory_mb,
                               max_cores=max_cores)
@@ -63,7 +60,7 @@ def compare_hosts(study: str = typer.Option(..., "--study"), db: Optional[Path] 
         typer.echo("\nThroughput (samples/s) of each configuration by hardware type:")
         typer.echo(table.round(1).to_string())
     if out:
-        from wb_core.fleet.plots import host_type_bars, host_type_scatter
+        from wb_core.api import host_type_bars, host_type_scatter
 
         figs = [host_type_bars(comparison), host_type_scatter(df)]
         html = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Host types</title></head><body>"

@@ -19,16 +19,13 @@ def plan(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.O
          verify: bool = typer.Option(False, "--verify", help="Run the top candidate for real where it fits here."),
          as_json: bool = typer.Option(False, "--json")):
     """Best split of the machine's cores into instances x cores per instance."""
-    from wb_core.hardware import detect
-    from wb_core.paths import default_db
-    from wb_core.analysis.planning import plan_allocation, verify_allocation
-    from wb_core.store import Store, load_results
+    from wb_core.api import Store, default_db, hardware_info, load_results, plan_allocation, verify_allocation
 
     db = db or default_db()
     df = load_results(db, study)
     cands = plan_allocation(df, machine_cores, p99_ms)
     out = {"candidates": [c.to_dict() for c in cands]}
-    here = len(detect().available_cpus)
+    here = len(hardware_info().available_cpus)
     top = cands[0]
     if verify and top.instances * top.cores_per_instance <= here:
         with Store(db, readonly=True) as s:
@@ -55,9 +52,8 @@ def capacity(study: str = typer.Option(..., "--study"), db: Optional[Path] = typ
              machine_cores: Optional[int] = typer.Option(None, "--machine-cores"),
              as_json: bool = typer.Option(False, "--json")):
     """Instances, replicas and CPU requests that serve a target rate under a p99 target."""
-    from wb_core.paths import default_db
-    from wb_core.analysis.planning import capacity as plan_capacity
-    from wb_core.store import load_results
+    from wb_core.api import capacity as plan_capacity
+    from wb_core.api import default_db, load_results
 
     cap = plan_capacity(load_results(db or default_db(), study), rate, p99_ms, headroom, machine_cores)
     typer.echo(json.dumps(cap.to_dict(), indent=2, default=str) if as_json else cap.describe())

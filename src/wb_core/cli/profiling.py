@@ -3,31 +3,30 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from wb_core.errors import WorkbenchError
-
-from wb_core.cli.app import app, fail as _fail
+from wb_core.api import field_help
+from wb_core.cli.app import app
+from wb_core.cli.app import fail as _fail
 
 
 @app.command()
 def hw(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text.")):
     """Show the CPU: model, cores, caches, ISA flags and peak FLOP/s per precision."""
-    from wb_core.hardware import describe, detect
+    from wb_core.api import describe_hardware, hardware_info
 
-    h = detect()
-    typer.echo(json.dumps({**h.to_dict(), "fingerprint": h.fingerprint}, indent=2) if as_json else describe(h))
+    h = hardware_info()
+    typer.echo(json.dumps({**h.to_dict(), "fingerprint": h.fingerprint}, indent=2) if as_json else describe_hardware(h))
 
 
 @app.command("demo-model")
 def demo_model(name: str = typer.Argument(..., help="lenet-digits or mobilenet-v2"),
                out: Path = typer.Option(Path("."), "--out", help="Folder to write the model into.")):
     """Build (or take from the cache) a bundled demo model and write it to a folder."""
-    from wb_core.demo import write_demo
+    from wb_core.api import write_demo
 
     dest = write_demo(name, out)
     typer.echo(f"Wrote {name} to {dest} (SavedModel in {dest / 'saved_model'}, Keras file {dest / 'model.keras'}).")
@@ -47,22 +46,22 @@ def inspect(model: str = typer.Argument(..., help="Model path or demo name.")):
 @app.command()
 def profile(
     model: str = typer.Argument(..., help="Model path (SavedModel dir, .keras, .onnx, .xml) or a demo name."),
-    backend: str = typer.Option("openvino", "--backend", help="tensorflow, openvino (comma-separated for both)."),
-    precision: str = typer.Option("fp32", "--precision", help="fp32, bf16, int8 (int8: OpenVINO INT8 variant by NNCF)."),
-    batch: str = typer.Option("1", "--batch", help="Batch sizes, e.g. 1,8,32."),
-    threads: str = typer.Option("auto", "--threads", help="Intra-op / inference threads, e.g. 1,2 or auto."),
-    inter_op_threads: str = typer.Option("auto", "--inter-op-threads", help="TensorFlow inter-op threads."),
-    streams: str = typer.Option("auto", "--streams", help="OpenVINO NUM_STREAMS values."),
-    hint: str = typer.Option("none", "--hint", help="OpenVINO PERFORMANCE_HINT: none, latency, throughput."),
+    backend: str = typer.Option("openvino", "--backend", help=field_help("backends")),
+    precision: str = typer.Option("fp32", "--precision", help=field_help("precisions")),
+    batch: str = typer.Option("1", "--batch", help=field_help("batch_sizes")),
+    threads: str = typer.Option("auto", "--threads", help=field_help("threads")),
+    inter_op_threads: str = typer.Option("auto", "--inter-op-threads", help=field_help("inter_op_threads")),
+    streams: str = typer.Option("auto", "--streams", help=field_help("streams")),
+    hint: str = typer.Option("none", "--hint", help=field_help("hints")),
     cores: str = typer.Option("none", "--cores",
-                              help="Pinning: none, all, firstK, or CPU lists like 0, 0-1, 0+2 (values comma-separated)."),
-    concurrency: str = typer.Option("1", "--concurrency", help="Requests in flight."),
-    instances: str = typer.Option("1", "--instances", help="Instances started together, e.g. 1,2."),
+                              help=field_help("cores")),
+    concurrency: str = typer.Option("1", "--concurrency", help=field_help("concurrency")),
+    instances: str = typer.Option("1", "--instances", help=field_help("instances")),
     cores_per_instance: str = typer.Option("auto", "--cores-per-instance",
-                                           help="Cores pinned to each instance (disjoint), e.g. 1,2."),
+                                           help=field_help("cores_per_instance")),
     allow_oversubscribe: bool = typer.Option(False, "--allow-oversubscribe",
-                                             help="Run instances x cores beyond this machine's cores."),
-    rate: str = typer.Option("none", "--rate", help="Poisson arrival rates in requests/s (server scenario)."),
+                                             help=field_help("allow_oversubscribe")),
+    rate: str = typer.Option("none", "--rate", help=field_help("rates")),
     find_max_rate: bool = typer.Option(False, "--find-max-rate",
                                        help="Search the highest rate whose p99 stays under --p99-ms."),
     p99_ms: Optional[float] = typer.Option(None, "--p99-ms",
@@ -70,8 +69,8 @@ def profile(
     search: str = typer.Option("grid", "--search",
                                help="grid (every configuration) or smart (climbs to the best in far fewer runs)."),
     budget: Optional[int] = typer.Option(None, "--budget", help="Most configurations to measure."),
-    onednn: str = typer.Option("auto", "--onednn", help="TensorFlow oneDNN: on, off, auto."),
-    cpu_pinning: str = typer.Option("auto", "--ov-pinning", help="OpenVINO ENABLE_CPU_PINNING: on, off, auto."),
+    onednn: str = typer.Option("auto", "--onednn", help=field_help("onednn")),
+    cpu_pinning: str = typer.Option("auto", "--ov-pinning", help=field_help("cpu_pinning")),
     study: Optional[str] = typer.Option(None, "--study", help="Study name (default: the model's name)."),
     db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: ./wb.db)."),
     max_time: float = typer.Option(10.0, "--max-time", help="Measuring time limit of one point, in seconds."),
@@ -104,12 +103,17 @@ def profile(
                                     "hosts instead of relying on a shared path."),
 ):
     """Sweep a model over the given settings; every point is stored as soon as it is measured."""
-    from wb_core.api import default_study_name
-    from wb_core.config import InputOptions, MeasureSettings, SweepSpec
-    from wb_core.demo import resolve_model
-    from wb_core.paths import default_db
-    from wb_core.sweep.local import run_sweep
-    from wb_core.store import load_results
+    from wb_core.api import (
+        InputOptions,
+        MeasureSettings,
+        SweepSpec,
+        default_db,
+        default_study_name,
+        load_results,
+        load_spec_file,
+        resolve_model,
+    )
+    from wb_core.api import profile as run_profile
 
     spec = SweepSpec(backends=backend, precisions=precision, batch_sizes=batch, threads=threads,
                      inter_op_threads=inter_op_threads, streams=streams, cores=cores, concurrency=concurrency,
@@ -118,8 +122,6 @@ def profile(
     settings = MeasureSettings(max_time_s=max_time, warmup_s=warmup, window_s=window, tolerance=tolerance)
     inputs = InputOptions.parse(dynamic_size=dynamic_size, shapes=shape, int_range=int_range)
     if spec_file:
-        from wb_core.config import load_spec_file
-
         spec, file_settings, file_inputs = load_spec_file(spec_file)
         settings, inputs = file_settings or settings, file_inputs or inputs
     if timeout is not None and timeout <= 0:
@@ -134,20 +136,12 @@ def profile(
             _fail("--find-max-rate runs on this machine; leave out --cluster.")
         _find_max_rate(path, spec, p99_ms, db, study, settings, inputs)
         return
+    if cluster and (search != "grid" or budget is not None or p99_ms is not None):
+        _fail("The smart search runs on this machine; leave out --cluster, or search with a grid.")
     prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy)
-    if search != "grid" or budget is not None or p99_ms is not None:
-        from wb_core.sweep.search import run_search
-
-        if cluster:
-            _fail("The smart search runs on this machine; leave out --cluster, or search with a grid.")
-        summary = run_search(path, spec, db, study, search=search, p99_ms=p99_ms, budget=budget, settings=settings,
-                             inputs=inputs, progress=not quiet, timeout_s=timeout, precision=prec)
-    else:
-        from wb_core.fleet.cli_support import open_executor
-
-        with open_executor(cluster, hosts, ship_model) as executor:
-            summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, progress=not quiet,
-                                timeout_s=timeout, precision=prec, executor=executor)
+    summary = run_profile(path, spec=spec, db=db, study=study, settings=settings, inputs=inputs, progress=not quiet,
+                          return_frame=False, precision_options=prec, search=search, p99_ms=p99_ms, budget=budget,
+                          cluster=cluster, hosts=hosts, ship_model=ship_model, timeout_s=timeout)
     if not quiet:
         _print_table(load_results(db, study))
     typer.echo(summary.line())
@@ -160,14 +154,14 @@ def profile(
 
 
 def _find_max_rate(path, spec, p99_ms, db, study, settings, inputs):
-    from wb_core.sweep.max_rate import find_max_rate
+    from wb_core.api import find_max_rate
 
     if p99_ms is None:
         _fail("--find-max-rate needs a target, for example --p99-ms 10.")
     for cfg in spec.expand():
         if cfg.instances > 1 or cfg.rate:
             continue
-        r = find_max_rate(path, cfg, p99_ms, db, study, settings=settings, inputs=inputs)
+        r = find_max_rate(path, cfg, p99_ms, db=db, study=study, settings=settings, inputs=inputs)
         best = r.get("best")
         if best:
             typer.echo(f"{cfg.label()}: highest rate with p99 under {p99_ms:g} ms is {best['rate']:.1f} requests/s "
@@ -181,8 +175,7 @@ def _find_max_rate(path, spec, p99_ms, db, study, settings, inputs):
 def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
             fmt: str = typer.Option("table", "--format", help="table, csv or json.")):
     """Print a study's results."""
-    from wb_core.paths import default_db
-    from wb_core.store import load_results
+    from wb_core.api import default_db, load_results
 
     if fmt not in ("table", "csv", "json"):
         _fail(f"Unknown format '{fmt}'; choose from table, csv, json.")
@@ -198,8 +191,7 @@ def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
 @app.command()
 def studies(db: Optional[Path] = typer.Option(None, "--db")):
     """List the studies in a database."""
-    from wb_core.paths import default_db
-    from wb_core.store import Store
+    from wb_core.api import Store, default_db
 
     with Store(db or default_db(), readonly=True) as s:
         for row in s.list_studies():
@@ -208,13 +200,13 @@ def studies(db: Optional[Path] = typer.Option(None, "--db")):
 
 
 TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
-                 "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb",
+                 "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99", "throughput",
+                 "cpu_util", "rss_mb",
                  "executed_precision", "variant", "accuracy", "accuracy_drop", "status", "host"]
 
 
 def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy):
-    from wb_core.data import ImageOptions
-    from wb_core.variants.planner import PrecisionOptions
+    from wb_core.api import ImageOptions, PrecisionOptions
 
     return PrecisionOptions(data=data, metric=metric, subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
                             image=ImageOptions(size=ImageOptions.parse_size(image_size), scale=image_scale),

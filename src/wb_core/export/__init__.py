@@ -66,8 +66,8 @@ def deployment_for_study(db: str | Path, study: str, run_key: str | None = None,
     that type's runs only, and the deployment names that type's hardware.
     """
     from wb_core.analysis.recommend import find_run, recommend, with_efficiency
-    from wb_core.store import Store
     from wb_core.analysis.study_model import study_flops, study_model_paths
+    from wb_core.store import Store
 
     with Store(db, readonly=True) as store:
         info = store.get_study(study)

@@ -95,7 +95,7 @@ class DeploymentConfig:
         return {"schema_version": d.pop("schema_version"), **d}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "DeploymentConfig":
+    def from_dict(cls, d: dict) -> DeploymentConfig:
         validate(d)
         d = dict(d)
         d["model"] = ModelInfo(**d["model"])
@@ -107,7 +107,7 @@ class DeploymentConfig:
         return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True, width=120)
 
     @classmethod
-    def from_yaml(cls, text: str) -> "DeploymentConfig":
+    def from_yaml(cls, text: str) -> DeploymentConfig:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as e:
@@ -160,7 +160,7 @@ def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None
     props = run.get("ov_properties") if isinstance(run.get("ov_properties"), dict) else {}
     if run.get("backend") == "tensorflow":
         props = tensorflow_properties(run)
-    from wb_core.api import default_study_name
+    from wb_core.demo import default_study_name
 
     model_name = default_study_name(study["model_path"]) if study.get("model_path") else study["name"]
     return DeploymentConfig(

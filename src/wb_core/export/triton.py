@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from wb_core.export.common import (INPUT_DTYPES_TRITON, ExportResult, comment_block, cpu_list, notes_file,
-                                   provenance)
+from wb_core.export.common import INPUT_DTYPES_TRITON, ExportResult, comment_block, cpu_list, notes_file, provenance
 from wb_core.export.deployment import DeploymentConfig
 from wb_core.export.ovms import plugin_config
 

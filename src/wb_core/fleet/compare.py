@@ -149,8 +149,8 @@ def config_by_host_type(df: pd.DataFrame, metric: str = "throughput") -> pd.Data
 def load_comparison(db: str | Path, study: str, constraints: Constraints | None = None, objective: str = "throughput",
                     prices: dict[str, float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the comparison per hardware type, the study's results) read from a store."""
-    from wb_core.store import Store
     from wb_core.analysis.study_model import study_flops
+    from wb_core.store import Store
 
     with Store(db, readonly=True) as store:
         info = store.get_study(study)

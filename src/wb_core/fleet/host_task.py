@@ -8,7 +8,7 @@ pinned and timed the same way.
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig
 from wb_core.errors import ModelError

@@ -16,9 +16,9 @@ import collections
 import queue
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import WorkbenchError
@@ -215,7 +215,7 @@ class _FleetRun:
             self.busy.discard(job.host.id)
             try:
                 result = fut.result()
-            except BaseException as e:  # noqa: BLE001 - a remote failure of any kind, or a cancel
+            except BaseException as e:
                 if isinstance(e, (KeyboardInterrupt, SystemExit)):
                     raise
                 if job.host.id not in self.executor.live_hosts():

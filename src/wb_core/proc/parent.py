@@ -20,8 +20,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from wb_core.errors import WorkerError
 from wb_core.proc.channel import CHANNEL_ENV
@@ -75,7 +75,7 @@ def child_env(extra: dict | None = None) -> dict:
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"
     # Keep the child importing the same wb_core as the parent, installed or not.
-    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if extra:
         env.update({k: str(v) for k, v in extra.items() if v is not None})

@@ -91,8 +91,8 @@ def task_quantize(task: dict) -> None:
     import nncf
     import openvino as ov
 
-    from wb_core.data import check_input
     from wb_core.accuracy import resolve_metric
+    from wb_core.data import check_input
     from wb_core.models import ov_inputs
 
     model = ov.Core().read_model(task["ir"])

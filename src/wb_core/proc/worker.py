@@ -10,7 +10,6 @@ wb_core.proc.parent), never on stdout or stderr, which belong to the runtimes an
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -56,9 +55,19 @@ def _open(task: dict, cores=None):
     return session, cfg, settings, opts
 
 
-def _prepared_batches(session, batch_size, opts, settings):
+def _concurrency(task: dict, point: dict) -> int:
+    """Requests in flight for one point (a point of a group may differ from its neighbours here)."""
+    return int(point.get("concurrency") or task["group"].get("concurrency") or 1)
+
+
+def _prepared_batches(session, batch_size, opts, settings, concurrency: int | None = None):
+    import dataclasses
+
     from wb_core.models import make_batches
 
+    # The session compiles for the point at hand (OpenVINO's hint reads the requests in flight).
+    session.cfg = dataclasses.replace(session.cfg, batch_size=batch_size,
+                                      concurrency=concurrency or session.cfg.concurrency)
     extra = session.prepare(batch_size, opts)
     np_batches = make_batches(session.inputs, batch_size, opts, settings.pool_size, settings.seed)
     return extra, session.convert_batches(np_batches)
@@ -86,11 +95,11 @@ def task_measure(task: dict) -> None:
     from wb_core.measure import measure, measure_poisson
 
     session, cfg, settings, opts = _open(task)
-    concurrency = int(task["group"].get("concurrency") or 1)
     rate = task["group"].get("rate")
 
     def body(p):
-        extra, batches = _prepared_batches(session, p["batch_size"], opts, settings)
+        concurrency = _concurrency(task, p)
+        extra, batches = _prepared_batches(session, p["batch_size"], opts, settings, concurrency)
         if rate:
             metrics = measure_poisson(session.make_infer, batches, p["batch_size"], float(rate), settings,
                                       concurrency=concurrency, seed=settings.seed)
@@ -128,10 +137,10 @@ def task_instance(task: dict) -> None:
     from wb_core.measure import measure_window, warm_up
 
     session, cfg, settings, opts = _open(task, cores=task.get("instance_cores"))
-    concurrency = int(task["group"].get("concurrency") or 1)
 
     def body(p):
-        extra, batches = _prepared_batches(session, p["batch_size"], opts, settings)
+        concurrency = _concurrency(task, p)
+        extra, batches = _prepared_batches(session, p["batch_size"], opts, settings, concurrency)
         warm_up(session.make_infer(), batches, settings)
         emit({"type": "ready", "key": p["key"]})
         go = receive()
@@ -153,7 +162,7 @@ def task_max_rate(task: dict) -> None:
 
     session, cfg, settings, opts = _open(task)
     p99_target = float(task["p99_ms"])
-    concurrency = int(task["group"].get("concurrency") or 1)
+    concurrency = _concurrency(task, task["points"][0])
     b = task["points"][0]["batch_size"]
     extra, batches = _prepared_batches(session, b, opts, settings)
     closed = measure(session.make_infer, batches, b, settings, concurrency=concurrency,
@@ -315,7 +324,7 @@ if __name__ == "__main__":
     for flush_one in (flush, sys.stdout.flush, sys.stderr.flush):
         try:
             flush_one()
-        except Exception:  # noqa: BLE001 - a closed or broken stream must not block the exit
+        except Exception:
             pass
     # Every result is on the channel by now. Skip interpreter teardown: runtime destructors that join
     # their thread pools can hang there, and the parent would wait for a worker with nothing left

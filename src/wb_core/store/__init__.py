@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from wb_core.config import CONFIG_COLUMNS, format_cores
-from wb_core.store.sql import connect
 from wb_core.errors import StoreError
+from wb_core.store.sql import connect
 
 METRIC_COLUMNS = ("latency_ms_p50", "latency_ms_p90", "latency_ms_p95", "latency_ms_p99", "latency_ms_mean",
                   "throughput", "cpu_util", "rss_mb", "status", "error")
@@ -69,7 +69,7 @@ SCHEMA_VERSION = 2
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 class Store:
@@ -280,37 +280,51 @@ class Store:
 
     def runs(self, study: str) -> list[dict]:
         rows = self.db.execute("SELECT * FROM runs WHERE study = ? ORDER BY id", (study,))
-        out = []
-        for r in rows:
-            rec = {"study": study, "key": r["key"]}
-            cfg = json.loads(r["config_json"])
-            rec.update(cfg)
-            rec["cores"] = format_cores(tuple(cfg["cores"]) if cfg.get("cores") else None)
-            rec["n_cores"] = len(cfg["cores"]) if cfg.get("cores") else None
-            rec.update(json.loads(r["metrics_json"]))
-            rec["status"] = r["status"]
-            rec["error"] = r["error"]
-            rec["created_at"] = r["created_at"]
-            for col in RUN_HOST_COLUMNS:  # absent from databases made before fleets
-                if r.get(col) is not None:
-                    rec[col] = r[col]
-            out.append(rec)
-        return out
+        return [flat_record(study, r["key"], json.loads(r["config_json"]), json.loads(r["metrics_json"]), r["status"],
+                            r["error"], r["created_at"], {c: r.get(c) for c in RUN_HOST_COLUMNS})
+                for r in rows]
 
     def to_frame(self, study: str):
-        import pandas as pd
-
         if self.get_study(study) is None:
             known = [s["name"] for s in self.list_studies()]
             raise StoreError(f"No study named '{study}' in '{self.path}'"
                              + (f"; studies there: {', '.join(known)}." if known else "; it holds no studies."))
-        recs = self.runs(study)
-        df = pd.DataFrame.from_records(recs)
-        for col in RESULT_COLUMNS:
-            if col not in df.columns:
-                df[col] = None
-        rest = [c for c in df.columns if c not in RESULT_COLUMNS]
-        return df[list(RESULT_COLUMNS) + rest]
+        return results_frame(self.runs(study))
+
+
+def flat_record(study: str, key: str, config: dict, metrics: dict, status: str, error: str | None,
+                created_at: str | None = None, host_columns: dict | None = None) -> dict:
+    """One run as a flat row of the results frame: config, then metrics, then status columns."""
+    rec = {"study": study, "key": key, **config}
+    rec["cores"] = format_cores(tuple(config["cores"]) if config.get("cores") else None)
+    rec["n_cores"] = len(config["cores"]) if config.get("cores") else None
+    rec.update(metrics)
+    rec["status"], rec["error"], rec["created_at"] = status, error, created_at
+    for col, value in (host_columns or {}).items():  # absent from databases made before fleets
+        if value is not None:
+            rec[col] = value
+    return rec
+
+
+def point_record(study: str, point: dict) -> dict:
+    """A point as a sweep reports it (`on_point`) turned into the row `load_results` would give."""
+    cfg = point["config"]
+    config = cfg.to_dict() if hasattr(cfg, "to_dict") else dict(cfg)
+    hosts = {c: point.get(c) for c in RUN_HOST_COLUMNS}
+    return flat_record(study, point["key"], config, point.get("metrics") or {}, point["status"], point.get("error"),
+                       _now(), hosts)
+
+
+def results_frame(records: list[dict]):
+    """Rows from `flat_record` as a DataFrame with the public result columns first."""
+    import pandas as pd
+
+    df = pd.DataFrame.from_records(records)
+    for col in RESULT_COLUMNS:
+        if col not in df.columns:
+            df[col] = None
+    rest = [c for c in df.columns if c not in RESULT_COLUMNS]
+    return df[list(RESULT_COLUMNS) + rest]
 
 
 def load_results(db: str | Path, study: str):

@@ -13,9 +13,9 @@ from __future__ import annotations
 import importlib.metadata
 import platform
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from wb_core import hardware
 from wb_core.backends.registry import backend_formats, runtime_distributions
@@ -114,7 +114,7 @@ class SweepContext:
 
     # ---- the study record ----
     def open(self, spec_record: dict, hardware: dict | None = None, hardware_fingerprint: str | None = None,
-             model_path: str | None = None) -> "SweepContext":
+             model_path: str | None = None) -> SweepContext:
         """Open the store and create (or check) the study; `spec_record` is what this run was asked."""
         self.store = Store(self.db)
         try:
@@ -131,7 +131,7 @@ class SweepContext:
         """The study's record of a run: what was asked, with the settings and input options."""
         return {**what, "settings": self.settings.__dict__, "inputs": self.inputs.to_dict()}
 
-    def __enter__(self) -> "SweepContext":
+    def __enter__(self) -> SweepContext:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import ConfigError, WorkbenchError
@@ -118,11 +118,13 @@ def _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb,
 
 
 def worker_task(kind: str, path, members: list[RunConfig], settings, inputs) -> dict:
+    """The task a worker runs for one group: its settings and its points (key, batch size, concurrency)."""
     """The task a worker runs for one group: its settings and the points (key, batch size)."""
     group = members[0].to_dict()
     group.pop("batch_size")
+    group.pop("concurrency")
     return {"task": kind, "model_path": str(path), "group": group,
-            "points": [{"key": c.key, "batch_size": c.batch_size} for c in members],
+            "points": [{"key": c.key, "batch_size": c.batch_size, "concurrency": c.concurrency} for c in members],
             "settings": settings.__dict__, "inputs": inputs.to_dict()}
 
 
@@ -133,8 +135,8 @@ def _run_instances(path, members, settings, inputs, record, cancel, memory_limit
     parent sends one start/end time on CLOCK_MONOTONIC (shared by all processes on Linux).
     Aggregate throughput = the instances' completed samples in the window / window length.
     """
-    from wb_core.proc.parent import ChildProc, ChildOutcome
     from wb_core.measure import Latency, latency_histogram
+    from wb_core.proc.parent import ChildOutcome, ChildProc
 
     head = members[0]
     base = worker_task("instance", path, members, settings, inputs)

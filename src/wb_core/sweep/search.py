@@ -15,9 +15,9 @@ holds. Strategies never measure; `run_search` connects them to the runner.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Generator, Iterable
 
 from wb_core.config import RunConfig
 from wb_core.errors import ConfigError

@@ -2,12 +2,12 @@
 
 They call the public API only. `dashboard()` puts all four in tabs; each panel also works alone:
 
-    from wb_core.ui import Session, SweepPanel
-    SweepPanel(Session("wb.db"))
+    from wb_core.ui import DashboardState, SweepPanel
+    SweepPanel(DashboardState("wb.db"))
 """
 
 from wb_core.ui.app import dashboard
-from wb_core.ui.state import Session
+from wb_core.ui.state import DashboardState
 
 
 def __getattr__(name):
@@ -21,4 +21,4 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["dashboard", "Session", "ModelPanel", "SweepPanel", "ExplorePanel", "ExportPanel"]
+__all__ = ["dashboard", "DashboardState", "ModelPanel", "SweepPanel", "ExplorePanel", "ExportPanel"]

@@ -1,4 +1,4 @@
-"""The dashboard: the four panels in tabs over one shared Session.
+"""The dashboard: the four panels in tabs over one shared DashboardState.
 
 Explore and Export need the analysis and export modules; if those cannot be imported, their
 tabs say so and the Model and Sweep tabs still work.
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import ipywidgets as w
 
-from wb_core.ui.state import Session
+from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import message_html
 
 TAB_TITLES = ("Model", "Sweep", "Explore", "Export")
 
 
-def _panel(factory, session: Session, name: str):
+def _panel(factory, session: DashboardState, name: str):
     try:
         return factory(session)
     except ImportError as e:  # a missing optional module must not take the whole page down
@@ -31,7 +31,7 @@ def dashboard(db: str | Path | None = None, demo: str | None = None) -> w.Tab:
     from wb_core.ui.model_panel import ModelPanel
     from wb_core.ui.sweep_panel import SweepPanel
 
-    session = Session(db)
+    session = DashboardState(db)
     model = ModelPanel(session)
     sweep = SweepPanel(session)
     studies = session.studies()

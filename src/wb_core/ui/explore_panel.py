@@ -12,7 +12,7 @@ import math
 
 import ipywidgets as w
 
-from wb_core.ui.state import Session
+from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import CSS, MessageArea, guarded, key_values, section
 
 OBJECTIVES = (("highest throughput", "throughput"), ("lowest p99 latency", "latency"),
@@ -64,11 +64,10 @@ def _shown(v) -> bool:
 
 
 class ExplorePanel(w.VBox):
-    """Recommends a run of Session.study under the user's limits; sets Session.selected_key."""
+    """Recommends a run of DashboardState.study under the user's limits; sets DashboardState.selected_key."""
 
-    def __init__(self, session: Session):
-        import wb_core.analysis.recommend  # noqa: F401  (fail here, not in a callback, if it is missing)
-        import wb_core.plots  # noqa: F401
+    def __init__(self, session: DashboardState):
+        from wb_core.api import plots, recommend  # noqa: F401  (fail here, not in a callback, if one is missing)
 
         self.session = session
         self.messages = MessageArea()
@@ -100,7 +99,7 @@ class ExplorePanel(w.VBox):
 
     # ---- data ----
     def _on_results(self, *_):
-        from wb_core.analysis.recommend import successful, with_efficiency
+        from wb_core.api import successful, with_efficiency
 
         df = self.session.results()
         self.messages.clear()
@@ -146,7 +145,7 @@ class ExplorePanel(w.VBox):
 
     def constraints(self):
         """The limits the sliders set (a slider at its right end sets none)."""
-        from wb_core.analysis.recommend import Constraints
+        from wb_core.api import Constraints
 
         def limit(s):
             return None if s.disabled or s.value >= s.max - s.step / 2 else float(s.value)
@@ -158,8 +157,7 @@ class ExplorePanel(w.VBox):
     def _on_limits(self, *_):
         if self._updating or self._df is None:
             return
-        from wb_core.analysis.recommend import NoRunMeetsConstraints, recommend
-        from wb_core.errors import WorkbenchError
+        from wb_core.api import NoRunMeetsConstraints, WorkbenchError, recommend
 
         cons = self.constraints()
         self.limits_text.value = f"Limits: {html.escape(cons.describe())}"
@@ -189,9 +187,9 @@ class ExplorePanel(w.VBox):
     def _draw_pareto(self, best: dict | None, cons) -> None:
         import plotly.graph_objects as go
 
-        from wb_core.plots import latency_throughput
+        from wb_core.api import plots
 
-        fig = latency_throughput(self._df)
+        fig = plots.latency_throughput(self._df)
         if best is not None:
             highlight(fig, best, cons.max_p99_ms)
         fig.update_layout(height=420, margin={"t": 60, "b": 40, "l": 60, "r": 20})
@@ -225,7 +223,7 @@ class ExplorePanel(w.VBox):
     def _draw_other_plots(self) -> None:
         import plotly.graph_objects as go
 
-        from wb_core import plots
+        from wb_core.api import plots
 
         figs = plots.study_figures(self._df)
         figs.pop("latency_throughput", None)
@@ -235,6 +233,6 @@ class ExplorePanel(w.VBox):
 
 
 def _label(run) -> str:
-    from wb_core.analysis.recommend import run_label
+    from wb_core.api import run_label
 
     return run_label(run)

@@ -13,7 +13,7 @@ import zipfile
 
 import ipywidgets as w
 
-from wb_core.ui.state import Session
+from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import CSS, MessageArea, button, guarded, section, text
 
 
@@ -38,10 +38,10 @@ def bundle(files: dict[str, str], zip_name: str) -> tuple[str, bytes]:
 
 
 class ExportPanel(w.VBox):
-    """Renders Session.selected_key of Session.study in the chosen format."""
+    """Renders DashboardState.selected_key of DashboardState.study in the chosen format."""
 
-    def __init__(self, session: Session):
-        from wb_core.export import EXPORTERS
+    def __init__(self, session: DashboardState):
+        from wb_core.api import EXPORTERS
 
         self.session = session
         self.messages = MessageArea()
@@ -65,7 +65,7 @@ class ExportPanel(w.VBox):
         guarded(self.messages)(self.render)()
 
     def deployment(self):
-        from wb_core.export import deployment_for_study
+        from wb_core.api import deployment_for_study
 
         s = self.session
         dep = deployment_for_study(s.db, s.study, run_key=s.selected_key or None)
@@ -74,7 +74,7 @@ class ExportPanel(w.VBox):
         return dep
 
     def render(self, *_):
-        from wb_core.export import render
+        from wb_core.api import render
 
         self.messages.clear()
         self._files, self._dep = {}, None
@@ -97,7 +97,7 @@ class ExportPanel(w.VBox):
         self.download.value = download_link(name, data, f"Download {name}")
 
     def _on_write(self, *_):
-        from wb_core.export import export
+        from wb_core.api import export
 
         if self._dep is None:
             self.messages.show("Nothing to write yet: run a sweep or open a study first.", "error")

@@ -6,7 +6,7 @@ import html
 
 import ipywidgets as w
 
-from wb_core.ui.state import Session
+from wb_core.ui.state import DashboardState
 from wb_core.ui.uploads import MODEL_SUFFIXES, save_upload, upload_limit_mb
 from wb_core.ui.widgets import CSS, MessageArea, button, guarded, key_values, section, text
 
@@ -39,10 +39,10 @@ def inputs_html(info: dict) -> str:
 
 
 class ModelPanel(w.VBox):
-    """Chooses the model the Sweep tab profiles (Session.model_path)."""
+    """Chooses the model the Sweep tab profiles (DashboardState.model_path)."""
 
-    def __init__(self, session: Session):
-        from wb_core.demo import DEMOS
+    def __init__(self, session: DashboardState):
+        from wb_core.api import DEMOS
 
         self.session = session
         self.messages = MessageArea()

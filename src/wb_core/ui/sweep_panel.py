@@ -12,7 +12,7 @@ import threading
 
 import ipywidgets as w
 
-from wb_core.ui.state import Session
+from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import CSS, MessageArea, button, choices, frame_html, guarded, section, text
 
 TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "streams", "cores", "concurrency",
@@ -66,28 +66,27 @@ def _labels(part) -> list[str]:
 
 
 class SweepPanel(w.VBox):
-    """Runs sweeps of Session.model_path into Session.study."""
+    """Runs sweeps of DashboardState.model_path into DashboardState.study."""
 
-    def __init__(self, session: Session):
-        from wb_core.config import available_cpus
+    def __init__(self, session: DashboardState):
+        from wb_core.api import available_cpus, field_help, list_backends
 
         self.session = session
         self.messages = MessageArea()
         cpus = available_cpus()
         self.model_line = w.HTML()
         self.study = text("Study name", tooltip="Results are stored under this name; reusing it resumes.")
-        self.backends = choices("Backends", ["openvino", "tensorflow"], ["openvino"])
-        self.precisions = choices("Precisions", ["fp32", "bf16", "int8"], ["fp32"])
-        self.batch = text("Batch sizes", "1,8", "Comma-separated, e.g. 1,8,32.")
-        self.threads = text("Threads", thread_ladder(len(cpus)), "Inference threads; auto = the runtime's default.")
-        self.cores = text("Cores", "none", "Pinning per value: none, all, firstK, or CPU lists like 0, 0-1, 0+2.",
-                          f"none, all, first1 … first{len(cpus)}, 0-1")
-        self.streams = text("Streams (OpenVINO)", "auto", "NUM_STREAMS values.")
-        self.hints = text("Hint (OpenVINO)", "none", "PERFORMANCE_HINT: none, latency, throughput.")
-        self.pinning = text("CPU pinning (OV)", "auto", "ENABLE_CPU_PINNING: on, off, auto.")
-        self.inter_op = text("Inter-op threads (TF)", "auto", "TensorFlow inter-op threads.")
-        self.onednn = text("oneDNN (TF)", "auto", "TF_ENABLE_ONEDNN_OPTS: on, off, auto.")
-        self.concurrency = text("Concurrency", "1", "Requests in flight.")
+        self.backends = choices("Backends", list(list_backends()), ["openvino"], field_help("backends"))
+        self.precisions = choices("Precisions", ["fp32", "bf16", "int8"], ["fp32"], field_help("precisions"))
+        self.batch = text("Batch sizes", "1,8", field_help("batch_sizes"))
+        self.threads = text("Threads", thread_ladder(len(cpus)), field_help("threads"))
+        self.cores = text("Cores", "none", field_help("cores"), f"none, all, first1 … first{len(cpus)}, 0-1")
+        self.streams = text("Streams (OpenVINO)", "auto", field_help("streams"))
+        self.hints = text("Hint (OpenVINO)", "none", field_help("hints"))
+        self.pinning = text("CPU pinning (OV)", "auto", field_help("cpu_pinning"))
+        self.inter_op = text("Inter-op threads (TF)", "auto", field_help("inter_op_threads"))
+        self.onednn = text("oneDNN (TF)", "auto", field_help("onednn"))
+        self.concurrency = text("Concurrency", "1", field_help("concurrency"))
         self.max_time = w.BoundedFloatText(value=2.0, min=0.2, max=600, step=0.5, description="Seconds per point",
                                            style={"description_width": "150px"})
         self.run = button("Run", "success", "play")
@@ -159,7 +158,7 @@ class SweepPanel(w.VBox):
     # ---- running ----
     def spec_values(self) -> dict:
         """The sweep as keyword arguments of wb_core.api.profile (validated before a thread starts)."""
-        from wb_core.config import SweepSpec
+        from wb_core.api import SweepSpec
 
         values = dict(backends=self.backends.selected(), precisions=self.precisions.selected(),
                       batch_sizes=self.batch.value, threads=self.threads.value, cores=self.cores.value,
@@ -170,7 +169,7 @@ class SweepPanel(w.VBox):
         return values
 
     def _on_run(self, *_):
-        from wb_core.config import MeasureSettings, SweepSpec
+        from wb_core.api import MeasureSettings, SweepSpec
 
         if self._thread is not None and self._thread.is_alive():
             self.messages.show("A sweep is already running; cancel it first.", "info")
@@ -244,6 +243,7 @@ class SweepPanel(w.VBox):
 
     def _on_point(self, point: dict) -> None:
         try:
+            self.session.add_point(point)
             self.progress.value = min(self.progress.max, self.progress.value + 1)
             self.progress_text.value = f"{self.progress.value} / {self.progress.max}"
             self._redraw(rebuild=False)

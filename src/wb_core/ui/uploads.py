@@ -13,8 +13,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from wb_core.errors import ModelError
-from wb_core.paths import cache_dir
+from wb_core.api import ModelError, cache_dir
 
 DEFAULT_LIMIT_MB = 200
 MODEL_SUFFIXES = (".onnx", ".keras", ".xml", ".bin", ".zip")

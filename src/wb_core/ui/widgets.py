@@ -13,7 +13,7 @@ import traceback
 
 import ipywidgets as w
 
-from wb_core.errors import WorkbenchError
+from wb_core.api import WorkbenchError
 
 STYLE = {"description_width": "150px"}
 WIDE = w.Layout(width="520px")

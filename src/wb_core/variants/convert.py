@@ -14,10 +14,10 @@ import tempfile
 from pathlib import Path
 
 from wb_core.backends.registry import backend_formats
-from wb_core.proc.parent import run_task
 from wb_core.errors import ModelError
 from wb_core.models import InputSpec, detect_format, fingerprint
 from wb_core.paths import cache_dir
+from wb_core.proc.parent import run_task
 
 
 def _cached(kind: str, fp: str, build) -> Path:
@@ -70,7 +70,9 @@ def ensure_savedmodel(path: str | Path, fmt: str | None = None, fp: str | None =
 
 def variant_path(backend: str, path: str | Path, fmt: str, fp: str) -> Path:
     """The file a backend's worker loads for this model."""
-    if backend == "openvino":
+    from wb_core.backends.registry import get
+
+    if get(backend).loads == "openvino-ir":
         return ensure_ir(path, fmt, fp)
     return ensure_savedmodel(path, fmt, fp)
 

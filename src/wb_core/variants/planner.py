@@ -16,22 +16,21 @@ import json
 import math
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from wb_core.proc.parent import run_task
+from wb_core.accuracy import Metric, resolve_metric
+from wb_core.backends.registry import get as get_backend
 from wb_core.config import RunConfig
 from wb_core.data import Dataset, ImageOptions, check_input, load_dataset
 from wb_core.errors import ConfigError, WorkbenchError
-from wb_core.accuracy import Metric, resolve_metric
 from wb_core.paths import cache_dir
+from wb_core.proc.parent import run_task
 from wb_core.variants.quantize import DEFAULT_SUBSET, QuantizeSettings, ensure_int8_ir
-
-INT8_VIA_OPENVINO = ("TensorFlow models reach INT8 through the OpenVINO INT8 variant (NNCF post-training "
-                     "quantization); profile int8 with --backend openvino")
 
 
 @dataclass
@@ -135,15 +134,16 @@ class VariantPlanner:
 
     # ---- feasibility and files ----
     def infeasible(self, cfg: RunConfig) -> str | None:
+        backend = get_backend(cfg.backend)
         if cfg.precision == "int8":
-            if cfg.backend == "tensorflow":
-                return f"int8 skipped: {INT8_VIA_OPENVINO}"
+            if backend.int8_via:
+                return f"int8 skipped: {backend.int8_via}"
             if self.dataset() is None:
                 return ("int8 skipped: quantizing needs calibration data; pass --data with an .npz, an image folder "
                         "or demo:NAME")
             if self.options.max_accuracy_drop is not None and not self.dataset().has_labels:
                 return "int8 skipped: accuracy-aware quantization (--max-accuracy-drop) needs labels ('y') in the data"
-        if cfg.precision == "bf16" and cfg.backend == "tensorflow":
+        if cfg.precision == "bf16" and backend.bf16_probe:
             probe = tf_bf16_probe(self.hw)
             if not probe.get("effective"):
                 return ("bf16 skipped: TensorFlow's oneDNN bfloat16 rewrite changes nothing on this CPU, so the run "
@@ -162,10 +162,9 @@ class VariantPlanner:
                 from wb_core.variants.convert import variant_path
 
                 path = variant_path(backend, self.model, self.fmt, self.fp)
-                info = {"variant": "fp32-ir" if backend == "openvino" else "savedmodel"}
-                if precision == "bf16":
-                    info["variant_note"] = ("FP32 IR compiled with INFERENCE_PRECISION_HINT=bf16" if backend == "openvino"
-                                            else "SavedModel run with oneDNN bfloat16 auto mixed precision")
+                info = {"variant": "fp32-ir" if get_backend(backend).loads == "openvino-ir" else "savedmodel"}
+                if precision == "bf16" and get_backend(backend).bf16_note:
+                    info["variant_note"] = get_backend(backend).bf16_note
             info["variant_path"] = str(path)  # the file the worker loaded (layer profiles and exports need it)
             self._paths[key] = (path, info)
         return self._paths[key]
