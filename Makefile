@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export WB_CACHE_DIR ?= $(CURDIR)/.wb-cache
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: run test test-all bench bench-quick install browser postgres clean demo screenshots
+.PHONY: run test test-all lint bench bench-quick install browser postgres clean demo screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,7 +32,11 @@ demo: $(STAMP)
 run: demo
 	$(BIN)/wb dashboard --db wb.db --host 127.0.0.1 --port 8866
 
-test: $(STAMP) browser postgres
+# Lint first (ruff, rules in pyproject.toml), then the default suite.
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+
+test: $(STAMP) browser postgres lint
 	$(BIN)/python -m pytest
 
 test-all: $(STAMP) browser postgres
