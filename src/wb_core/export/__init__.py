@@ -37,8 +37,15 @@ def render(dep: DeploymentConfig, fmt: str) -> ExportResult:
     return EXPORTERS[name].render(dep)
 
 
-def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path) -> dict[str, ExportResult]:
-    """Write the files of each format under `out` (one format: straight into it; several: a folder each)."""
+def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path, bundle: bool = False
+           ) -> dict[str, ExportResult]:
+    """Write the files of each format under `out` (one format: straight into it; several: a folder each).
+
+    `bundle` also copies the model files into each format's repository layout (see `bundle.py`);
+    what each format's result then holds is listed in its `files` (text) and `model_files`.
+    """
+    from wb_core.export.bundle import write_model_files
+
     names = parse_formats(",".join(formats) if isinstance(formats, (list, tuple)) else formats)
     out = Path(out)
     results = {}
@@ -54,17 +61,23 @@ def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path) -> 
                 raise WorkbenchError(f"Cannot write '{path}': {e.strerror or e}.") from None
             if path.suffix == ".sh":
                 path.chmod(0o755)
+        if bundle:
+            res.model_files = write_model_files(dep, name, base, res.notes)
         results[name] = res
     return results
 
 
 def deployment_for_study(db: str | Path, study: str, run_key: str | None = None, constraints=None,
-                         objective: str = "throughput", host_type: str | None = None) -> DeploymentConfig:
+                         objective: str = "throughput", host_type: str | None = None,
+                         name: str | None = None) -> DeploymentConfig:
     """The DeploymentConfig of one run of a study: `run_key`, else the recommended run.
 
     `host_type` (a fleet study's hardware fingerprint, or one of its host names) chooses among
-    that type's runs only, and the deployment names that type's hardware.
+    that type's runs only, and the deployment names that type's hardware. `name` names the model
+    in every format (default: from the model's path, e.g. a SavedModel's parent folder).
     """
+    if name is not None:
+        check_name(name)
     from wb_core.analysis import find_run, recommend, with_efficiency
     from wb_core.store import Store
     from wb_core.study_model import study_flops, study_model_paths
@@ -99,8 +112,32 @@ def deployment_for_study(db: str | Path, study: str, run_key: str | None = None,
     if isinstance(variant, str) and variant.endswith(".xml"):
         ir_path = variant  # an INT8 run ran its own quantized IR, not the study model's FP32 one
     return build(info, run, reason=reason, ir_path=ir_path, savedmodel_path=paths.get("savedmodel_path"),
-                 flops_per_sample=flops, cores_used=run.get("cores_used"))
+                 flops_per_sample=flops, cores_used=run.get("cores_used"), name=name)
 
 
-__all__ = ["DeploymentConfig", "ExportResult", "EXPORTERS", "FORMATS", "deployment_for_study", "export",
-           "load_schema", "parse_formats", "render", "validate"]
+def check_name(name: str) -> str:
+    """A model name a user gave: it needs a letter or digit (servers get it lowercase, with dashes)."""
+    text = str(name).strip()
+    if not text or not any(c.isalnum() for c in text):
+        raise ConfigError(f"The model name '{name}' has no letters or digits; give one such as resnet50.")
+    return text
+
+
+def with_capacity(dep: DeploymentConfig, db: str | Path, study: str, target_rate: float, p99_ms: float | None,
+                  machine_cores: int | None = None) -> DeploymentConfig:
+    """Attach the capacity plan for `target_rate` computed from the exported run's own measurements.
+
+    Refuses (a WorkbenchError naming the other run) when only another run could meet the target.
+    """
+    from wb_core.planning import capacity
+    from wb_core.store import load_results
+
+    if p99_ms is None:
+        raise ConfigError("--target-rate needs a latency target: add --max-p99-ms.")
+    dep.capacity = capacity(load_results(db, study), target_rate, p99_ms, machine_cores=machine_cores,
+                            run_key=dep.measurement.run_key).to_dict()
+    return dep
+
+
+__all__ = ["DeploymentConfig", "ExportResult", "EXPORTERS", "FORMATS", "check_name", "deployment_for_study", "export",
+           "load_schema", "parse_formats", "render", "validate", "with_capacity"]
