@@ -160,11 +160,14 @@ def export(study: str = typer.Option(..., "--study"),
     names = parse_formats(fmt)  # an unknown format fails before any work
     if best == bool(run):
         raise ConfigError("Choose what to export: --best (the recommended run) or --run KEY, not both or neither.")
-    constraints = _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores)
-    if run and not constraints.is_empty():
-        raise ConfigError("Constraints choose a run with --best; with --run KEY leave them out.")
     if target_rate is not None and max_p99_ms is None:
         raise ConfigError("--target-rate needs a latency target: add --max-p99-ms.")
+    # With --run, --max-p99-ms is only the capacity plan's latency target (it chooses nothing).
+    choosing_p99 = None if (run and target_rate is not None) else max_p99_ms
+    constraints = _constraints(choosing_p99, max_accuracy_drop, max_memory_mb, max_cores)
+    if run and not constraints.is_empty():
+        raise ConfigError("Constraints choose a run with --best; with --run KEY leave them out (--max-p99-ms is "
+                          "allowed as the latency target of --target-rate).")
     dep = deployment_for_study(_db(db), study, run_key=run, constraints=constraints, objective=objective,
                                host_type=host_type, name=name)
     if target_rate is not None:

@@ -387,7 +387,7 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
         server = TritonServer(work / "model_repository", install, flags, http_port=port,
                               grpc_port=port + 1 if port else None, workdir=work / "server", cpus=server_cpus)
         result.server = {"binary": str(install.binary), "flags": flags, "http_port": server.http_port,
-                         "grpc_port": server.grpc_port, "version": _version(install.binary),
+                         "grpc_port": server.grpc_port,
                          "rules": CHECKED_AGAINST, "load_generator": LOAD_GENERATOR}
         if not server_cpus:
             result.notes.append("The run was not pinned, so the server and the load generator share every CPU; the "
@@ -397,6 +397,7 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
                                 "figures include its cost.")
         server.start()
         server.wait_ready(dep.serving_name, timeout_s=ready_timeout_s)
+        result.server["version"] = server.metadata().get("version", "unknown")
         served = _drive(server, dep, specs, batches, settings, client_cpus, result)
         result.served = served
         for key in ("throughput", "latency_ms_p50", "latency_ms_p99"):
@@ -423,15 +424,6 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
         if store:
             _store(db, result)
     return result
-
-
-def _version(binary) -> str:
-    """tritonserver's version from the folder name of nvidia-pytriton or a container; 2.51 otherwise known."""
-    import re
-
-    text = str(binary)
-    m = re.search(r"(\d+\.\d+\.\d+)", text)
-    return m.group(1) if m else "2.51 (nvidia-pytriton 0.7.0)" if "pytriton" in text else "unknown"
 
 
 def _drive(server, dep, specs, batches, settings, client_cpus, result) -> dict:

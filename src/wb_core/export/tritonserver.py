@@ -218,6 +218,16 @@ class TritonServer:
         except (urllib.error.URLError, OSError):
             return 0
 
+    def metadata(self) -> dict:
+        """The server's /v2 metadata (name, version, extensions); {} if it does not answer."""
+        import json
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/v2", timeout=2.0) as r:
+                return json.loads(r.read())
+        except (OSError, ValueError):
+            return {}
+
     def _remember(self, pid: int) -> None:
         import psutil
 
