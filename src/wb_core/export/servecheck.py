@@ -398,7 +398,9 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
         server.start()
         server.wait_ready(dep.serving_name, timeout_s=ready_timeout_s)
         result.server["version"] = server.metadata().get("version", "unknown")
+        match = _same_outputs(server, dep, specs, batches[0], lay.properties)
         served = _drive(server, dep, specs, batches, settings, client_cpus, result)
+        served["outputs_match"] = match
         result.served = served
         for key in ("throughput", "latency_ms_p50", "latency_ms_p99"):
             p, s_ = result.predicted.get(key), served.get(key)
@@ -469,6 +471,46 @@ def _drive(server, dep, specs, batches, settings, client_cpus, result) -> dict:
     if "error" in box:
         raise box["error"]
     return box["out"]
+
+
+def _same_outputs(server, dep, specs, batch, properties: dict) -> bool:
+    """One request through the server against OpenVINO in this process, same IR, input and properties.
+
+    Raises when the served model answers differently: a throughput of wrong answers is no check.
+    """
+    import openvino as ov
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import np_to_triton_dtype
+
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+    inputs = []
+    for s in specs:
+        inp = grpcclient.InferInput(s.name, list(batch[s.name].shape), np_to_triton_dtype(batch[s.name].dtype))
+        inp.set_data_from_numpy(batch[s.name])
+        inputs.append(inp)
+    try:
+        served = client.infer(dep.serving_name, inputs)
+    except Exception as e:
+        from wb_core.models import first_line
+
+        raise WorkbenchError(f"The served model did not answer a request: {first_line(e)}.") from None
+    model = ov.Core().read_model(dep.model.ir_path)
+    model.reshape({s.name: ov.PartialShape(list(batch[s.name].shape)) for s in specs})
+    compiled = ov.Core().compile_model(model, "CPU", {k: v for k, v in properties.items()
+                                                       if k != "ENABLE_CPU_PINNING"})
+    local = compiled([batch[s.name] for s in specs])
+    low = str(properties.get("INFERENCE_PRECISION_HINT", "")).lower() in ("bf16", "f16") or dep.precision == "int8"
+    tol = 5e-2 if low else 1e-3
+    for i, port in enumerate(compiled.outputs):
+        name = port.get_any_name()
+        got = served.as_numpy(name)
+        want = np.asarray(local[i])
+        if got is None or got.shape != want.shape or not np.allclose(got, want, rtol=tol, atol=tol):
+            diff = (float(np.max(np.abs(got.astype(np.float64) - want))) if got is not None and got.shape == want.shape
+                    else f"shape {None if got is None else got.shape} vs {want.shape}")
+            raise WorkbenchError(f"The served model's output '{name}' differs from OpenVINO's on the same input "
+                                 f"({diff}); the served figures would not be of the same model.")
+    return True
 
 
 def _cpu(p) -> float:

@@ -408,6 +408,18 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
+# Tensors cross the Python backend by DLPack: its numpy bridge was built for numpy 1 and misreads
+# numpy 2 arrays (a response then fails with "output tensor shape does not match size of output").
+def _array(tensor):
+    return np.from_dlpack(tensor) if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else tensor.as_numpy()
+
+
+def _tensor(name, array):
+    if np.lib.NumpyVersion(np.__version__) >= "2.0.0":
+        return pb_utils.Tensor.from_dlpack(name, np.ascontiguousarray(array))
+    return pb_utils.Tensor(name, array)
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
@@ -434,7 +446,7 @@ class TritonPythonModel:
         self.dtypes = {o["name"]: pb_utils.triton_string_to_numpy(o["data_type"]) for o in config["output"]}
 
     def execute(self, requests):
-        arrays = [[pb_utils.get_input_tensor_by_name(r, n).as_numpy() for n in self.inputs] for r in requests]
+        arrays = [[_array(pb_utils.get_input_tensor_by_name(r, n)) for n in self.inputs] for r in requests]
         sizes = [a[0].shape[0] for a in arrays] if self.batch else [1] * len(arrays)
         feed = []
         for j in range(len(self.inputs)):
@@ -447,8 +459,7 @@ class TritonPythonModel:
         results = [self.request.get_output_tensor(i).data for i in range(len(self.outputs))]
         responses, start = [], 0
         for n in sizes:
-            tensors = [pb_utils.Tensor(name, np.ascontiguousarray(res[start:start + n]).astype(self.dtypes[name],
-                                                                                             copy=False))
+            tensors = [_tensor(name, np.array(res[start:start + n], dtype=self.dtypes[name], copy=True))
                        for name, res in zip(self.outputs, results)]
             responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
             start += n
