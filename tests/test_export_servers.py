@@ -431,3 +431,40 @@ def test_serve_check_refuses_runs_it_cannot_serve(tmp_path, tiny_ir):
     db2, key2 = _serve_study(tmp_path / "b", tiny_ir, cores=[0], threads=1)
     with pytest.raises(ConfigError, match="--max-time must be a positive number"):
         serve_check(db2, "t", key2, max_time=-1)
+
+
+# ---- the dashboard's Export tab
+
+
+def test_export_tab_downloads_the_model_and_shows_serve_checks(tiny_ir, tmp_path):
+    pytest.importorskip("ipywidgets", reason="the ui extra is not installed (pip install -e '.[ui]')")
+    import base64
+    import io
+    import re
+    import zipfile
+
+    from wb_core.export.servecheck import ServeCheckResult, _store
+    from wb_core.ui.export_panel import ExportPanel
+    from wb_core.ui.state import Session
+
+    db, key = _serve_study(tmp_path, tiny_ir, cores=[0], threads=1, thr=5000.0,
+                           ov_properties={"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": "1"})
+    _store(db, ServeCheckResult(study="t", run_key=key, status="failed", error="tritonserver exited before it was "
+                                                                               "ready (exit code 1): no."))
+    _store(db, ServeCheckResult(study="t", run_key=key, status="ok", predicted={"throughput": 5000.0},
+                                served={"throughput": 2500.0}, ratio={"throughput": 0.5}))
+    panel = ExportPanel(Session(db=db, study="t", selected_key=key))
+    panel.format.value = "ovms"
+    data = base64.b64decode(re.search(r"base64,([^\"]+)\"", panel.download.value).group(1))
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        names = zf.namelist()
+    assert "config.json" in names and any(n.endswith("/1/model.xml") for n in names)
+    assert "5,000 → 2,500 (0.50x)" in panel.serve_result.value and "exit code 1" in panel.serve_result.value
+    panel.with_models.value = False
+    data = base64.b64decode(re.search(r"base64,([^\"]+)\"", panel.download.value).group(1))
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        assert not any(n.endswith(".xml") for n in zf.namelist())
+    panel.with_models.value = True
+    panel.folder.value = str(tmp_path / "written")
+    panel.write.click()
+    assert list((tmp_path / "written" / "models").glob("*/1/model.bin"))

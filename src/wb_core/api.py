@@ -100,4 +100,15 @@ def hardware_info():
     return detect()
 
 
-__all__ = ["profile", "load_results", "inspect_model", "hardware_info", "compare_hosts", "SweepSummary"]
+def serve_check(study: str, run: str, db: str | Path | None = None, **options):
+    """Serve a run with a real tritonserver and measure it: a ServeCheckResult (served vs predicted).
+
+    Options: max_time, port, tritonserver, out (see `wb serve-check`); the result is also stored.
+    """
+    from wb_core.export.servecheck import serve_check as _serve_check
+
+    return _serve_check(db or default_db(), study, run, **options)
+
+
+__all__ = ["profile", "load_results", "inspect_model", "hardware_info", "compare_hosts", "serve_check",
+           "SweepSummary"]
