@@ -20,6 +20,7 @@ stored as failed with its reason, never as ok.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -345,6 +346,9 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
         info = s.get_study(study)
     settings = _settings(info, max_time)
     install = find_tritonserver(tritonserver)  # before any work: a missing server is one sentence
+    if importlib.util.find_spec("tritonclient") is None:
+        raise ConfigError("The serve check drives the server with tritonclient, which is not installed: "
+                          "pip install 'tritonclient[grpc]>=2.50,<3'.")
     here = set(available_cpus())
     lay = layout(dep, [])
     server_cpus = lay.process_cpus()

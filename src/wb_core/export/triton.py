@@ -273,8 +273,11 @@ def _tensor_block(kind: str, tensors, notes: list[str]) -> str | None:
             notes.append(f"{kind.capitalize()} {name} has dtype {dtype}, which has no Triton type; it is left to "
                          "Triton's auto-complete.")
             continue
-        d = ", ".join(str(int(x)) for x in dims) if dims else "1"
-        items.append(f"  {{\n    name: {_q(name)}\n    data_type: {tt}\n    dims: [ {d} ]\n  }}")
+        if dims:
+            shape = f"dims: [ {', '.join(str(int(x)) for x in dims)} ]"
+        else:  # only the batch dimension: Triton wants dims [1], reshaped to nothing
+            shape = "dims: [ 1 ]\n    reshape: { shape: [ ] }"
+        items.append(f"  {{\n    name: {_q(name)}\n    data_type: {tt}\n    {shape}\n  }}")
     return f"{kind} [\n" + ",\n".join(items) + "\n]" if items else None
 
 
@@ -408,16 +411,18 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
-# Tensors cross the Python backend by DLPack: its numpy bridge was built for numpy 1 and misreads
-# numpy 2 arrays (a response then fails with "output tensor shape does not match size of output").
+# Tensors cross the Python backend by DLPack under numpy 2: the backend's numpy bridge (tritonserver
+# 2.51) was built for numpy 1 and misreads numpy 2 arrays ("output tensor shape does not match size
+# of output").
+NUMPY2 = int(np.__version__.split(".")[0]) >= 2
+
+
 def _array(tensor):
-    return np.from_dlpack(tensor) if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else tensor.as_numpy()
+    return np.from_dlpack(tensor) if NUMPY2 else tensor.as_numpy()
 
 
 def _tensor(name, array):
-    if np.lib.NumpyVersion(np.__version__) >= "2.0.0":
-        return pb_utils.Tensor.from_dlpack(name, np.ascontiguousarray(array))
-    return pb_utils.Tensor(name, array)
+    return pb_utils.Tensor.from_dlpack(name, np.ascontiguousarray(array)) if NUMPY2 else pb_utils.Tensor(name, array)
 
 
 class TritonPythonModel:
