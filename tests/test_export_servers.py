@@ -431,6 +431,19 @@ def test_serve_check_refuses_runs_it_cannot_serve(tmp_path, tiny_ir):
     db2, key2 = _serve_study(tmp_path / "b", tiny_ir, cores=[0], threads=1)
     with pytest.raises(ConfigError, match="--max-time must be a positive number"):
         serve_check(db2, "t", key2, max_time=-1)
+    # The API and the command say the same sentences.
+    from typer.testing import CliRunner
+
+    from wb_core.api import serve_check as api_serve_check
+    from wb_core.cli import app
+
+    with pytest.raises(ConfigError, match="replays OpenVINO runs"):
+        api_serve_check("t", key, db=db)
+    r = CliRunner().invoke(app, ["serve-check", "--study", "t", "--run", key2, "--db", str(db2),
+                                 "--tritonserver", str(tmp_path / "nowhere" / "tritonserver")])
+    assert isinstance(r.exception, ConfigError) and "does not exist" in str(r.exception)
+    r = CliRunner().invoke(app, ["serve-check", "--study", "t", "--run", key2, "--db", str(db2), "--port", "0"])
+    assert isinstance(r.exception, ConfigError) and "port number" in str(r.exception)
 
 
 # ---- the dashboard's Export tab
@@ -468,3 +481,20 @@ def test_export_tab_downloads_the_model_and_shows_serve_checks(tiny_ir, tmp_path
     panel.folder.value = str(tmp_path / "written")
     panel.write.click()
     assert list((tmp_path / "written" / "models").glob("*/1/model.bin"))
+
+
+def test_cli_export_bundle_and_name(tiny_ir, tmp_path):
+    from typer.testing import CliRunner
+
+    from wb_core.cli import app
+
+    db, key = _serve_study(tmp_path, tiny_ir, cores=[0], threads=1)
+    out = tmp_path / "deploy"
+    r = CliRunner().invoke(app, ["export", "--study", "t", "--run", key, "--db", str(db), "--format", "ovms,triton",
+                                 "--out", str(out), "--bundle", "--name", "Tiny Net"])
+    assert r.exit_code == 0, r.output
+    assert (out / "ovms" / "models" / "tiny-net" / "1" / "model.bin").is_file()
+    assert (out / "triton" / "model_repository" / "tiny-net" / "1" / "model.xml").is_file()
+    assert str(out / "triton" / "model_repository" / "tiny-net" / "1" / "model.xml") in r.output
+    cfg = (out / "triton" / "model_repository" / "tiny-net" / "config.pbtxt").read_text()
+    assert 'name: "x"' in cfg and 'name: "y"' in cfg  # inputs and outputs read from the IR
