@@ -234,7 +234,8 @@ def test_tfserving_batching_parameters_follow_the_rules(study_db):
 def test_tfserving_bare_command_reads_the_folder_the_script_fills(study_db):
     script = render(dep_of(study_db, 2), "tfserving").files["run_tfserving.sh"]
     assert "models/t/1" in script  # where the script puts the SavedModel
-    bare = next(line for line in script.splitlines() if "tensorflow_model_server --port" in line and "docker" not in line)
+    bare = next(line for line in script.splitlines()
+                if "tensorflow_model_server --port" in line and "docker" not in line)
     assert "--model_base_path=$PWD/models/t" in bare
     assert "--batching_parameters_file=$PWD/batching_parameters.txt" in bare
 
@@ -312,7 +313,8 @@ def test_ovms_from_a_tensorflow_run_says_what_it_cannot_carry(study_db):
     res = render(dep_of(study_db, 2), "ovms")
     _ovms_ok(json.loads(res.files["config.json"]))
     joined = " ".join(res.notes)
-    assert "measured with TensorFlow" in joined and "inter-op threads (1)" in joined and "TF_ENABLE_ONEDNN_OPTS" in joined
+    assert "measured with TensorFlow" in joined and "inter-op threads (1)" in joined
+    assert "TF_ENABLE_ONEDNN_OPTS" in joined
 
 
 # ---- KServe

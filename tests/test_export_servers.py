@@ -265,7 +265,6 @@ def kserve_models():
 
 def _load(models, cls, data, where="$"):
     """Build `cls` from a YAML mapping field by field; unknown keys and wrong types fail, setters validate."""
-    import kubernetes.client as k8s
 
     assert isinstance(data, dict), f"{where}: expected a mapping for {cls.__name__}"
     by_json = {v: k for k, v in cls.attribute_map.items()}

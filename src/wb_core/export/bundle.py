@@ -78,7 +78,8 @@ def write_model_files(dep: DeploymentConfig, fmt: str, base: str | Path, notes: 
     return written
 
 
-def zip_bundle(dep: DeploymentConfig, formats: str | list[str], with_models: bool = True) -> tuple[str, bytes, list[str]]:
+def zip_bundle(dep: DeploymentConfig, formats: str | list[str],
+               with_models: bool = True) -> tuple[str, bytes, list[str]]:
     """(file name, zip bytes, notes): the formats' files and, with `with_models`, the model files.
 
     One format goes at the top of the zip; several get a folder each, as `export` writes them.

@@ -389,7 +389,8 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
         write_model_files(dep, "triton", work, result.notes)
         flags = host_policy_flags(lay)
         server = TritonServer(work / "model_repository", install, flags, http_port=port,
-                              grpc_port=port + 1 if port else None, workdir=work / "server", cpus=server_cpus)
+                              grpc_port=port + 1 if port else None, workdir=work / "server", cpus=server_cpus,
+                              models=[dep.serving_name])
         result.server = {"binary": str(install.binary), "flags": flags, "http_port": server.http_port,
                          "grpc_port": server.grpc_port,
                          "rules": CHECKED_AGAINST, "load_generator": LOAD_GENERATOR}
@@ -415,6 +416,9 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
         result.status = "ok"
     except WorkbenchError as e:
         result.error = str(e)
+        raise
+    except KeyboardInterrupt:
+        result.error = "Interrupted before the check finished."
         raise
     except Exception as e:  # anything else is still one sentence, and the check is stored as failed
         from wb_core.models import first_line

@@ -76,7 +76,7 @@ def render(dep: DeploymentConfig) -> ExportResult:
     if not dep.cores:
         notes.append("The run was not pinned to cores, so the docker line has no --cpuset-cpus.")
     src = dep.model.savedmodel_path or "saved_model"
-    mounts = f"-v \"$PWD/models:/models:ro\" "
+    mounts = "-v \"$PWD/models:/models:ro\" "
     if dep.batch_size > 1:
         mounts += "-v \"$PWD/batching_parameters.txt:/config/batching_parameters.txt:ro\" "
     args = " ".join(server_args(dep))

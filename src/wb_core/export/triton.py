@@ -167,8 +167,8 @@ def _groups(sets: list[list[int] | None], notes: list[str]) -> list[Group]:
                 share[share.index(max(share))] -= 1
             for (lo, hi), c in zip(ranges, share):
                 groups.append(Group(c, list(range(lo, hi + 1)), (lo, hi)))
-            notes.append(f"{count} instance(s) shared CPUs {cpu_list(list(cs))}, which are not one range; a Triton host "
-                         f"policy takes one range LO-HI ({CHECKED_AGAINST}), so they are spread over "
+            notes.append(f"{count} instance(s) shared CPUs {cpu_list(list(cs))}, which are not one range; a Triton "
+                         f"host policy takes one range LO-HI ({CHECKED_AGAINST}), so they are spread over "
                          + ", ".join(f"{lo}-{hi} ({c})" for (lo, hi), c in zip(ranges, share)) + ".")
         else:
             lo, hi = ranges[0][0], ranges[-1][1]
@@ -223,8 +223,8 @@ def openvino_parameters(dep: DeploymentConfig, lay: Layout, notes: list[str]) ->
     if props.get("PERFORMANCE_HINT_NUM_REQUESTS"):
         notes.append(f"PERFORMANCE_HINT_NUM_REQUESTS={props['PERFORMANCE_HINT_NUM_REQUESTS']} has no parameter in "
                      "Triton's openvino backend.")
-    skip = {"INFERENCE_NUM_THREADS", "NUM_STREAMS", "PERFORMANCE_HINT", "INFERENCE_PRECISION_HINT", "ENABLE_CPU_PINNING",
-            "PERFORMANCE_HINT_NUM_REQUESTS"}
+    skip = {"INFERENCE_NUM_THREADS", "NUM_STREAMS", "PERFORMANCE_HINT", "INFERENCE_PRECISION_HINT",
+            "ENABLE_CPU_PINNING", "PERFORMANCE_HINT_NUM_REQUESTS"}
     for k in sorted(set(props) - skip):
         notes.append(f"OpenVINO property {k}={props[k]} has no parameter in Triton's openvino backend.")
     return out

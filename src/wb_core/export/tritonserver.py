@@ -133,8 +133,10 @@ class TritonServer:
 
     def __init__(self, repository: str | Path, install: TritonInstall | None = None, flags: list[str] = (),
                  http_port: int | None = None, grpc_port: int | None = None, workdir: str | Path | None = None,
-                 cpus: list[int] | None = None, strict: bool = True):
+                 cpus: list[int] | None = None, strict: bool = True, models: list[str] | None = None):
+        """`models`: load only these (explicit model control); None loads the whole repository."""
         self.install = install or find_tritonserver()
+        self.models = list(models) if models else None
         self.repository = Path(repository)
         self.flags = list(flags)
         if http_port is not None:
@@ -180,6 +182,8 @@ class TritonServer:
                "--exit-timeout-secs=5", f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}"]
         if self.strict:
             cmd.append("--disable-auto-complete-config")
+        if self.models:
+            cmd += ["--model-control-mode=explicit"] + [f"--load-model={m}" for m in self.models]
         return cmd + self.flags
 
     def start(self) -> "TritonServer":
