@@ -82,8 +82,9 @@ def render(dep: DeploymentConfig) -> ExportResult:
     if dep.instances > 1:
         notes.append(f"The run used {dep.instances} instances; OVMS serves one model with nireq="
                      f"{requests_in_flight(dep)} parallel requests instead.")
-    notes.append(f"batch_size is fixed at {dep.batch_size} as measured; set it to \"auto\" to accept other batch "
-                 "sizes at the cost of a reload when the size changes.")
+    notes.append(f"batch_size is fixed at {dep.batch_size} as measured, so requests must carry {dep.batch_size} "
+                 f"samples; set it to \"1:{dep.batch_size}\" (a dynamic batch dimension, not what was measured) to "
+                 "accept smaller ones (\"auto\", which reloads the model, is deprecated in OVMS 2026.3).")
     ir = dep.model.ir_path or "model.xml"
     binf = ir[:-4] + ".bin" if ir.endswith(".xml") else "model.bin"
     # "$PWD/..." must stay double-quoted so the shell expands it.
