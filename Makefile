@@ -12,6 +12,10 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e ".[test,ui,onnx]"
+	# A real tritonserver (in nvidia-pytriton) and KServe's own models for the export tests. Without their
+	# dependencies: those pins (numpy<2, pandas<3, psutil<6) would downgrade this stack, and the parts the
+	# tests use need none of them.
+	$(BIN)/pip install -q --no-deps "nvidia-pytriton==0.7.0" "kserve==0.21.0"
 	touch $(STAMP)
 
 install: $(STAMP)

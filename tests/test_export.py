@@ -16,6 +16,9 @@ from typer.testing import CliRunner
 from analysis_data import make_study_db, run
 from wb_core.errors import ConfigError
 from wb_core.export import FORMATS, DeploymentConfig, deployment_for_study, export, load_schema, parse_formats, render
+from wb_core.export.kserve import supports
+from wb_core.export.ovms import check_config, check_repository
+from wb_core.export.triton import TRITON_OV_PARAMETERS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,11 +100,16 @@ def test_triton_openvino_config_parses_with_triton_proto(study_db):
     assert cfg.name == "t" and cfg.backend == "openvino" and cfg.max_batch_size == 8
     assert cfg.input[0].name == "image" and list(cfg.input[0].dims) == [8, 8, 1]
     group = cfg.instance_group[0]
-    assert group.count == 1 and group.kind == group.KIND_CPU and group.host_policy == "wb_pinned"
+    assert group.count == 1 and group.kind == group.KIND_CPU and group.host_policy == "wb_cpus_0_1"
     assert list(cfg.dynamic_batching.preferred_batch_size) == [8]
     assert cfg.parameters["INFERENCE_NUM_THREADS"].string_value == "2"
     assert cfg.parameters["NUM_STREAMS"].string_value == "1"
-    assert "--host-policy=wb_pinned,cpu-cores=0-1" in res.files["run_triton.sh"]
+    # Batching: the openvino backend fails partly filled batches unless it pads them.
+    assert cfg.parameters["ENABLE_BATCH_PADDING"].string_value == "YES"
+    # Only keys the openvino backend reads (it ignores the others without a word).
+    assert set(cfg.parameters) <= set(TRITON_OV_PARAMETERS)
+    assert any("INFERENCE_PRECISION_HINT" not in n and "f32" in n for n in res.notes)
+    assert "--host-policy=wb_cpus_0_1,cpu-cores=0-1" in res.files["run_triton.sh"]
     assert "model_repository/t/1/model.xml" in res.files["run_triton.sh"]
 
 
@@ -111,14 +119,78 @@ def test_triton_tensorflow_config(study_db):
     assert cfg.platform == "tensorflow_savedmodel"
     assert cfg.parameters["TF_NUM_INTRA_THREADS"].string_value == "3"
     assert cfg.parameters["TF_NUM_INTER_THREADS"].string_value == "1"
+    assert "ENABLE_BATCH_PADDING" not in cfg.parameters  # an openvino-backend parameter only
+    assert cfg.instance_group[0].host_policy == "wb_cpus_1_3"
     assert any("TF_ENABLE_ONEDNN_OPTS" in n for n in res.notes)
     assert "-e TF_ENABLE_ONEDNN_OPTS=0" in res.files["run_triton.sh"]
 
 
-def test_triton_batch_one_has_no_dynamic_batching(study_db):
-    cfg = _triton_config(render(dep_of(study_db, 1), "triton").files["model_repository/t/config.pbtxt"])
+def test_triton_bf16_is_hint_bf16_and_unread_properties_are_notes(study_db):
+    res = render(dep_of(study_db, 1), "triton")
+    cfg = _triton_config(res.files["model_repository/t/config.pbtxt"])
     assert not cfg.HasField("dynamic_batching")
-    assert cfg.parameters["ENABLE_CPU_PINNING"].string_value == "YES"
+    assert cfg.parameters["HINT_BF16"].string_value == "YES"
+    assert "ENABLE_BATCH_PADDING" not in cfg.parameters  # batch 1: nothing to pad
+    for unread in ("ENABLE_CPU_PINNING", "INFERENCE_PRECISION_HINT"):
+        assert unread not in cfg.parameters
+    assert any("ENABLE_CPU_PINNING" in n for n in res.notes)
+
+
+def _dep(tmp_path, cores_per_instance=None, **kw) -> DeploymentConfig:
+    """The deployment of one made-up run (with instance slices, which make_study_db does not store)."""
+    from wb_core.store import Store
+
+    db = tmp_path / f"one{len(list(tmp_path.iterdir()))}.db"
+    r = run(**kw)
+    make_study_db(db, [])
+    cfg = {k: r.get(k) for k in ("backend", "precision", "batch_size", "threads", "inter_op_threads", "streams",
+                                 "instances", "concurrency", "hint", "onednn", "cpu_pinning")}
+    cfg.update(cores=kw.get("cores"), cores_per_instance=cores_per_instance)
+    metrics = {k: v for k, v in r.items() if k.startswith(("latency_", "throughput", "cpu_util", "rss_mb", "ov_"))}
+    with Store(db) as s:
+        s.add_run("t", r["key"], cfg, "ok", metrics)
+    return deployment_for_study(db, "t", run_key=r["key"])
+
+
+def test_triton_host_policy_is_one_range_per_policy(tmp_path):
+    single = render(_dep(tmp_path, cores=[3], threads=1), "triton")
+    assert "--host-policy=wb_cpus_3_3,cpu-cores=3-3" in single.files["run_triton.sh"]
+    # One instance on CPUs that are not one range: the covering range, the exact set on the process, a note.
+    gap = render(_dep(tmp_path, cores=[0, 2], threads=2), "triton")
+    script = gap.files["run_triton.sh"]
+    assert "--host-policy=wb_cpus_0_2,cpu-cores=0-2" in script and "cpu-cores=0,2" not in script
+    assert "--cpuset-cpus=0,2" in script and "taskset -c 0,2" in script
+    assert any("not one range" in n and "0-2" in n for n in gap.notes)
+    # Two instances, one CPU each on 0 and 2: one group and one policy per range.
+    two = _dep(tmp_path, cores=[0, 2], threads=1, instances=2, cores_per_instance=1)
+    assert two.instance_cores() == [[0], [2]]
+    res = render(two, "triton")
+    cfg = _triton_config(res.files["model_repository/t/config.pbtxt"])
+    assert [(g.count, g.host_policy) for g in cfg.instance_group] == [(1, "wb_cpus_0_0"), (1, "wb_cpus_2_2")]
+    flags = [a for a in res.files["run_triton.sh"].split() if a.startswith("--host-policy")]
+    assert sorted(set(flags)) == ["--host-policy=wb_cpus_0_0,cpu-cores=0-0", "--host-policy=wb_cpus_2_2,cpu-cores=2-2"]
+    # Instances that shared a split set are spread over its ranges.
+    shared = render(_dep(tmp_path, cores=[0, 1, 4, 5], threads=2, instances=4), "triton")
+    cfg = _triton_config(shared.files["model_repository/t/config.pbtxt"])
+    assert sorted((g.count, g.host_policy) for g in cfg.instance_group) == [(2, "wb_cpus_0_1"), (2, "wb_cpus_4_5")]
+
+
+def test_triton_streams_in_flight_become_instances(tmp_path):
+    dep = _dep(tmp_path, cores=[0, 1, 2, 3], threads=4, streams=2, concurrency=2,
+               ov_properties={"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": "4", "NUM_STREAMS": "2"})
+    res = render(dep, "triton")
+    cfg = _triton_config(res.files["model_repository/t/config.pbtxt"])
+    assert [(g.count, g.host_policy) for g in cfg.instance_group] == [(1, "wb_cpus_0_1"), (1, "wb_cpus_2_3")]
+    assert cfg.parameters["NUM_STREAMS"].string_value == "1"
+    assert cfg.parameters["INFERENCE_NUM_THREADS"].string_value == "2"
+    assert any("2 OpenVINO streams" in n for n in res.notes)
+
+
+def test_triton_fp32_on_an_amx_cpu_says_it_would_run_bf16(study_db):
+    dep = dep_of(study_db, 0)
+    dep.measurement.hardware["flags"] = ["avx512f", "amx_bf16"]
+    res = render(dep, "triton")
+    assert any("serve this run in BF16" in n for n in res.notes)
 
 
 # ---- TensorFlow Serving
@@ -159,6 +231,15 @@ def test_tfserving_batching_parameters_follow_the_rules(study_db):
     assert "--cpuset-cpus=1-3" in script and "--enable_batching=true" in script
 
 
+def test_tfserving_bare_command_reads_the_folder_the_script_fills(study_db):
+    script = render(dep_of(study_db, 2), "tfserving").files["run_tfserving.sh"]
+    assert "models/t/1" in script  # where the script puts the SavedModel
+    bare = next(line for line in script.splitlines()
+                if "tensorflow_model_server --port" in line and "docker" not in line)
+    assert "--model_base_path=$PWD/models/t" in bare
+    assert "--batching_parameters_file=$PWD/batching_parameters.txt" in bare
+
+
 def test_tfserving_batch_one_has_no_batching_file(study_db):
     res = render(dep_of(study_db, 1), "tfserving")
     assert "batching_parameters.txt" not in res.files
@@ -167,29 +248,25 @@ def test_tfserving_batch_one_has_no_batching_file(study_db):
 
 # ---- OpenVINO Model Server
 
-# The keys and types OVMS documents for config.json (model server parameters, "config" objects).
-OVMS_SCHEMA = {
-    "type": "object", "required": ["model_config_list"], "additionalProperties": False,
-    "properties": {"model_config_list": {"type": "array", "minItems": 1, "items": {
-        "type": "object", "required": ["config"], "additionalProperties": False,
-        "properties": {"config": {
-            "type": "object", "required": ["name", "base_path"], "additionalProperties": False,
-            "properties": {
-                "name": {"type": "string"}, "base_path": {"type": "string"}, "target_device": {"type": "string"},
-                "batch_size": {"type": ["string", "integer"]}, "nireq": {"type": "integer", "minimum": 0},
-                "shape": {"type": ["string", "object"]}, "layout": {"type": ["string", "object"]},
-                "model_version_policy": {"type": "object"}, "allow_cache": {"type": "boolean"},
-                "plugin_config": {"type": "object", "additionalProperties": {"type": ["string", "number",
-                                                                                      "boolean"]}}}}}}},
-        "custom_node_library_config_list": {"type": "array"}, "pipeline_config_list": {"type": "array"},
-        "mediapipe_config_list": {"type": "array"}, "monitoring": {"type": "object"}},
-}
+
+def _ovms_ok(cfg):
+    """The OVMS rules (ovms.check_config, from OVMS 2026.3's documentation), and OpenVINO accepting plugin_config."""
+    import numpy as np
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    core = ov.Core()
+    assert check_config(cfg, set(core.get_property("CPU", "SUPPORTED_PROPERTIES"))) == []
+    p = ops.parameter([1, 4], np.float32)
+    for item in cfg["model_config_list"]:
+        # OVMS hands plugin_config to the CPU plugin as is: the real library must compile with it.
+        core.compile_model(ov.Model([ops.relu(p)], [p]), "CPU", item["config"]["plugin_config"])
 
 
 def test_ovms_config_json(study_db):
     res = render(dep_of(study_db, 0), "ovms")
     cfg = json.loads(res.files["config.json"])
-    jsonschema.validate(cfg, OVMS_SCHEMA)
+    _ovms_ok(cfg)
     c = cfg["model_config_list"][0]["config"]
     assert c["batch_size"] == "8" and c["nireq"] == 1 and c["target_device"] == "CPU"
     assert c["plugin_config"] == {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": "2", "NUM_STREAMS": "1"}
@@ -197,14 +274,47 @@ def test_ovms_config_json(study_db):
     assert "Exported by CPU Inference Workbench" in res.files["NOTES.txt"]
     assert any("ENABLE_CPU_PINNING" in n for n in res.notes)  # not set, and the export says so
     pinned = json.loads(render(dep_of(study_db, 1), "ovms").files["config.json"])
+    _ovms_ok(pinned)
     assert pinned["model_config_list"][0]["config"]["plugin_config"]["ENABLE_CPU_PINNING"] == "YES"
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({}, "model_config_list is required"),
+    ({"model_config_list": [{"config": {"name": "m", "batch": 1}}]}, "unknown key 'batch'"),
+    ({"model_config_list": [{"config": {"name": "m"}, "extra": 1}]}, "single key 'config'"),
+    ({"model_config_list": [{"config": {"base_path": "/m"}}]}, "name is required"),
+    ({"model_config_list": [{"config": {"name": "m", "nireq": -1}}]}, "nireq must be at least 0"),
+    ({"model_config_list": [{"config": {"name": "m", "nireq": "2"}}]}, "nireq has the wrong type"),
+    ({"model_config_list": [{"config": {"name": "m", "batch_size": "eight"}}]}, "OVMS would ignore it"),
+    ({"model_config_list": [{"config": {"name": "m", "batch_size": "8:1"}}]}, "OVMS would ignore it"),
+    ({"model_config_list": [{"config": {"name": "m", "target_device": "TPU"}}]}, "target_device 'TPU'"),
+    ({"model_config_list": [{"config": {"name": "m", "plugin_config": {"NUM_STREAMS": [1]}}}]}, "string, number"),
+    ({"model_config_list": [{"config": {"name": "m", "model_version_policy": {"latest": {"num_versions": 0}}}}]},
+     "num_versions"),
+    ({"model_config_list": [{"config": {"name": "m"}}, {"config": {"name": "m"}}]}, "unique"),
+])
+def test_ovms_checker_rejects_what_ovms_rejects(bad, words):
+    assert any(words in e for e in check_config(bad)), check_config(bad)
+
+
+def test_ovms_checker_accepts_documented_forms():
+    good = {"model_config_list": [{"config": {"name": "m", "base_path": "/models/m", "batch_size": "1:8",
+                                              "shape": {"x": "(1,3)"}, "nireq": 0, "target_device": "CPU",
+                                              "plugin_config": {"NUM_STREAMS": 2, "ENABLE_CPU_PINNING": True},
+                                              "model_version_policy": {"specific": {"versions": [1, 3]}}}}],
+            "monitoring": {"metrics": {"enable": True}}}
+    assert check_config(good) == []
+    assert check_config({"model_config_list": [{"config": {"name": "m", "batch_size": 4}}]}) == []
+    assert check_config({"model_config_list": [{"config": {"name": "m", "plugin_config": {"BOGUS": "1"}}}]},
+                        {"NUM_STREAMS"})
 
 
 def test_ovms_from_a_tensorflow_run_says_what_it_cannot_carry(study_db):
     res = render(dep_of(study_db, 2), "ovms")
-    jsonschema.validate(json.loads(res.files["config.json"]), OVMS_SCHEMA)
+    _ovms_ok(json.loads(res.files["config.json"]))
     joined = " ".join(res.notes)
-    assert "measured with TensorFlow" in joined and "inter-op threads (1)" in joined and "TF_ENABLE_ONEDNN_OPTS" in joined
+    assert "measured with TensorFlow" in joined and "inter-op threads (1)" in joined
+    assert "TF_ENABLE_ONEDNN_OPTS" in joined
 
 
 # ---- KServe
@@ -247,12 +357,14 @@ def test_kserve_inference_service(study_db):
     text = render(dep_of(study_db, 0), "kserve").files["inferenceservice.yaml"]
     assert "static CPU manager" in text
     model = _check_inference_service(yaml.safe_load(text))
-    assert model["runtime"] == "kserve-ovms" and model["resources"]["limits"]["cpu"] == "2"
+    # Names KServe ships (v0.20.0 config/runtimes), and a pair its controller accepts.
+    assert model["runtime"] == "kserve-openvino" and model["modelFormat"] == {"name": "openvino"}
+    assert supports(model["runtime"], model["modelFormat"]) and model["resources"]["limits"]["cpu"] == "2"
     plugin = json.loads(model["args"][0].split("=", 1)[1])
     assert plugin["INFERENCE_NUM_THREADS"] == "2"
     tf = yaml.safe_load(render(dep_of(study_db, 2), "kserve").files["inferenceservice.yaml"])
     tf_model = _check_inference_service(tf)
-    assert tf_model["runtime"] == "kserve-tensorflow-serving"
+    assert tf_model["runtime"] == "kserve-tensorflow-serving" and supports(tf_model["runtime"], tf_model["modelFormat"])
     assert "--tensorflow_intra_op_parallelism=3" in tf_model["args"]
     assert tf_model["resources"]["limits"]["memory"] == "896Mi"  # 700 MB x 1.25, rounded up to 64 Mi
     assert tf["spec"]["predictor"]["batcher"]["maxBatchSize"] == 6
@@ -312,3 +424,112 @@ def test_empty_study_export(tmp_path):
     make_study_db(db, [])
     with pytest.raises(WorkbenchError, match="no runs yet"):
         deployment_for_study(db, "t")
+
+
+# ---- names, capacity, bundles
+
+
+@pytest.mark.parametrize("path, name", [
+    ("/data/models/resnet50/saved_model", "resnet50"), ("/data/resnet50", "resnet50"), ("/data/bert.onnx", "bert"),
+    ("/data/mobilenet/model.xml", "mobilenet"), ("/data/m2/export/1", "m2"), ("/data/models/x.keras", "x"),
+    ("saved_model", "fallback"), (None, "fallback"),
+])
+def test_model_names_come_from_the_model(path, name):
+    from wb_core.export.deployment import model_name
+
+    assert model_name(path, "fallback") == name
+
+
+def test_a_savedmodel_study_exports_its_folder_name_and_name_overrides(tmp_path):
+    db = tmp_path / "s.db"
+    r = run(batch=1)
+    make_study_db(db, [r], model_path=str(tmp_path / "zoo" / "resnet50" / "saved_model"))
+    dep = deployment_for_study(db, "t", run_key=r["key"])
+    assert dep.serving_name == "resnet50"
+    assert "model_repository/resnet50/config.pbtxt" in render(dep, "triton").files
+    named = deployment_for_study(db, "t", run_key=r["key"], name="My Model")
+    assert named.serving_name == "my-model" and named.model.name == "My Model"
+    with pytest.raises(ConfigError, match="no letters or digits"):
+        deployment_for_study(db, "t", run_key=r["key"], name="--")
+
+
+CAPACITY_RUNS = [
+    run(batch=8, threads=1, cores=[0], p99=4.0, thr=8000),  # batch 8 on one CPU: p99 4 ms
+    run(batch=1, threads=2, cores=[0, 1], p99=0.5, thr=3000),  # batch 1 on two CPUs: p99 0.5 ms
+]
+
+
+def test_capacity_comes_from_the_exported_run(tmp_path):
+    from wb_core.cli import app
+
+    db = tmp_path / "c.db"
+    make_study_db(db, CAPACITY_RUNS)
+    out = tmp_path / "x"
+    runner = CliRunner()
+    b8 = CAPACITY_RUNS[0]["key"]
+    r = runner.invoke(app, ["export", "--study", "t", "--db", str(db), "--run", b8, "--target-rate", "2000",
+                            "--max-p99-ms", "5", "--format", "yaml", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    dep = DeploymentConfig.from_yaml((out / "deployment.yaml").read_text())
+    assert dep.measurement.run_key == b8 and dep.capacity["source_key"] == b8
+    assert dep.capacity["cores_per_instance"] == 1 and dep.batch_size == 8
+    # The exported run cannot meet the target: refused, naming the run a plan would come from.
+    r = runner.invoke(app, ["export", "--study", "t", "--db", str(db), "--run", b8, "--target-rate", "2000",
+                            "--max-p99-ms", "1", "--format", "yaml", "--out", str(out)])
+    assert r.exit_code != 0
+    msg = str(r.exception)
+    assert f"Run {b8}" in msg and "above the 1 ms target" in msg and CAPACITY_RUNS[1]["key"] in msg
+    # --best picks the run that meets the target, and the plan is that run's.
+    r = runner.invoke(app, ["export", "--study", "t", "--db", str(db), "--best", "--target-rate", "2000",
+                            "--max-p99-ms", "1", "--format", "yaml", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    dep = DeploymentConfig.from_yaml((out / "deployment.yaml").read_text())
+    assert dep.capacity["source_key"] == dep.measurement.run_key == CAPACITY_RUNS[1]["key"]
+
+
+def _fake_model_files(tmp_path, dep):
+    """An IR pair and a SavedModel folder on disk, as the variant cache holds them."""
+    ir = tmp_path / "cache" / "model.xml"
+    ir.parent.mkdir(parents=True, exist_ok=True)
+    ir.write_text("<net/>")
+    ir.with_suffix(".bin").write_bytes(b"\0" * 16)
+    sm = tmp_path / "cache" / "sm"
+    (sm / "variables").mkdir(parents=True, exist_ok=True)
+    (sm / "saved_model.pb").write_bytes(b"pb")
+    (sm / "variables" / "variables.index").write_bytes(b"ix")
+    dep.model.ir_path, dep.model.savedmodel_path = str(ir), str(sm)
+    return dep
+
+
+def test_bundle_puts_the_model_in_each_layout(study_db, tmp_path):
+    import zipfile
+
+    from wb_core.export.bundle import zip_bundle
+
+    dep = _fake_model_files(tmp_path, dep_of(study_db, 0))
+    out = tmp_path / "bundle"
+    results = export(dep, "all", out, bundle=True)
+    for rel in ("ovms/models/t/1/model.xml", "ovms/models/t/1/model.bin", "triton/model_repository/t/1/model.xml",
+                "tfserving/models/t/1/saved_model.pb", "tfserving/models/t/1/variables/variables.index",
+                "kserve/model/t/1/model.bin"):
+        assert (out / rel).is_file(), rel
+    assert results["triton"].model_files == ["model_repository/t/1/model.xml", "model_repository/t/1/model.bin"]
+    cfg = json.loads((out / "ovms" / "config.json").read_text())
+    assert check_repository(cfg, out / "ovms" / "models") == []
+    # The scripts leave a bundled model where it is.
+    assert "[ -f models/t/1/model.xml ] ||" in (out / "ovms" / "run_ovms.sh").read_text()
+    name, data, notes = zip_bundle(dep, "triton")
+    assert name == "t-triton.zip" and not notes
+    with zipfile.ZipFile(__import__("io").BytesIO(data)) as zf:
+        assert set(zf.namelist()) >= {"model_repository/t/config.pbtxt", "model_repository/t/1/model.xml",
+                                      "model_repository/t/1/model.bin", "run_triton.sh"}
+        assert zf.getinfo("run_triton.sh").external_attr >> 16 == 0o755
+    tf = _fake_model_files(tmp_path, dep_of(study_db, 2))
+    _, data, _ = zip_bundle(tf, "triton")
+    with zipfile.ZipFile(__import__("io").BytesIO(data)) as zf:
+        assert "model_repository/t/1/model.savedmodel/saved_model.pb" in zf.namelist()
+
+
+def test_bundle_without_model_files_says_so(study_db, tmp_path):
+    res = export(dep_of(study_db, 0), "ovms", tmp_path / "b", bundle=True)["ovms"]
+    assert res.model_files == [] and any("no model files" in n for n in res.notes)

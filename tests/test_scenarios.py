@@ -133,4 +133,7 @@ def test_capacity_reaches_kserve_and_triton_exports(lenet_ir, db, fast, tmp_path
     res = svc["spec"]["predictor"]["model"]["resources"]
     assert res["requests"] == res["limits"]
     pbtxt = next((out / "triton").rglob("config.pbtxt")).read_text()
-    assert "count: 4" in pbtxt  # 4 one-core instances per 4-core server
+    # 4 one-core instances per 4-core server, each pinned to a CPU of its own (a host policy per range).
+    import re
+
+    assert sum(int(c) for c in re.findall(r"count: (\d+)", pbtxt)) == 4

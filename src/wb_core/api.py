@@ -47,6 +47,8 @@ _REEXPORTS = {
     "write_report": "wb_core.report", "build_report": "wb_core.report",
     "export": "wb_core.export", "render": "wb_core.export", "deployment_for_study": "wb_core.export",
     "parse_formats": "wb_core.export", "EXPORTERS": "wb_core.export", "FORMATS": "wb_core.export",
+    "with_capacity": "wb_core.export", "model_files": "wb_core.export.bundle", "zip_bundle": "wb_core.export.bundle",
+    "load_serve_checks": "wb_core.export.servecheck", "ServeCheckResult": "wb_core.export.servecheck",
     # fleets
     "open_executor": "wb_core.fleet.cli_support", "load_comparison": "wb_core.fleet.compare",
     "config_by_host_type": "wb_core.fleet.compare", "parse_prices": "wb_core.fleet.compare",
@@ -242,8 +244,18 @@ def compare_hosts(study: str, db: str | Path | None = None, prices: dict | None 
     return load_comparison(db or default_db(), study, constraints, objective, parse_prices(prices))[0]
 
 
+def serve_check(study: str, run: str, db: str | Path | None = None, **options):
+    """Serve a run with a real tritonserver and measure it: a ServeCheckResult (served vs predicted).
+
+    Options: max_time, port, tritonserver, out (see `wb serve-check`); the result is also stored.
+    """
+    from wb_core.export.servecheck import serve_check as _serve_check
+
+    return _serve_check(db or default_db(), study, run, **options)
+
+
 __all__ = sorted([
-    "profile", "find_max_rate", "inspect_model", "hardware_info", "describe_hardware", "list_backends",
+    "profile", "find_max_rate", "serve_check", "inspect_model", "hardware_info", "describe_hardware", "list_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
     "default_db", "cache_dir", "ConfigError", "ModelError", "StoreError", "WorkbenchError", "WorkerError",

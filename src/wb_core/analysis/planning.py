@@ -129,14 +129,61 @@ class CapacityPlan:
                 f"instance(s); CPU request = limit = {self.cpu_request} per instance.")
 
 
+# Settings that make two points the same serving configuration (a Poisson point differs only in `rate`).
+SAME_RUN_COLUMNS = ("backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
+                    "instances", "cores_per_instance", "concurrency", "hint", "onednn", "cpu_pinning", "variant_path")
+
+
+def same_settings(df: pd.DataFrame, run_key: str) -> pd.DataFrame:
+    """The points of `df` measured with the settings of run `run_key` (itself, and Poisson points of it)."""
+    from wb_core.analysis.recommend import find_run
+
+    row = find_run(df, run_key)
+    mask = pd.Series(True, index=df.index)
+    for col in SAME_RUN_COLUMNS:
+        if col not in df:
+            continue
+        v = row.get(col)
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            mask &= df[col].isna()
+        else:
+            mask &= df[col].astype(object) == v
+    return df[mask | (df.key == row["key"])]
+
+
 def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float, headroom: float = 0.2,
-             machine_cores: int | None = None) -> CapacityPlan:
+             machine_cores: int | None = None, run_key: str | None = None) -> CapacityPlan:
     """Instances and replicas needed to serve `target_rate` requests/s with p99 under `p99_ms`.
 
     Prefers open-loop (Poisson) points, whose latency includes queueing; falls back to
     closed-loop points, whose rate at concurrency 1 is 1000 / mean latency (an optimistic bound,
     said so in `basis`).
+
+    `run_key` plans from that run's settings only (the run itself and Poisson points measured
+    with its settings): what an export needs, since its replicas must serve with the settings it
+    exports. When those points cannot meet the target, it refuses and names the run the plan
+    would otherwise come from.
     """
+    if run_key is not None:
+        from wb_core.analysis.recommend import find_run
+
+        row = find_run(df, run_key)
+        own = same_settings(df, run_key)
+        try:
+            return capacity(own, target_rate, p99_ms, headroom, machine_cores)
+        except WorkbenchError as e:
+            try:
+                other = capacity(df, target_rate, p99_ms, headroom, machine_cores)
+            except WorkbenchError:
+                raise e from None
+            p99 = row.get("latency_ms_p99")
+            why = (f"keeps p99 at {p99:.3g} ms, above the {p99_ms:g} ms target" if p99 == p99 and p99 is not None
+                   and p99 > p99_ms else "has no point the capacity plan can use")
+            if (row.get("instances") or 1) > 1:
+                why = f"ran {int(row['instances'])} instances, and capacity is planned from single-instance points"
+            raise WorkbenchError(f"Run {row['key']} {why}, so a capacity plan for it would come from another run "
+                                 f"({other.source_key}); export that run with --run {other.source_key}, or relax "
+                                 "the p99 target.") from None
     from wb_core.hardware import detect
 
     if target_rate <= 0:

@@ -132,42 +132,70 @@ def export(study: str = typer.Option(..., "--study"),
            fmt: str = typer.Option("yaml", "--format", help="yaml, ovms, triton, tfserving, kserve, or all "
                                                            "(comma-separated for several)."),
            out: Path = typer.Option(Path("deploy"), "--out", help="Folder to write into."),
+           name: Optional[str] = typer.Option(None, "--name", help="Model name in every format (default: from the "
+                                                                  "model's path, e.g. a SavedModel's parent folder)."),
+           bundle: bool = typer.Option(False, "--bundle", help="Also copy the model files the run measured into "
+                                                               "each format's repository layout."),
            db: Optional[Path] = typer.Option(None, "--db"),
            max_p99_ms: Optional[float] = MAX_P99, max_accuracy_drop: Optional[float] = MAX_DROP,
            max_memory_mb: Optional[float] = MAX_MEM, max_cores: Optional[int] = MAX_CORES,
            objective: str = OBJECTIVE,
            target_rate: Optional[float] = typer.Option(None, "--target-rate",
-                                                       help="Requests/s to plan capacity for (needs --max-p99-ms)."),
+                                                       help="Requests/s to plan capacity for (needs --max-p99-ms), "
+                                                            "from the exported run's own measurements."),
            machine_cores: Optional[int] = typer.Option(None, "--machine-cores",
                                                        help="Cores of a serving machine, for the capacity plan."),
            host_type: Optional[str] = typer.Option(None, "--host-type",
                                                    help="Fleet study: choose among this hardware type's runs (a "
                                                         "fingerprint, prefix or host name; see `wb compare-hosts`).")):
     """Write serving configs for a run: deployment YAML, OVMS, Triton, TF Serving or KServe."""
-    from wb_core.api import ConfigError, deployment_for_study, parse_formats
+    from wb_core.api import ConfigError, deployment_for_study, parse_formats, with_capacity
     from wb_core.api import export as _export
 
     names = parse_formats(fmt)  # an unknown format fails before any work
     if best == bool(run):
         raise ConfigError("Choose what to export: --best (the recommended run) or --run KEY, not both or neither.")
-    constraints = _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores)
+    if target_rate is not None and max_p99_ms is None:
+        raise ConfigError("--target-rate needs a latency target: add --max-p99-ms.")
+    # With --run, --max-p99-ms is only the capacity plan's latency target (it chooses nothing).
+    choosing_p99 = None if (run and target_rate is not None) else max_p99_ms
+    constraints = _constraints(choosing_p99, max_accuracy_drop, max_memory_mb, max_cores)
     if run and not constraints.is_empty():
-        raise ConfigError("Constraints choose a run with --best; with --run KEY leave them out.")
+        raise ConfigError("Constraints choose a run with --best; with --run KEY leave them out (--max-p99-ms is "
+                          "allowed as the latency target of --target-rate).")
     dep = deployment_for_study(_db(db), study, run_key=run, constraints=constraints, objective=objective,
-                               host_type=host_type)
+                               host_type=host_type, name=name)
     if target_rate is not None:
-        from wb_core.api import capacity, load_results
-
-        if max_p99_ms is None:
-            raise ConfigError("--target-rate needs a latency target: add --max-p99-ms.")
-        dep.capacity = capacity(load_results(_db(db), study), target_rate, max_p99_ms,
-                                machine_cores=machine_cores).to_dict()
-    results = _export(dep, names, out)
+        with_capacity(dep, _db(db), study, target_rate, max_p99_ms, machine_cores)
+    results = _export(dep, names, out, bundle=bundle)
     typer.echo(f"Exported run {dep.measurement.run_key} ({dep.backend} {dep.precision}, batch {dep.batch_size}) "
                f"to {out}:")
-    for name, res in results.items():
-        base = out if len(results) == 1 else out / name
-        for rel in res.files:
+    for fmt_name, res in results.items():
+        base = out if len(results) == 1 else out / fmt_name
+        for rel in list(res.files) + res.model_files:
             typer.echo(f"  {base / rel}")
         for note in res.notes:
-            typer.echo(f"    note ({name}): {note}")
+            typer.echo(f"    note ({fmt_name}): {note}")
+
+
+@app.command("serve-check")
+def serve_check(study: str = typer.Option(..., "--study"),
+                run: str = typer.Option(..., "--run", help="The run to serve (a key or unique prefix)."),
+                db: Optional[Path] = typer.Option(None, "--db"),
+                max_time: Optional[float] = typer.Option(None, "--max-time", help="Measuring time limit in seconds "
+                                                                                  "(default: the study's)."),
+                port: Optional[int] = typer.Option(None, "--port", help="HTTP port of the server (gRPC is the next "
+                                                                        "one); default: free loopback ports."),
+                tritonserver: Optional[Path] = typer.Option(None, "--tritonserver",
+                                                            help="The tritonserver binary (default: WB_TRITONSERVER, "
+                                                                 "PATH, or the one nvidia-pytriton installs)."),
+                out: Optional[Path] = typer.Option(None, "--out", help="Keep the model repository and server log "
+                                                                       "here (default: a temporary folder)."),
+                as_json: bool = typer.Option(False, "--json")):
+    """Serve a run with a real Triton server and measure it: served vs predicted throughput and latency."""
+    import json
+
+    from wb_core.api import serve_check as _serve_check
+
+    result = _serve_check(study, run, _db(db), max_time=max_time, port=port, tritonserver=tritonserver, out=out)
+    typer.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else result.describe())

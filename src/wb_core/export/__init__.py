@@ -9,36 +9,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from wb_core.errors import ConfigError, WorkbenchError
-from wb_core.export import kserve, ovms, tfserving, triton, yaml_format
 from wb_core.export.common import ExportResult
 from wb_core.export.deployment import DeploymentConfig, load_schema, validate
-
-EXPORTERS = {m.FORMAT: m for m in (yaml_format, ovms, triton, tfserving, kserve)}
-FORMATS = tuple(EXPORTERS)
+from wb_core.export.formats import EXPORTERS, FORMATS, parse_formats, render
 
 
-def parse_formats(text: str) -> list[str]:
-    """`yaml`, `ovms,triton` or `all`; an unknown name gets the list of formats."""
-    names = [t.strip().lower() for t in str(text).replace(";", ",").split(",") if t.strip()]
-    if not names:
-        raise ConfigError(f"Give an export format: {', '.join(FORMATS)} or all.")
-    if "all" in names:
-        return list(FORMATS)
-    for n in names:
-        if n not in EXPORTERS:
-            raise ConfigError(f"Unknown export format '{n}'; choose from {', '.join(FORMATS)} or all.")
-    return list(dict.fromkeys(names))
+def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path, bundle: bool = False
+           ) -> dict[str, ExportResult]:
+    """Write the files of each format under `out` (one format: straight into it; several: a folder each).
 
+    `bundle` also copies the model files into each format's repository layout (see `bundle.py`);
+    what each format's result then holds is listed in its `files` (text) and `model_files`.
+    """
+    from wb_core.export.bundle import write_model_files
 
-def render(dep: DeploymentConfig, fmt: str) -> ExportResult:
-    (name,) = parse_formats(fmt) if fmt != "all" else (None,)
-    if name is None:
-        raise ConfigError("render() takes one format; use export() for several.")
-    return EXPORTERS[name].render(dep)
-
-
-def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path) -> dict[str, ExportResult]:
-    """Write the files of each format under `out` (one format: straight into it; several: a folder each)."""
     names = parse_formats(",".join(formats) if isinstance(formats, (list, tuple)) else formats)
     out = Path(out)
     results = {}
@@ -54,17 +38,23 @@ def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path) -> 
                 raise WorkbenchError(f"Cannot write '{path}': {e.strerror or e}.") from None
             if path.suffix == ".sh":
                 path.chmod(0o755)
+        if bundle:
+            res.model_files = write_model_files(dep, name, base, res.notes)
         results[name] = res
     return results
 
 
 def deployment_for_study(db: str | Path, study: str, run_key: str | None = None, constraints=None,
-                         objective: str = "throughput", host_type: str | None = None) -> DeploymentConfig:
+                         objective: str = "throughput", host_type: str | None = None,
+                         name: str | None = None) -> DeploymentConfig:
     """The DeploymentConfig of one run of a study: `run_key`, else the recommended run.
 
     `host_type` (a fleet study's hardware fingerprint, or one of its host names) chooses among
-    that type's runs only, and the deployment names that type's hardware.
+    that type's runs only, and the deployment names that type's hardware. `name` names the model
+    in every format (default: from the model's path, e.g. a SavedModel's parent folder).
     """
+    if name is not None:
+        check_name(name)
     from wb_core.analysis.recommend import find_run, recommend, with_efficiency
     from wb_core.analysis.study_model import study_flops, study_model_paths
     from wb_core.store import Store
@@ -99,8 +89,32 @@ def deployment_for_study(db: str | Path, study: str, run_key: str | None = None,
     if isinstance(variant, str) and variant.endswith(".xml"):
         ir_path = variant  # an INT8 run ran its own quantized IR, not the study model's FP32 one
     return build(info, run, reason=reason, ir_path=ir_path, savedmodel_path=paths.get("savedmodel_path"),
-                 flops_per_sample=flops, cores_used=run.get("cores_used"))
+                 flops_per_sample=flops, cores_used=run.get("cores_used"), name=name)
 
 
-__all__ = ["DeploymentConfig", "ExportResult", "EXPORTERS", "FORMATS", "deployment_for_study", "export",
-           "load_schema", "parse_formats", "render", "validate"]
+def check_name(name: str) -> str:
+    """A model name a user gave: it needs a letter or digit (servers get it lowercase, with dashes)."""
+    text = str(name).strip()
+    if not text or not any(c.isalnum() for c in text):
+        raise ConfigError(f"The model name '{name}' has no letters or digits; give one such as resnet50.")
+    return text
+
+
+def with_capacity(dep: DeploymentConfig, db: str | Path, study: str, target_rate: float, p99_ms: float | None,
+                  machine_cores: int | None = None) -> DeploymentConfig:
+    """Attach the capacity plan for `target_rate` computed from the exported run's own measurements.
+
+    Refuses (a WorkbenchError naming the other run) when only another run could meet the target.
+    """
+    from wb_core.analysis.planning import capacity
+    from wb_core.store import load_results
+
+    if p99_ms is None:
+        raise ConfigError("--target-rate needs a latency target: add --max-p99-ms.")
+    dep.capacity = capacity(load_results(db, study), target_rate, p99_ms, machine_cores=machine_cores,
+                            run_key=dep.measurement.run_key).to_dict()
+    return dep
+
+
+__all__ = ["DeploymentConfig", "ExportResult", "EXPORTERS", "FORMATS", "check_name", "deployment_for_study", "export",
+           "load_schema", "parse_formats", "render", "validate", "with_capacity"]

@@ -18,6 +18,7 @@ class ExportResult:
     format: str
     files: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    model_files: list[str] = field(default_factory=list)  # copied by a bundle, relative to the format's folder
 
 
 def provenance(dep: DeploymentConfig) -> list[str]:
@@ -83,6 +84,19 @@ def cpu_list(cores: list[int] | None, sep: str = ",") -> str:
             parts.append(str(start) if start == a else f"{start}-{a}")
             start = b
     return sep.join(parts)
+
+
+def core_ranges(cores: list[int] | None) -> list[tuple[int, int]]:
+    """Contiguous runs of CPU ids, lowest first: [0, 1, 2, 5] -> [(0, 2), (5, 5)]."""
+    if not cores:
+        return []
+    ids = sorted(set(int(c) for c in cores))
+    out, start = [], ids[0]
+    for a, b in zip(ids, ids[1:] + [None]):
+        if b != a + 1:
+            out.append((start, a))
+            start = b
+    return out
 
 
 def whole_cpus(dep: DeploymentConfig) -> int:

@@ -76,7 +76,9 @@ class DeploymentConfig:
     cores: list[int] | None = None  # CPU ids the run was pinned to; None = not pinned
     cores_used: int | None = None  # cores the run could keep busy (see wb_core.analysis.recommend)
     instances: int = 1
+    cores_per_instance: int | None = None  # instances > 1: each one's own slice of `cores`
     concurrency: int = 1
+    rate: float | None = None  # open-loop Poisson arrivals (requests/s); None = closed loop
     hint: str | None = None
     onednn: bool | None = None
     cpu_pinning: bool | None = None
@@ -121,6 +123,52 @@ class DeploymentConfig:
         """The model's name as serving systems and Kubernetes accept it (lowercase, digits, dashes)."""
         return serving_name(self.model.name)
 
+    def instance_cores(self) -> list[list[int] | None]:
+        """The CPUs of each instance, as the run pinned them (None: not pinned).
+
+        With `cores_per_instance`, instance i had the i-th slice of `cores` (wrapping around when
+        the run was oversubscribed, as the runner does); otherwise every instance had all `cores`.
+        """
+        n = max(1, self.instances)
+        if not self.cores:
+            return [None] * n
+        cpus = list(self.cores)
+        k = self.cores_per_instance
+        if n == 1 or not k:
+            return [cpus] * n
+        return [[cpus[(i * k + j) % len(cpus)] for j in range(k)] for i in range(n)]
+
+
+# Folder and file names that say nothing about the model: a name is taken from the folder above.
+GENERIC_NAMES = {"saved_model", "savedmodel", "model", "models", "export", "exported", "serving", "ir", "openvino",
+                 "onnx", "keras", "tf", "tensorflow", "1"}
+
+
+def model_name(path: str | None, fallback: str) -> str:
+    """A model's name from its path: `models/resnet50/saved_model` -> `resnet50`, `bert.onnx` -> `bert`.
+
+    A SavedModel folder, or a file, whose own name is generic (`saved_model`, `model.xml`, a version
+    number) takes the name of the folder holding it; a demo model keeps its demo name.
+    """
+    from pathlib import PurePath
+
+    if not path or path == "None":
+        return fallback
+    from wb_core.demo import demo_name_of
+
+    try:
+        demo = demo_name_of(path)
+    except OSError:
+        demo = None
+    if demo:
+        return demo
+    p = PurePath(str(path).rstrip("/"))
+    stem = p.stem if p.suffix.lower() in (".xml", ".onnx", ".keras", ".h5", ".pb", ".bin") else p.name
+    for part in [stem] + [q.name for q in p.parents]:
+        if part and part.lower() not in GENERIC_NAMES and not part.isdigit():
+            return part
+    return fallback
+
 
 def serving_name(text: str) -> str:
     out = "".join(c if c.isalnum() else "-" for c in str(text).lower())
@@ -150,8 +198,11 @@ def validate(data: dict) -> None:
 
 def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None = None,
           savedmodel_path: str | None = None, flops_per_sample: float | None = None,
-          cores_used: float | None = None) -> DeploymentConfig:
-    """A DeploymentConfig from a study record (Store.get_study) and one run (a results row as a dict)."""
+          cores_used: float | None = None, name: str | None = None) -> DeploymentConfig:
+    """A DeploymentConfig from a study record (Store.get_study) and one run (a results row as a dict).
+
+    `name` names the model in every format; by default it comes from the model's path (see `model_name`).
+    """
     from wb_core.config import parse_cores
 
     hw = study.get("hardware") or {}
@@ -160,11 +211,9 @@ def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None
     props = run.get("ov_properties") if isinstance(run.get("ov_properties"), dict) else {}
     if run.get("backend") == "tensorflow":
         props = tensorflow_properties(run)
-    from wb_core.demo import default_study_name
-
-    model_name = default_study_name(study["model_path"]) if study.get("model_path") else study["name"]
     return DeploymentConfig(
-        model=ModelInfo(name=model_name, path=str(study.get("model_path")), format=str(study.get("model_format")),
+        model=ModelInfo(name=name or model_name(study.get("model_path"), str(study["name"])),
+                        path=str(study.get("model_path")), format=str(study.get("model_format")),
                         fingerprint=str(study.get("model_fingerprint")), inputs=list(study.get("inputs") or []),
                         ir_path=ir_path, savedmodel_path=savedmodel_path,
                         flops_per_sample=_num(flops_per_sample)),
@@ -178,7 +227,9 @@ def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None
         cores=cores,
         cores_used=_int(math.ceil(cores_used)) if _num(cores_used) else None,
         instances=_int(run.get("instances")) or 1,
+        cores_per_instance=_int(run.get("cores_per_instance")),
         concurrency=_int(run.get("concurrency")) or 1,
+        rate=_num(run.get("rate")),
         hint=_str(run.get("hint")),
         onednn=_bool(run.get("onednn")),
         cpu_pinning=_bool(run.get("cpu_pinning")),

@@ -2,6 +2,11 @@
 
 Guaranteed pods with whole CPUs get cores of their own only when the kubelet runs the static CPU
 manager policy; the file says so, since without it the pinning the run measured is not reproduced.
+
+The runtime and model format are names KServe itself ships (KSERVE_RUNTIMES), and the pair obeys
+the controller's rule (`supports`): a predictor that names a runtime must name a model format the
+runtime lists, else the InferenceService is rejected ("specified runtime ... does not support
+specified framework/version").
 """
 
 from __future__ import annotations
@@ -17,6 +22,45 @@ from wb_core.export.tfserving import server_args
 
 FORMAT = "kserve"
 DESCRIPTION = "KServe: inferenceservice.yaml (Guaranteed QoS, runtime args from the run)"
+# ClusterServingRuntimes KServe ships: model formats (name -> versions listed; None = no version),
+# protocols, and where the runtime mounts the model. Checked against KServe v0.20.0,
+# config/runtimes/: kserve-tensorflow-serving.yaml (in the default install) and kserve-openvino.yaml
+# (OpenVINO Model Server; in the repository since v0.17.0, but not in config/runtimes/kustomization.yaml
+# nor the kserve-runtime-configs chart, so it is applied once by hand).
+KSERVE_VERSION = "v0.20.0"
+KSERVE_RUNTIMES = {
+    "kserve-openvino": {"formats": {"openvino": ["10"], "onnx": ["1"], "tensorflow": ["1"], "huggingface": [None]},
+                        "protocols": ["v1", "v2", "grpc-v2"], "default_install": False,
+                        "file": "config/runtimes/kserve-openvino.yaml"},
+    "kserve-tensorflow-serving": {"formats": {"tensorflow": ["1", "2"]}, "protocols": ["v1", "grpc-v1"],
+                                  "default_install": True, "file": "config/runtimes/kserve-tensorflow-serving.yaml"},
+    "kserve-tritonserver": {"formats": {"tensorrt": ["8"], "tensorflow": ["1", "2"], "onnx": ["1"], "pytorch": ["1"],
+                                        "triton": ["2"]},
+                            "protocols": ["v2", "grpc-v2"], "default_install": True,
+                            "file": "config/runtimes/kserve-tritonserver.yaml"},
+}
+
+
+def supports(runtime: str, model_format: dict, protocol: str | None = None) -> bool:
+    """KServe's RuntimeSupportsModel (pkg/apis/serving/v1beta1/predictor_model.go, v0.20.0).
+
+    With the runtime named, its label set holds `mt:NAME` for every format it lists, plus
+    `mt:NAME:VERSION` where the runtime gives a version; the model's label is `mt:NAME`, or
+    `mt:NAME:VERSION` when the model gives one, and must be in the set. A protocolVersion the
+    model names must be one the runtime lists.
+    """
+    rt = KSERVE_RUNTIMES.get(runtime)
+    if rt is None:
+        return False
+    labels = set()
+    for name, versions in rt["formats"].items():
+        labels.add(f"mt:{name}")
+        labels.update(f"mt:{name}:{v}" for v in versions if v is not None)
+    version = model_format.get("version")
+    label = f"mt:{model_format.get('name')}" + (f":{version}" if version is not None else "")
+    return label in labels and (protocol is None or protocol in rt["protocols"])
+
+
 STATIC_CPU_NOTE = ("Exclusive cores need the kubelet's static CPU manager policy (--cpu-manager-policy=static): "
                    "then this Guaranteed pod (whole CPUs, requests equal to limits) gets cores no other pod uses. "
                    "Under the default 'none' policy it shares cores, and the measured numbers may not hold.")
@@ -28,18 +72,22 @@ def inference_service(dep: DeploymentConfig, notes: list[str]) -> dict:
     memory = f"{memory_mib(dep)}Mi"
     resources = {"requests": {"cpu": cpus, "memory": memory}, "limits": {"cpu": cpus, "memory": memory}}
     if dep.backend == "tensorflow":
-        model = {"modelFormat": {"name": "tensorflow"}, "runtime": "kserve-tensorflow-serving",
+        # TF2 SavedModels; kserve-tensorflow-serving lists tensorflow versions "1" and "2".
+        model = {"modelFormat": {"name": "tensorflow", "version": "2"}, "runtime": "kserve-tensorflow-serving",
                  "storageUri": f"pvc://models/{name}",
                  "args": [a for a in server_args(dep) if a.startswith("--tensorflow_")]}
         if dep.onednn is not None:
             model["env"] = [{"name": "TF_ENABLE_ONEDNN_OPTS", "value": "1" if dep.onednn else "0"}]
     else:
         props = plugin_config(dep, [])
-        model = {"modelFormat": {"name": "openvino_ir"}, "runtime": "kserve-ovms",
+        # OVMS flags, appended to the runtime's own (--model_name, --model_path=/mnt/models, ports).
+        model = {"modelFormat": {"name": "openvino"}, "runtime": "kserve-openvino",
                  "storageUri": f"pvc://models/{name}",
                  "args": [f"--plugin_config={json.dumps(props, separators=(',', ':'))}",
                           f"--nireq={max(1, dep.concurrency) * max(1, dep.instances)}",
                           f"--batch_size={dep.batch_size}"]}
+    if not supports(model["runtime"], model["modelFormat"]):  # a bug here, never a user's input
+        raise AssertionError(f"{model['runtime']} does not list model format {model['modelFormat']}")
     model["resources"] = resources
     replicas = 1
     if dep.capacity:
@@ -80,7 +128,20 @@ def render(dep: DeploymentConfig) -> ExportResult:
                      "could keep busy.")
     notes.append(f"Memory is the measured peak ({dep.expected.rss_mb or 0:.0f} MB) plus 25%, at least 256 Mi; "
                  "the serving runtime's own overhead differs from the workbench's worker.")
-    notes.append("storageUri is a placeholder (pvc://models/NAME): point it at where the model is stored.")
+    name = dep.serving_name
+    layout = "NAME/1/model.xml + model.bin" if dep.backend != "tensorflow" else "NAME/1/saved_model.pb + variables/"
+    notes.append(f"storageUri is a placeholder (pvc://models/{name}): point it at a folder laid out as {layout} "
+                 f"(the bundle's kserve/model/{name}/ is), which KServe mounts at /mnt/models.")
+    runtime = doc["spec"]["predictor"]["model"]["runtime"]
+    rt = KSERVE_RUNTIMES[runtime]
+    if not rt["default_install"]:
+        notes.append(f"The {runtime} ClusterServingRuntime (OpenVINO Model Server) ships in KServe's repository "
+                     f"({rt['file']}, since v0.17.0; checked against {KSERVE_VERSION}) but not in its default "
+                     "install: apply it once with kubectl apply -f before this InferenceService.")
+    if dep.backend != "tensorflow" and dep.batch_size > 1:
+        notes.append(f"OVMS serves the model at a fixed batch of {dep.batch_size} (--batch_size), as measured: "
+                     f"requests must carry {dep.batch_size} samples. The batcher can send fewer; to accept them set "
+                     f"--batch_size=1:{dep.batch_size} (a dynamic batch dimension, which was not what was measured).")
     if dep.instances > 1 and not dep.capacity:
         notes.append(f"The run used {dep.instances} instances inside one process; replicas would each get their own "
                      "CPUs, so they are left at 1.")

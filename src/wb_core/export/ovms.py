@@ -82,22 +82,148 @@ def render(dep: DeploymentConfig) -> ExportResult:
     if dep.instances > 1:
         notes.append(f"The run used {dep.instances} instances; OVMS serves one model with nireq="
                      f"{requests_in_flight(dep)} parallel requests instead.")
-    notes.append(f"batch_size is fixed at {dep.batch_size} as measured; set it to \"auto\" to accept other batch "
-                 "sizes at the cost of a reload when the size changes.")
+    notes.append(f"batch_size is fixed at {dep.batch_size} as measured, so requests must carry {dep.batch_size} "
+                 f"samples; set it to \"1:{dep.batch_size}\" (a dynamic batch dimension, not what was measured) to "
+                 "accept smaller ones (\"auto\", which reloads the model, is deprecated in OVMS 2026.3).")
     ir = dep.model.ir_path or "model.xml"
     binf = ir[:-4] + ".bin" if ir.endswith(".xml") else "model.bin"
     # "$PWD/..." must stay double-quoted so the shell expands it.
     docker = " ".join(f'"{a}"' if a.startswith("$PWD") else shlex.quote(a) for a in docker_command(dep))
     script = ("#!/bin/sh\n" + comment_block(provenance(dep)) + "set -e\n"
-              f"# Model repository layout: models/{name}/1/model.xml + model.bin\n"
+              f"# Model repository layout: models/{name}/1/model.xml + model.bin (a bundle already has them)\n"
               f"mkdir -p models/{name}/1\n"
-              f"cp {shlex.quote(ir)} models/{name}/1/model.xml\n"
-              f"cp {shlex.quote(binf)} models/{name}/1/model.bin\n"
+              f"[ -f models/{name}/1/model.xml ] || cp {shlex.quote(ir)} models/{name}/1/model.xml\n"
+              f"[ -f models/{name}/1/model.bin ] || cp {shlex.quote(binf)} models/{name}/1/model.bin\n"
               f"{docker}\n")
     result.files["config.json"] = json.dumps(cfg, indent=2) + "\n"
     result.files["run_ovms.sh"] = script
     result.files["NOTES.txt"] = notes_file(dep, result, [
-        "sh run_ovms.sh   (copies the IR into models/ and starts the server; gRPC on 9000, REST on 8000)",
+        "sh run_ovms.sh   (copies the IR into models/ unless it is there, and starts the server; gRPC on 9000, "
+        "REST on 8000)",
         f"The measured OpenVINO was {dep.measurement.versions.get('openvino', 'unknown')}; pin the image tag "
         "to a release with that OpenVINO for the same kernels."])
     return result
+
+
+# ---- config.json rules, as OpenVINO Model Server documents them
+#
+# Written from OVMS 2026.3: docs/parameters.md ("Model Configuration Options") and the JSON
+# schema the server validates config.json with (src/schema.cpp, MODELS_CONFIG_SCHEMA), plus
+# the batch_size parsing of src/modelconfig.cpp and src/shape.cpp (a batch_size OVMS cannot
+# parse is dropped with a warning, so the checker treats it as an error).
+
+TOP_LEVEL_KEYS = {"model_config_list", "custom_loader_config_list", "pipeline_config_list", "mediapipe_config_list",
+                  "custom_node_library_config_list", "monitoring"}
+CONFIG_KEYS = {"name": str, "base_path": str, "batch_size": (int, str), "graph_path": str, "subconfig": str,
+               "model_version_policy": dict, "shape": (str, dict), "layout": (str, dict), "nireq": int,
+               "target_device": str, "allow_cache": bool, "plugin_config": dict, "custom_loader_options": dict}
+TARGET_DEVICES = ("CPU", "GPU", "NPU", "HETERO", "AUTO", "MULTI")
+
+
+def _dimension_ok(text: str) -> bool:
+    """OVMS Dimension::fromString: N, -1, or a range MIN:MAX of positive numbers."""
+    t = text.replace(" ", "")
+    if ":" in t:
+        parts = t.split(":")
+        return (len(parts) == 2 and all(p.isdigit() for p in parts) and 0 < int(parts[0]) <= int(parts[1]))
+    return t == "-1" or t.isdigit()
+
+
+def check_config(cfg, plugin_keys: set[str] | None = None) -> list[str]:
+    """Problems OVMS would have with a config.json mapping, one sentence each (empty: it is fine).
+
+    `plugin_keys`: the device's supported properties (OpenVINO's SUPPORTED_PROPERTIES), to check
+    plugin_config keys against; None skips that check.
+    """
+    errs: list[str] = []
+    if not isinstance(cfg, dict):
+        return ["config.json must hold a JSON object."]
+    for k in set(cfg) - TOP_LEVEL_KEYS:
+        errs.append(f"Unknown top-level key '{k}'.")
+    models = cfg.get("model_config_list")
+    if not isinstance(models, list):
+        return errs + ["model_config_list is required and must be a list."]
+    names = []
+    for i, item in enumerate(models):
+        where = f"model_config_list[{i}]"
+        if not isinstance(item, dict) or set(item) != {"config"}:
+            errs.append(f"{where} must be an object with the single key 'config'.")
+            continue
+        c = item["config"]
+        if not isinstance(c, dict):
+            errs.append(f"{where}.config must be an object.")
+            continue
+        for k, v in c.items():
+            if k not in CONFIG_KEYS:
+                errs.append(f"{where}.config has an unknown key '{k}'.")
+            elif not isinstance(v, CONFIG_KEYS[k]) or (isinstance(v, bool) and CONFIG_KEYS[k] in (int, (int, str))):
+                errs.append(f"{where}.config.{k} has the wrong type ({type(v).__name__}).")
+        if not isinstance(c.get("name"), str) or not c.get("name"):
+            errs.append(f"{where}.config.name is required (a string).")
+        names.append(c.get("name"))
+        b = c.get("batch_size")
+        if isinstance(b, int) and not isinstance(b, bool) and b < 0:
+            errs.append(f"{where}.config.batch_size must be at least 0.")
+        if isinstance(b, str) and b not in ("auto", "") and not _dimension_ok(b):
+            errs.append(f"{where}.config.batch_size '{b}' is not a number, -1, a range MIN:MAX or \"auto\"; OVMS "
+                        "would ignore it.")
+        n = c.get("nireq")
+        if isinstance(n, int) and not isinstance(n, bool) and n < 0:
+            errs.append(f"{where}.config.nireq must be at least 0.")
+        dev = c.get("target_device")
+        if isinstance(dev, str) and dev.split(":")[0].split(".")[0] not in TARGET_DEVICES:
+            errs.append(f"{where}.config.target_device '{dev}' is not one of {', '.join(TARGET_DEVICES)}.")
+        for key in ("shape", "layout"):
+            v = c.get(key)
+            if isinstance(v, dict) and not all(isinstance(x, str) for x in v.values()):
+                errs.append(f"{where}.config.{key} values must be strings.")
+        pc = c.get("plugin_config")
+        if isinstance(pc, dict):
+            for k, v in pc.items():
+                if not isinstance(v, (str, bool, int, float)):
+                    errs.append(f"{where}.config.plugin_config.{k} must be a string, number or boolean.")
+                if plugin_keys is not None and k not in plugin_keys:
+                    errs.append(f"{where}.config.plugin_config.{k} is not a property the device supports.")
+        mvp = c.get("model_version_policy")
+        if isinstance(mvp, dict):
+            errs += _version_policy_errors(mvp, f"{where}.config.model_version_policy")
+    dup = sorted({n for n in names if n and names.count(n) > 1})
+    if dup:
+        errs.append(f"Model names must be unique; repeated: {', '.join(dup)}.")
+    return errs
+
+
+def _version_policy_errors(p: dict, where: str) -> list[str]:
+    if len(p) != 1 or next(iter(p)) not in ("all", "specific", "latest"):
+        return [f"{where} must hold exactly one of all, specific, latest."]
+    kind, body = next(iter(p.items()))
+    if not isinstance(body, dict):
+        return [f"{where}.{kind} must be an object."]
+    if kind == "all" and body:
+        return [f"{where}.all must be empty."]
+    if kind == "specific" and (set(body) != {"versions"} or not isinstance(body["versions"], list)
+                               or not all(isinstance(v, int) and v >= 1 for v in body["versions"])):
+        return [f"{where}.specific must be {{\"versions\": [positive integers]}}."]
+    if kind == "latest" and (set(body) != {"num_versions"} or not isinstance(body["num_versions"], int)
+                             or body["num_versions"] < 1):
+        return [f"{where}.latest must be {{\"num_versions\": a positive integer}}."]
+    return []
+
+
+def check_repository(cfg: dict, root) -> list[str]:
+    """Model folders under `root` (the folder mounted at /models): numeric version folders holding an IR."""
+    from pathlib import Path
+
+    errs = []
+    for item in cfg.get("model_config_list", []):
+        c = item.get("config", {})
+        base = str(c.get("base_path", ""))
+        folder = Path(root) / base.removeprefix("/models/") if base.startswith("/models/") else Path(root) / base
+        versions = [p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()] if folder.is_dir() else []
+        if not versions:
+            errs.append(f"Model '{c.get('name')}' has no numeric version folder under {folder}.")
+        for v in versions:
+            xml = list(v.glob("*.xml"))
+            if len(xml) != 1 or not xml[0].with_suffix(".bin").is_file():
+                errs.append(f"Version folder {v} must hold one .xml with its .bin.")
+    return errs

@@ -38,9 +38,10 @@ def batching_parameters(dep: DeploymentConfig) -> str:
         + "\n".join(lines) + "\n"
 
 
-def server_args(dep: DeploymentConfig, config_dir: str = "/config") -> list[str]:
+def server_args(dep: DeploymentConfig, config_dir: str = "/config", models_dir: str = "/models") -> list[str]:
+    """tensorflow_model_server flags; `models_dir` is where the models/ folder is seen by the server."""
     name = dep.serving_name
-    args = ["--port=8500", "--rest_api_port=8501", f"--model_name={name}", f"--model_base_path=/models/{name}",
+    args = ["--port=8500", "--rest_api_port=8501", f"--model_name={name}", f"--model_base_path={models_dir}/{name}",
             f"--tensorflow_intra_op_parallelism={dep.threads or 0}",
             f"--tensorflow_inter_op_parallelism={dep.inter_op_threads or 0}"]
     if dep.batch_size > 1:
@@ -81,11 +82,14 @@ def render(dep: DeploymentConfig) -> ExportResult:
     args = " ".join(server_args(dep))
     docker = (f"docker run -d --rm --name {name}-tfserving {cpuset}{env}-p 8500:8500 -p 8501:8501 {mounts}"
               f"--entrypoint tensorflow_model_server {IMAGE} {args}")
-    bare = "tensorflow_model_server " + " ".join(server_args(dep, config_dir="$PWD"))
+    # Without docker the server reads the same folders the script fills: models/ and the batching
+    # file in the current directory ($PWD, since TF Serving wants absolute paths).
+    bare = "tensorflow_model_server " + " ".join(server_args(dep, config_dir="$PWD", models_dir="$PWD/models"))
     script = ("#!/bin/sh\n" + comment_block(provenance(dep)) + "set -e\n"
-              f"# Model layout: models/{name}/1/ holds the SavedModel (saved_model.pb, variables/)\n"
+              f"# Model layout: models/{name}/1/ holds the SavedModel (saved_model.pb, variables/); a bundle "
+              "already has it\n"
               f"mkdir -p models/{name}\n"
-              f"rm -rf models/{name}/1 && cp -r {shlex.quote(src)} models/{name}/1\n"
+              f"[ -f models/{name}/1/saved_model.pb ] || cp -r {shlex.quote(src)} models/{name}/1\n"
               f"{docker}\n"
               f"# Without docker (pin with taskset if the run was pinned):\n"
               f"# {('taskset -c ' + cpu_list(dep.cores) + ' ') if dep.cores else ''}{bare}\n")
@@ -95,5 +99,6 @@ def render(dep: DeploymentConfig) -> ExportResult:
     else:
         notes.append("Batch size 1 was best, so server-side batching stays off (no batching_parameters.txt).")
     result.files["NOTES.txt"] = notes_file(dep, result, [
-        "sh run_tfserving.sh   (copies the SavedModel into models/ and starts the server; gRPC 8500, REST 8501)"])
+        "sh run_tfserving.sh   (copies the SavedModel into models/ unless it is there, and starts the server; "
+        "gRPC 8500, REST 8501)"])
     return result

@@ -1,0 +1,108 @@
+"""Deployment bundles: each format's files plus the model files in that format's repository layout.
+
+A bundle can be copied to a server as is: the scripts find the model where the server expects it
+and skip their copy step. The model files are the ones the run measured: the OpenVINO IR it ran
+(an INT8 run's quantized IR, not the study's FP32 one) or the SavedModel TensorFlow ran.
+
+Layouts (version folder 1 in each):
+  ovms       models/NAME/1/model.xml + model.bin
+  triton     model_repository/NAME/1/model.xml + model.bin, or model_repository/NAME/1/model.savedmodel/
+  tfserving  models/NAME/1/saved_model.pb + variables/
+  kserve     model/NAME/1/... (OVMS or TF Serving layout; storageUri points at model/NAME)
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+from wb_core.errors import WorkbenchError
+from wb_core.export.deployment import DeploymentConfig
+
+
+def _ir_files(dep: DeploymentConfig) -> tuple[Path, Path] | None:
+    ir = dep.model.ir_path
+    if not ir or not str(ir).endswith(".xml"):
+        return None
+    xml, binf = Path(ir), Path(str(ir)[:-4] + ".bin")
+    return (xml, binf) if xml.is_file() and binf.is_file() else None
+
+
+def _savedmodel_files(dep: DeploymentConfig) -> list[tuple[str, Path]] | None:
+    sm = dep.model.savedmodel_path
+    if not sm or not (Path(sm) / "saved_model.pb").is_file():
+        return None
+    root = Path(sm)
+    return [(p.relative_to(root).as_posix(), p) for p in sorted(root.rglob("*")) if p.is_file()]
+
+
+def model_files(dep: DeploymentConfig, fmt: str, notes: list[str]) -> list[tuple[str, Path]]:
+    """(path inside the format's folder, file on disk) for the model files of `fmt`; notes say what is missing."""
+    name = dep.serving_name
+    wants_ir = fmt == "ovms" or (fmt in ("triton", "kserve") and dep.backend != "tensorflow")
+    if fmt == "yaml":
+        return []
+    if wants_ir:
+        files = _ir_files(dep)
+        if files is None:
+            notes.append(f"The bundle has no model files for {fmt}: the OpenVINO IR ({dep.model.ir_path or 'none'}) "
+                         "is not on disk; profile the study again to rebuild it.")
+            return []
+        base = {"ovms": f"models/{name}/1", "triton": f"model_repository/{name}/1",
+                "kserve": f"model/{name}/1"}[fmt]
+        return [(f"{base}/model.xml", files[0]), (f"{base}/model.bin", files[1])]
+    files = _savedmodel_files(dep)
+    if files is None:
+        notes.append(f"The bundle has no model files for {fmt}: it serves a SavedModel, and this study has none "
+                     f"on disk ({dep.model.savedmodel_path or 'its model is not a TensorFlow model'}).")
+        return []
+    base = {"triton": f"model_repository/{name}/1/model.savedmodel", "tfserving": f"models/{name}/1",
+            "kserve": f"model/{name}/1"}[fmt]
+    return [(f"{base}/{rel}", src) for rel, src in files]
+
+
+def write_model_files(dep: DeploymentConfig, fmt: str, base: str | Path, notes: list[str]) -> list[str]:
+    """Copy the model files of `fmt` under `base`; the relative paths written."""
+    import shutil
+
+    written = []
+    for rel, src in model_files(dep, fmt, notes):
+        dest = Path(base) / rel
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+        except OSError as e:
+            raise WorkbenchError(f"Cannot copy the model file '{src}' to '{dest}': {e.strerror or e}.") from None
+        written.append(rel)
+    return written
+
+
+def zip_bundle(dep: DeploymentConfig, formats: str | list[str],
+               with_models: bool = True) -> tuple[str, bytes, list[str]]:
+    """(file name, zip bytes, notes): the formats' files and, with `with_models`, the model files.
+
+    One format goes at the top of the zip; several get a folder each, as `export` writes them.
+    """
+    from wb_core.export.formats import EXPORTERS, parse_formats
+
+    names = parse_formats(",".join(formats) if isinstance(formats, (list, tuple)) else formats)
+    buf = io.BytesIO()
+    notes: list[str] = []
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for fmt in names:
+            prefix = "" if len(names) == 1 else f"{fmt}/"
+            res = EXPORTERS[fmt].render(dep)
+            for rel, text in res.files.items():
+                info = zipfile.ZipInfo(prefix + rel)
+                info.external_attr = (0o755 if rel.endswith(".sh") else 0o644) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, text)
+            if with_models:
+                for rel, src in model_files(dep, fmt, notes):
+                    try:
+                        zf.write(src, prefix + rel)
+                    except OSError as e:
+                        raise WorkbenchError(f"Cannot read the model file '{src}': {e.strerror or e}.") from None
+    label = names[0] if len(names) == 1 else "deploy"
+    return f"{dep.serving_name}-{label}.zip", buf.getvalue(), notes
