@@ -40,14 +40,14 @@ class LocalFleet:
     def _start(self, name: str, cmd: list[str], env: dict, cpu: int | None = None):
         full_env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
                     **env}
-        log = open(self.folder / f"{name}.log", "w")  # noqa: SIM115 - the server process writes to it until stop()
-
         def pin():
             if cpu is not None:
                 os.sched_setaffinity(0, {cpu})
 
-        self.procs[name] = subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True, preexec_fn=pin)
+        # The process keeps its own copy of the log's descriptor; ours can close at once.
+        with open(self.folder / f"{name}.log", "w") as log:
+            self.procs[name] = subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+                                                start_new_session=True, preexec_fn=pin)
 
     def _check(self, name):
         if self.procs[name].poll() is not None:

@@ -78,6 +78,8 @@ def server(tmp_path, lenet_dir, jupyter_kernel_env, cache_without_int8):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=20)
+        proc.stdout.close()
 
 
 @pytest.fixture

@@ -476,7 +476,7 @@ def test_export_tab_downloads_the_model_and_shows_serve_checks(tiny_ir, tmp_path
 
     from wb_core.export.servecheck import ServeCheckResult, _store
     from wb_core.ui.export_panel import ExportPanel
-    from wb_core.ui.state import Session
+    from wb_core.ui.state import DashboardState
 
     db, key = _serve_study(tmp_path, tiny_ir, cores=[0], threads=1, thr=5000.0,
                            ov_properties={"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": "1"})
@@ -484,7 +484,7 @@ def test_export_tab_downloads_the_model_and_shows_serve_checks(tiny_ir, tmp_path
                                                                                "ready (exit code 1): no."))
     _store(db, ServeCheckResult(study="t", run_key=key, status="ok", predicted={"throughput": 5000.0},
                                 served={"throughput": 2500.0}, ratio={"throughput": 0.5}))
-    panel = ExportPanel(Session(db=db, study="t", selected_key=key))
+    panel = ExportPanel(DashboardState(db=db, study="t", selected_key=key))
     panel.format.value = "ovms"
     data = base64.b64decode(re.search(r"base64,([^\"]+)\"", panel.download.value).group(1))
     with zipfile.ZipFile(io.BytesIO(data)) as zf:

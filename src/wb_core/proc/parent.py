@@ -126,17 +126,23 @@ class ChildProc:
 
     def _read_output(self):
         """Whatever the child prints (stdout and stderr): kept only as the tail that explains a crash."""
-        for raw in self.proc.stdout:
-            line = clean_text(raw)
-            if line:
-                self.tail.append(line)
+        try:
+            for raw in self.proc.stdout:
+                line = clean_text(raw)
+                if line:
+                    self.tail.append(line)
+        except (OSError, ValueError):  # closed by wait() while a grandchild still held the pipe
+            pass
 
     def _read_channel(self):
-        for raw in self._from_child:
-            try:
-                self.queue.append(json.loads(raw.decode("utf-8")))
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                self.tail.append("unreadable message: " + clean_text(raw))
+        try:
+            for raw in self._from_child:
+                try:
+                    self.queue.append(json.loads(raw.decode("utf-8")))
+                except (UnicodeDecodeError, json.JSONDecodeError):
+                    self.tail.append("unreadable message: " + clean_text(raw))
+        except (OSError, ValueError):  # closed by wait()
+            pass
         self.eof.set()
 
     def send(self, msg: dict) -> None:
@@ -179,8 +185,11 @@ class ChildProc:
         self._t_out.join(timeout=5)
         self._t_err.join(timeout=5)
         self.close_channel()
-        if not self._t_out.is_alive():
-            self._from_child.close()
+        for stream in (self._from_child, self.proc.stdout):
+            try:
+                stream.close()
+            except (OSError, ValueError):  # a reader still blocked on it gets EOF or an error: both end it
+                pass
         return self.proc.returncode
 
     def stderr_tail(self) -> str:
