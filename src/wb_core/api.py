@@ -77,7 +77,7 @@ def __dir__():
 
 def profile(model: str | Path, *, db: str | Path | None = None, study: str | None = None,
             backends="openvino", precisions="fp32", batch_sizes="1", threads="auto",
-            inter_op_threads="auto", streams="auto", cores="none", concurrency="1", hints="none",
+            inter_op_threads="auto", streams="auto", cores="none", concurrency="auto", hints="none",
             onednn="auto", cpu_pinning="auto", instances="1", cores_per_instance="auto", rates="none",
             allow_oversubscribe: bool = False, spec: SweepSpec | None = None,
             max_time: float = 10.0, settings: MeasureSettings | None = None,

@@ -55,7 +55,7 @@ def profile(
     hint: str = typer.Option("none", "--hint", help=field_help("hints")),
     cores: str = typer.Option("none", "--cores",
                               help=field_help("cores")),
-    concurrency: str = typer.Option("1", "--concurrency", help=field_help("concurrency")),
+    concurrency: str = typer.Option("auto", "--concurrency", help=field_help("concurrency")),
     instances: str = typer.Option("1", "--instances", help=field_help("instances")),
     cores_per_instance: str = typer.Option("auto", "--cores-per-instance",
                                            help=field_help("cores_per_instance")),

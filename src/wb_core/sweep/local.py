@@ -47,6 +47,7 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
     ctx = SweepContext(model, db, study, configs, settings=settings, inputs=inputs, precision=precision,
                        on_point=on_point, progress=progress, cancel=cancel, memory_limit_mb=memory_limit_mb,
                        timeout_s=timeout_s)
+    ctx.summary.notes.extend(getattr(spec, "notes", []))  # combinations the spec left out, and why
     with ctx.open(ctx.spec_record(sweep=spec.to_dict())):
         measure_configs(ctx, configs)
     return ctx.summary

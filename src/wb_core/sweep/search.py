@@ -346,6 +346,7 @@ def run_search(model: str | Path, spec, db: str | Path, study: str, search: str 
     ctx = SweepContext(model, db, study, candidates, settings=settings, inputs=inputs, precision=precision,
                        on_point=on_point, progress=progress, progress_label="searching", cancel=cancel,
                        memory_limit_mb=memory_limit_mb, timeout_s=timeout_s, summary=total)
+    total.notes.extend(getattr(spec, "notes", []))
 
     def evaluate(configs: list[RunConfig]) -> list[Observation]:
         measure_configs(ctx, configs)
