@@ -87,7 +87,7 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             calib_size: int = 300, max_accuracy_drop: float | None = None, accuracy: bool = True,
             precision_options=None, search: str = "grid", p99_ms: float | None = None,
             budget: int | None = None, cluster: str | None = None, hosts=None, ship_model: bool = False,
-            timeout_s: float | None = None, memory_limit_mb: int | None = None):
+            timeout_s: float | None = None, memory_limit_mb: int | None = None, repeats: int = 1):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
     Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
@@ -106,6 +106,9 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
 
     `search="smart"` measures only part of the grid, climbing towards the highest throughput whose
     p99 stays under `p99_ms`, in at most `budget` configurations (see `wb_core.sweep.search`).
+
+    `repeats=N` measures every configuration in N interleaved rounds, each in a fresh worker; the
+    results then carry the median, a 95% interval and the CV of throughput and p99 per config.
     """
     from wb_core.variants.planner import PrecisionOptions
 
@@ -118,13 +121,15 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
                              inter_op_threads=inter_op_threads, streams=streams, cores=cores, concurrency=concurrency,
                              hints=hints, onednn=onednn, cpu_pinning=cpu_pinning, instances=instances,
                              cores_per_instance=cores_per_instance, rates=rates,
-                             allow_oversubscribe=allow_oversubscribe)
+                             allow_oversubscribe=allow_oversubscribe, repeats=repeats)
     settings = settings or MeasureSettings(max_time_s=max_time)
     db = db or default_db()
     study = study or default_study_name(path)
     prec = precision_options or PrecisionOptions(data=data, preprocess=preprocess, metric=metric,
                                                  subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
                                                  accuracy=accuracy)
+    if cluster and spec.repeats > 1:
+        raise ConfigError("Repeated rounds run on this machine; leave out the cluster, or measure once.")
     if search == "grid" and p99_ms is None and budget is None:
         from wb_core.fleet.cli_support import open_executor
         from wb_core.sweep.local import run_sweep

@@ -404,6 +404,9 @@ class SweepSpec:
     rates: list[float | None] = _axis([None], "Poisson arrival rates in requests/s (server scenario).")
     allow_oversubscribe: bool = field(default=False, metadata={"help": "Run instances x cores beyond this "
                                                                        "machine's cores."})
+    repeats: int = field(default=1, metadata={"help": "Rounds per configuration, each in a fresh worker, "
+                                                      "interleaved in a shuffled order; results give the median "
+                                                      "and a 95% interval."})
 
     def __post_init__(self):
         self.backends = parse_choice(self.backends, "backend", backend_names())
@@ -431,6 +434,7 @@ class SweepSpec:
         self.cores_per_instance = _ints_or_none(self.cores_per_instance if not isinstance(self.cores_per_instance, int)
                                                 else str(self.cores_per_instance), "Cores per instance", 4096)
         self.rates = parse_rates(self.rates)
+        self.repeats = parse_repeats(self.repeats)
 
     def expand(self) -> list[RunConfig]:
         """All run configurations, in a stable order, with settings that a backend lacks dropped.
@@ -517,6 +521,19 @@ class SweepSpec:
         if unknown:
             raise ConfigError(f"Unknown sweep field(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}.")
         return cls(**d)
+
+
+def parse_repeats(value) -> int:
+    """Rounds per configuration: a whole number of at least 1."""
+    try:
+        n = int(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        n = None
+    if n is None or n < 1 or str(value).strip() not in (str(n), f"+{n}"):
+        raise ConfigError(f"Repeats must be a whole number of at least 1 (rounds per configuration); got {value!r}.")
+    if n > 1000:
+        raise ConfigError(f"Repeats of {n} is beyond the supported maximum of 1000.")
+    return n
 
 
 def parse_rates(values) -> list[float | None]:

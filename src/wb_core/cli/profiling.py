@@ -69,6 +69,7 @@ def profile(
     search: str = typer.Option("grid", "--search",
                                help="grid (every configuration) or smart (climbs to the best in far fewer runs)."),
     budget: Optional[int] = typer.Option(None, "--budget", help="Most configurations to measure."),
+    repeats: str = typer.Option("1", "--repeats", help=field_help("repeats")),
     onednn: str = typer.Option("auto", "--onednn", help=field_help("onednn")),
     cpu_pinning: str = typer.Option("auto", "--ov-pinning", help=field_help("cpu_pinning")),
     study: Optional[str] = typer.Option(None, "--study", help="Study name (default: the model's name)."),
@@ -118,7 +119,8 @@ def profile(
     spec = SweepSpec(backends=backend, precisions=precision, batch_sizes=batch, threads=threads,
                      inter_op_threads=inter_op_threads, streams=streams, cores=cores, concurrency=concurrency,
                      hints=hint, onednn=onednn, cpu_pinning=cpu_pinning, instances=instances,
-                     cores_per_instance=cores_per_instance, allow_oversubscribe=allow_oversubscribe, rates=rate)
+                     cores_per_instance=cores_per_instance, allow_oversubscribe=allow_oversubscribe, rates=rate,
+                     repeats=repeats)
     settings = MeasureSettings(max_time_s=max_time, warmup_s=warmup, window_s=window, tolerance=tolerance)
     inputs = InputOptions.parse(dynamic_size=dynamic_size, shapes=shape, int_range=int_range)
     if spec_file:

@@ -345,7 +345,8 @@ def run_search(model: str | Path, spec, db: str | Path, study: str, search: str 
     total = SearchSummary(study=study, db=str(db), search=check_search(search), candidates=len(candidates), goal=goal)
     ctx = SweepContext(model, db, study, candidates, settings=settings, inputs=inputs, precision=precision,
                        on_point=on_point, progress=progress, progress_label="searching", cancel=cancel,
-                       memory_limit_mb=memory_limit_mb, timeout_s=timeout_s, summary=total)
+                       memory_limit_mb=memory_limit_mb, timeout_s=timeout_s, summary=total,
+                       repeats=getattr(spec, "repeats", 1))
     total.notes.extend(getattr(spec, "notes", []))
 
     def evaluate(configs: list[RunConfig]) -> list[Observation]:
