@@ -64,3 +64,55 @@ def test_cli_refuses_zero_repeats_in_one_sentence(lenet_ir, db):
     assert r.returncode != 0
     out = r.stdout + r.stderr
     assert "Repeats must be a whole number of at least 1" in out and "Traceback" not in out
+
+
+def _rounds(values, p99=1.0):
+    from wb_core.sweep.context import aggregate_rounds
+
+    rounds = [{"round": i, "status": "ok", "metrics": {"throughput": v, "latency_ms_p99": p99 * (1 + 0.01 * i)}}
+              for i, v in enumerate(values)]
+    return aggregate_rounds(rounds, len(values))[1]
+
+
+def test_overlapping_intervals_are_a_tie_and_the_simpler_run_is_picked():
+    from analysis_data import HARDWARE, frame, run
+    from wb_core.analysis.recommend import recommend
+
+    same = [1000, 1040, 980, 1010, 1030]
+    df = frame([
+        run(threads=4, **_rounds([v * 1.01 for v in same])),  # the same speed with threads set by hand
+        run(threads=None, **_rounds(same)),  # runtime defaults
+        run(threads=1, cores=[0], batch=2, **_rounds([700, 690, 720, 705, 710])),  # clearly slower
+    ])
+    rec = recommend(df, hardware=HARDWARE)
+    assert len(rec.tied) == 2
+    assert rec.best["threads"] is None  # the runtime's defaults win the tie
+    assert "tied within noise" in rec.reason
+    assert rec.margin is not None and rec.margin.clear and 1.3 < rec.margin.ratio < 1.55
+    assert "95% CI" in rec.reason
+
+
+def test_unmeasured_int8_is_passed_over_unless_allowed():
+    from analysis_data import HARDWARE, frame, run
+    from wb_core.analysis.recommend import recommend
+
+    df = frame([run(precision="int8", thr=3000), run(precision="fp32", thr=1000)])
+    rec = recommend(df, hardware=HARDWARE)
+    assert rec.best["precision"] == "fp32" and "never measured" in rec.reason
+    allowed = recommend(df, hardware=HARDWARE, allow_unmeasured_accuracy=True)
+    assert allowed.best["precision"] == "int8" and "Accuracy not measured" in allowed.reason
+    measured = recommend(frame([run(precision="int8", thr=3000, accuracy=0.95, accuracy_drop=0.001),
+                                run(precision="fp32", thr=1000)]), hardware=HARDWARE)
+    assert measured.best["precision"] == "int8" and "measured" not in measured.reason
+
+
+def test_paired_ratio_cancels_drift_both_saw():
+    from wb_core.stats import ratio
+
+    drift = [1.0, 0.7, 1.2, 0.9, 1.1]
+    a = [100 * d for d in drift]
+    b = [110 * d for d in drift]
+    paired = ratio(a, b, [0, 1, 2, 3, 4], [0, 1, 2, 3, 4])
+    unpaired = ratio(a, b)
+    assert paired.paired and abs(paired.ratio - 1.1) < 1e-9 and paired.clear
+    assert not unpaired.clear  # without the pairing the drift hides the 10%
