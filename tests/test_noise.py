@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from wb_core.measure import is_stable
 
 
@@ -116,3 +118,21 @@ def test_paired_ratio_cancels_drift_both_saw():
     unpaired = ratio(a, b)
     assert paired.paired and abs(paired.ratio - 1.1) < 1e-9 and paired.clear
     assert not unpaired.clear  # without the pairing the drift hides the 10%
+
+
+@pytest.mark.slow
+def test_confirm_measures_the_pick_beside_the_defaults_and_never_recommends_worse(lenet_ir, db, fast):
+    from wb_core.api import confirm
+    from wb_core.config import SweepSpec
+    from wb_core.sweep.local import run_sweep
+
+    run_sweep(lenet_ir, SweepSpec(backends="openvino", threads="1,2", batch_sizes="1", repeats=2), db, "s",
+              settings=fast)
+    out = confirm("s", db, rounds=3, settings=fast)
+    assert set(out["defaults"]) >= {"OpenVINO LATENCY hint"}
+    assert out["tuned"]["rounds"] == 3 and out["gain"] is not None and out["gain"].n == 3
+    rec = out["recommended"]
+    if out["tuned_is_better"]:
+        assert out["gain"].low > 1 and rec["key"] == out["tuned"]["key"]
+    else:
+        assert rec["key"] in {r["key"] for r in out["defaults"].values()} and "within noise" in out["verdict"]
