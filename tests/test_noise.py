@@ -136,3 +136,26 @@ def test_confirm_measures_the_pick_beside_the_defaults_and_never_recommends_wors
         assert out["gain"].low > 1 and rec["key"] == out["tuned"]["key"]
     else:
         assert rec["key"] in {r["key"] for r in out["defaults"].values()} and "within noise" in out["verdict"]
+
+
+def test_smart_search_does_not_move_on_a_gain_within_noise():
+    from wb_core.config import SweepSpec
+    from wb_core.sweep.search import Goal, Observation, drive, smart
+
+    spec = SweepSpec(backends="openvino", threads="1,2", batch_sizes="1")
+
+    def evaluate(noisy):
+        def run(configs):  # threads 2 looks 10% faster, but its interval overlaps threads 1's
+            out = []
+            for c in configs:
+                thr = 1100.0 if c.threads == 2 else 1000.0
+                ci = (thr - 150, thr + 150) if noisy else None
+                out.append(Observation(c, "ok", thr, 1.0, ci, (0.9, 1.1) if noisy else None))
+            return out
+        return run
+
+    goal = Goal()
+    assert goal.beats(Observation(spec.expand()[1], "ok", 1100.0, 1.0), Observation(spec.expand()[0], "ok", 1000.0, 1.0), 0.03)
+    assert not goal.beats(Observation(spec.expand()[1], "ok", 1100.0, 1.0, (950, 1250)),
+                          Observation(spec.expand()[0], "ok", 1000.0, 1.0, (850, 1150)), 0.03)
+    drive(smart(spec.expand(), goal), evaluate(True))  # runs to the end without raising
