@@ -1,6 +1,6 @@
 """Value of tuning: the best configuration the smart search finds against what a user gets without us.
 
-    python benchmarks/value_of_tuning.py [--models lenet-digits,mobilenet-v2] [--p99-ms X] [--quick]
+    python benchmarks/value_of_tuning.py [--models lenet-digits,mobilenet-v2] [--p99-ms X] [--rounds R] [--quick]
 
 For each demo model, the smart search looks for the highest fp32 throughput on OpenVINO over
 threads 1..N x streams 1..N x requests in flight 1..N x batch 1..32 (N = CPUs available). The
@@ -12,6 +12,12 @@ The tuned configuration is measured again right after the defaults, so that the 
 runs taken under the same machine load. At batch 1 the speed-up includes batching, which only
 pays when the application can group requests; at the tuned batch it is threads, streams and
 runtime alone.
+
+A second table then confirms the search's pick the way `wb confirm` does: the pick, its
+runner-up and the defaults at the pick's batch size are measured again in R interleaved rounds
+(fresh workers, shuffled order each round), and it shows each one's median with its 95%
+interval side by side, and the tuned pick's gain over the best default with its interval
+(paired by round). When the gain's interval includes 1, the default is what gets recommended.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pathlib import Path
 
 from bench_util import print_table
 
+from wb_core.api import confirm
 from wb_core.config import MeasureSettings, RunConfig, SweepSpec, available_cpus
 from wb_core.demo import demo_model_path
 from wb_core.store import load_results
@@ -43,6 +50,7 @@ def main() -> None:
     ap.add_argument("--models", default="lenet-digits,mobilenet-v2")
     ap.add_argument("--p99-ms", type=float, default=None, help="p99 target for the search (default: none)")
     ap.add_argument("--max-time", type=float, default=1.5, help="measuring time limit per point, seconds")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the confirmation")
     ap.add_argument("--quick", action="store_true", help="lenet-digits only, very short windows: a smoke test")
     a = ap.parse_args()
     if a.quick:
@@ -51,7 +59,7 @@ def main() -> None:
                                min_windows=3, tolerance=0.05)
     n = len(available_cpus())
     ladder = ",".join(str(v) for v in range(1, n + 1))
-    rows = []
+    rows, confirmed, verdicts = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "value.db"
         for name in a.models.split(","):
@@ -80,6 +88,16 @@ def main() -> None:
                              f"{t.throughput / r['throughput']:.2f}x" if ok else "-", _short(tuned)])
             rows.append([name, "(search)", "-", f"{found.measured} of {found.candidates} configs", "-",
                          found.best.throughput, "-", _short(tuned)])
+            out = confirm(f"{name}-search", db, rounds=a.rounds, settings=settings)
+            gain = out["gain"]
+            for label, r in [("tuned", out["tuned"])] + list(out["defaults"].items()):
+                if r is None:
+                    continue
+                confirmed.append([name, label, r["throughput"], _ci(r), r["latency_ms_p99"],
+                                  gain.percent() if label == "tuned" and gain else "-",
+                                  "recommended" if out["recommended"] is not None
+                                  and r["key"] == out["recommended"]["key"] else ""])
+            verdicts.append(f"{name}: {out['verdict']}")
     print_table(
         f"Value of tuning: fp32, tuned = best of a smart search on OpenVINO "
         f"({f'p99 <= {a.p99_ms:g} ms' if a.p99_ms else 'no p99 target'}), max {a.max_time:g} s per point",
@@ -87,6 +105,17 @@ def main() -> None:
          "tuned config"], rows,
         ["speed-up = tuned samples/s (measured again beside the defaults) / default samples/s. At batch 1 it "
          "includes batching."])
+    print_table(
+        f"Confirmation: {a.rounds} interleaved rounds in fresh workers, median and 95% t interval of the mean",
+        ["model", "configuration", "median samples/s", "95% CI", "median p99 ms", "tuned vs best default",
+         "pick"], confirmed,
+        ["tuned vs best default: paired ratio of throughput by round, 95% interval; the default is recommended "
+         "unless the whole interval is a gain.", *verdicts])
+
+
+def _ci(r) -> str:
+    lo, hi = r.get("throughput_ci_low"), r.get("throughput_ci_high")
+    return f"{lo:,.1f} - {hi:,.1f}" if lo is not None and hi is not None else "-"
 
 
 def _short(cfg: RunConfig) -> str:

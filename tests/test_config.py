@@ -58,7 +58,10 @@ def test_expand_drops_settings_a_backend_lacks():
     tf = [c for c in cfgs if c.backend == "tensorflow"]
     ov = [c for c in cfgs if c.backend == "openvino"]
     assert len(tf) == 2 * 2 * 2 and all(c.streams is None for c in tf)
-    assert len(ov) == 2 * 2 * 2 and all(c.inter_op_threads is None for c in ov)
+    # 2 streams on 1 thread would run as 1 stream: left out, with a note
+    assert len(ov) == 2 * 3 and all(c.inter_op_threads is None for c in ov)
+    assert not any(c.streams == 2 and c.threads == 1 for c in ov)
+    assert any("2 streams with 1 thread left out" in n for n in spec.notes)
     assert len({c.key for c in cfgs}) == len(cfgs)
 
 
@@ -114,3 +117,12 @@ def test_rates_and_instances_parse_or_refuse(values):
     except ConfigError:
         return
     assert all(r is None or 0 < r < 1e7 for r in spec.rates)
+
+
+def test_streams_come_with_as_many_requests_in_flight_unless_pinned():
+    auto = SweepSpec(streams="auto,1,2", threads="2").expand()
+    assert {(c.streams, c.concurrency) for c in auto} == {(None, 1), (1, 1), (2, 2)}
+    pinned = SweepSpec(streams="2", threads="2", concurrency="1").expand()
+    assert [(c.streams, c.concurrency) for c in pinned] == [(2, 1)]
+    assert SweepSpec().expand()[0].concurrency == 1  # no streams: one request, key as before
+    assert SweepSpec().expand()[0].key == RunConfig("openvino").key

@@ -12,7 +12,7 @@ from wb_core.config import SweepSpec
 from wb_core.errors import ConfigError
 from wb_core.sweep.search import Goal, Observation, Space, drive, grid, make_strategy, smart
 
-GRID_48 = SweepSpec(backends="openvino", threads="1,2", batch_sizes="1,2,4,8,16,32", streams="1,2", cores="none,0")
+GRID_48 = SweepSpec(backends="openvino", threads="2,4", batch_sizes="1,2,4,8,16,32", streams="1,2", cores="none,0")
 
 
 def cpu_model(cfg, peak_batch=16):
@@ -119,7 +119,7 @@ def test_hints_and_streams_exclude_each_other_yet_stay_reachable():
 
 
 def test_streams_and_requests_in_flight_climb_together():
-    spec = SweepSpec(backends="openvino", threads="2", batch_sizes="1,8", streams="1,2,4", concurrency="1,2,4")
+    spec = SweepSpec(backends="openvino", threads="4", batch_sizes="1,8", streams="1,2,4", concurrency="1,2,4")
 
     def model(cfg):  # streams help only when that many requests are in flight, and cost a little alone
         parallel = min(cfg.streams, cfg.concurrency)

@@ -6,7 +6,7 @@ them and load on first use, so `import wb_core.api` stays cheap.
 
 Measure:   profile, find_max_rate, inspect_model, hardware_info, describe_hardware, list_backends
 Read:      results, studies, study_info, run_config, with_efficiency, successful, pareto_front, run_label
-Decide:    recommend, Constraints, plan_allocation, verify_allocation, capacity, layer_profile
+Decide:    recommend, confirm, Constraints, plan_allocation, verify_allocation, capacity, layer_profile
 Share:     write_report, export, render, deployment_for_study, FORMATS, compare_hosts, plots
 """
 
@@ -77,7 +77,7 @@ def __dir__():
 
 def profile(model: str | Path, *, db: str | Path | None = None, study: str | None = None,
             backends="openvino", precisions="fp32", batch_sizes="1", threads="auto",
-            inter_op_threads="auto", streams="auto", cores="none", concurrency="1", hints="none",
+            inter_op_threads="auto", streams="auto", cores="none", concurrency="auto", hints="none",
             onednn="auto", cpu_pinning="auto", instances="1", cores_per_instance="auto", rates="none",
             allow_oversubscribe: bool = False, spec: SweepSpec | None = None,
             max_time: float = 10.0, settings: MeasureSettings | None = None,
@@ -87,7 +87,7 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             calib_size: int = 300, max_accuracy_drop: float | None = None, accuracy: bool = True,
             precision_options=None, search: str = "grid", p99_ms: float | None = None,
             budget: int | None = None, cluster: str | None = None, hosts=None, ship_model: bool = False,
-            timeout_s: float | None = None, memory_limit_mb: int | None = None):
+            timeout_s: float | None = None, memory_limit_mb: int | None = None, repeats: int = 1):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
     Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
@@ -106,6 +106,9 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
 
     `search="smart"` measures only part of the grid, climbing towards the highest throughput whose
     p99 stays under `p99_ms`, in at most `budget` configurations (see `wb_core.sweep.search`).
+
+    `repeats=N` measures every configuration in N interleaved rounds, each in a fresh worker; the
+    results then carry the median, a 95% interval and the CV of throughput and p99 per config.
     """
     from wb_core.variants.planner import PrecisionOptions
 
@@ -118,13 +121,15 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
                              inter_op_threads=inter_op_threads, streams=streams, cores=cores, concurrency=concurrency,
                              hints=hints, onednn=onednn, cpu_pinning=cpu_pinning, instances=instances,
                              cores_per_instance=cores_per_instance, rates=rates,
-                             allow_oversubscribe=allow_oversubscribe)
+                             allow_oversubscribe=allow_oversubscribe, repeats=repeats)
     settings = settings or MeasureSettings(max_time_s=max_time)
     db = db or default_db()
     study = study or default_study_name(path)
     prec = precision_options or PrecisionOptions(data=data, preprocess=preprocess, metric=metric,
                                                  subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
                                                  accuracy=accuracy)
+    if cluster and spec.repeats > 1:
+        raise ConfigError("Repeated rounds run on this machine; leave out the cluster, or measure once.")
     if search == "grid" and p99_ms is None and budget is None:
         from wb_core.fleet.cli_support import open_executor
         from wb_core.sweep.local import run_sweep
@@ -156,6 +161,101 @@ def find_max_rate(model: str | Path, config, p99_ms: float, *, db: str | Path | 
     path = resolve_model(model)
     return _find(path, config, p99_ms, db or default_db(), study or default_study_name(path), settings=settings,
                  inputs=inputs, steps=steps, precision=precision_options)
+
+
+def default_configs(backends, batch_size: int = 1) -> dict[str, object]:
+    """What a user gets without tuning, by name: TensorFlow's default threads, OpenVINO's LATENCY hint
+    with one request, and its THROUGHPUT hint with a request in flight per CPU (what it is made for)."""
+    from wb_core.config import RunConfig, available_cpus
+
+    n = len(available_cpus())
+    out = {}
+    if "tensorflow" in backends:
+        out["TensorFlow, default threads"] = RunConfig("tensorflow", batch_size=batch_size)
+    if "openvino" in backends:
+        out["OpenVINO LATENCY hint"] = RunConfig("openvino", batch_size=batch_size, hint="latency")
+        out[f"OpenVINO THROUGHPUT hint, {n} requests"] = RunConfig("openvino", batch_size=batch_size,
+                                                                   hint="throughput", concurrency=n)
+    return out
+
+
+def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, objective: str = "throughput",
+            constraints=None, settings: MeasureSettings | None = None, allow_unmeasured_accuracy: bool = False,
+            model: str | Path | None = None, progress: bool = False, precision_options=None) -> dict:
+    """Measure the recommendation, its runner-up and the runtime defaults again, in `rounds`
+    interleaved rounds (study `<study>-confirm`), and say what tuning is worth, with its interval.
+
+    The defaults are measured at the recommended batch size. When no default is beaten beyond
+    noise, the best default is recommended instead: a recommendation is never worse than a default
+    beyond noise. Returns {"recommended", "tuned", "defaults", "gain", "tuned_is_better", "verdict",
+    "study", "frame"}; `gain` is a wb_core.stats.Ratio (tuned over the best default) or None.
+    """
+    from wb_core.analysis.recommend import recommend, run_label, with_efficiency
+    from wb_core.backends.registry import backend_formats
+    from wb_core.sweep.context import check_repeats
+    from wb_core.sweep.local import run_sweep
+
+    if check_repeats(rounds) < 2:
+        raise ConfigError("Confirming needs at least 2 rounds, to give an interval; got 1.")
+    db = db or default_db()
+    from wb_core.store import Store
+
+    with Store(db, readonly=True) as store:
+        info = store.get_study(study)
+        df = store.to_frame(study)
+    hw = info.get("hardware")
+    rec = recommend(with_efficiency(df, hw), constraints, objective, runners_up=1, hardware=hw,
+                    allow_unmeasured_accuracy=allow_unmeasured_accuracy)
+    with Store(db, readonly=True) as store:  # the configs as stored (rows hold cores as text)
+        tuned = store.run_config(study, rec.key)
+        configs = {"tuned": tuned}
+        if rec.runners_up:
+            configs["runner-up"] = store.run_config(study, rec.runners_up[0]["key"])
+    fmt = info.get("model_format")
+    backends = [b for b in ("tensorflow", "openvino") if fmt in backend_formats(b)]
+    defaults = default_configs(backends, tuned.batch_size)
+    configs.update(defaults)
+    stored = (info.get("spec") or {}).get("settings") or {}
+    if settings is None:
+        settings = MeasureSettings(**stored) if stored else MeasureSettings()
+    unique = {}
+    for c in configs.values():
+        unique.setdefault(c.key, c)
+    name = f"{study}-confirm"
+    run_sweep(model or info["model_path"], SweepSpec(repeats=rounds), db, name, settings=settings,
+              configs=list(unique.values()), progress=progress, precision=precision_options)
+    res = load_results(db, name).set_index("key", drop=False)
+    rows = {label: res.loc[c.key].to_dict() for label, c in configs.items() if c.key in res.index}
+    ok = {label: r for label, r in rows.items() if r.get("status") == "ok"}
+    better_is_higher = objective != "latency"
+    metric, series = (("throughput", "round_throughput") if better_is_higher else ("latency_ms_p99", "round_p99"))
+    dflt = {label: r for label, r in ok.items() if label in defaults}
+    out = {"study": name, "tuned": ok.get("tuned"), "defaults": dflt, "gain": None, "tuned_is_better": False,
+           "frame": res.reset_index(drop=True)}
+    if "tuned" not in ok or not dflt:
+        out["recommended"] = ok.get("tuned")
+        out["verdict"] = "The tuned configuration or every default failed to run again; nothing to compare."
+        return out
+    pick = (max if better_is_higher else min)(dflt, key=lambda k: dflt[k][metric])
+    best_default, t = dflt[pick], ok["tuned"]
+    from wb_core.stats import ratio
+
+    gain = (ratio(best_default[series], t[series], best_default.get("round_ids"), t.get("round_ids"))
+            if better_is_higher else ratio(t[series], best_default[series], t.get("round_ids"),
+                                           best_default.get("round_ids")))
+    out["gain"] = gain
+    word = "throughput" if better_is_higher else "p99 latency"
+    if gain is not None and gain.low > 1:
+        out["tuned_is_better"] = True
+        out["recommended"] = t
+        out["verdict"] = (f"Tuning pays: {run_label(t)} beats the best default, {pick}, on {word} by "
+                          f"{gain.percent()} over {gain.n} interleaved rounds.")
+    else:
+        out["recommended"] = best_default
+        how = gain.percent() if gain is not None else "unknown"
+        out["verdict"] = (f"The default {pick} is as good within noise: the tuned {run_label(t)} differs by {how} "
+                          f"on {word}; recommending the default.")
+    return out
 
 
 def inspect_model(model: str | Path):

@@ -174,6 +174,8 @@ class MeasureSettings:
     max_time_s: float = 10.0  # measuring time limit of one point
     pool_size: int = 32  # distinct random samples the batches are drawn from
     seed: int = 0
+    # Stable needs this many completed requests too: a p99 from fewer is one of a handful of values.
+    min_requests: int = 100
 
     def __post_init__(self):
         for name in ("warmup_s", "window_s", "tolerance", "max_time_s"):
@@ -182,7 +184,7 @@ class MeasureSettings:
                 raise ConfigError(f"Measurement setting {name} must be a positive number; got {v!r}.")
         if self.max_time_s > 24 * 3600:
             raise ConfigError(f"Measurement setting max_time_s of {self.max_time_s} s is over a day.")
-        for name in ("warmup_iters", "min_windows", "pool_size"):
+        for name in ("warmup_iters", "min_windows", "pool_size", "min_requests"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise ConfigError(f"Measurement setting {name} must be a whole number of at least 1; got {v!r}.")
@@ -392,7 +394,8 @@ class SweepSpec:
     streams: list[int | None] = _axis([None], "OpenVINO NUM_STREAMS values.")
     cores: list[tuple[int, ...] | None] = _axis(
         [None], "Pinning: none, all, firstK, or CPU lists like 0, 0-1, 0+2 (values comma-separated).")
-    concurrency: list[int] = _axis([1], "Requests in flight.")
+    concurrency: list[int | None] = _axis(
+        [None], "Requests in flight, e.g. 1,4; auto: as many as the OpenVINO streams (1 without streams).")
     hints: list[str | None] = _axis([None], "OpenVINO PERFORMANCE_HINT: none, latency, throughput.")
     onednn: list[bool | None] = _axis([None], "TensorFlow oneDNN: on, off, auto.")
     cpu_pinning: list[bool | None] = _axis([None], "OpenVINO ENABLE_CPU_PINNING: on, off, auto.")
@@ -401,6 +404,9 @@ class SweepSpec:
     rates: list[float | None] = _axis([None], "Poisson arrival rates in requests/s (server scenario).")
     allow_oversubscribe: bool = field(default=False, metadata={"help": "Run instances x cores beyond this "
                                                                        "machine's cores."})
+    repeats: int = field(default=1, metadata={"help": "Rounds per configuration, each in a fresh worker, "
+                                                      "interleaved in a shuffled order; results give the median "
+                                                      "and a 95% interval."})
 
     def __post_init__(self):
         self.backends = parse_choice(self.backends, "backend", backend_names())
@@ -409,7 +415,8 @@ class SweepSpec:
         self.threads = _ints_or_none(self.threads, "Threads", MAX_THREADS)
         self.inter_op_threads = _ints_or_none(self.inter_op_threads, "Inter-op threads", MAX_THREADS)
         self.streams = _ints_or_none(self.streams, "Streams", MAX_THREADS)
-        self.concurrency = parse_positive_ints(self.concurrency, "Concurrency", 4096)
+        self.concurrency = _ints_or_none(self.concurrency if not isinstance(self.concurrency, int)
+                                         else str(self.concurrency), "Concurrency", 4096)
         self.cores = _unique([c if (c is None or isinstance(c, tuple)) else parse_cores(c)
                               for c in (split_values(self.cores) if isinstance(self.cores, str) else self.cores)]) or [None]
         hints = [h for h in (split_values(self.hints) if isinstance(self.hints, str) else self.hints)]
@@ -427,9 +434,16 @@ class SweepSpec:
         self.cores_per_instance = _ints_or_none(self.cores_per_instance if not isinstance(self.cores_per_instance, int)
                                                 else str(self.cores_per_instance), "Cores per instance", 4096)
         self.rates = parse_rates(self.rates)
+        self.repeats = parse_repeats(self.repeats)
 
     def expand(self) -> list[RunConfig]:
         """All run configurations, in a stable order, with settings that a backend lacks dropped.
+
+        Combinations that would run as another configuration are dropped, with a sentence in
+        `self.notes`: OpenVINO streams above the inference threads (each stream needs a thread of
+        its own, so the runtime runs fewer streams than asked). Concurrency `auto` (None) gives
+        each point as many requests in flight as it has streams, since streams without requests
+        to run stay idle.
 
         Multi-instance points (instances > 1 with cores per instance) take the first
         instances x cores_per_instance CPUs, one disjoint slice each; the `cores` dimension does
@@ -437,6 +451,8 @@ class SweepSpec:
         `allow_oversubscribe`.
         """
         out: dict[str, RunConfig] = {}
+        self.notes: list[str] = []
+        dropped: set[tuple] = set()
         from wb_core.backends.registry import get
 
         for backend in self.backends:
@@ -452,9 +468,13 @@ class SweepSpec:
                             for hint in axis("hint", self.hints):
                                 # NUM_STREAMS and PERFORMANCE_HINT are exclusive in OpenVINO.
                                 for st in ([None] if hint else axis("streams", self.streams)):
+                                    if st and thr and st > thr:
+                                        dropped.add((st, thr))
+                                        continue
                                     for dnn in axis("onednn", self.onednn):
                                         for pin in axis("cpu_pinning", self.cpu_pinning):
-                                            for conc in self.concurrency:
+                                            for conc_asked in self.concurrency:
+                                                conc = conc_asked or st or 1
                                                 for rate in self.rates:
                                                     for b in self.batch_sizes:
                                                         rc = RunConfig(
@@ -464,6 +484,9 @@ class SweepSpec:
                                                             onednn=dnn, cpu_pinning=pin, cores_per_instance=k,
                                                             rate=rate)
                                                         out.setdefault(rc.key, rc)
+        for st, thr in sorted(dropped):
+            self.notes.append(f"{st} streams with {thr} thread{'s' if thr > 1 else ''} left out: OpenVINO gives "
+                              f"each stream a thread of its own, so it would run as fewer streams.")
         return list(out.values())
 
     def _placements(self):
@@ -498,6 +521,19 @@ class SweepSpec:
         if unknown:
             raise ConfigError(f"Unknown sweep field(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}.")
         return cls(**d)
+
+
+def parse_repeats(value) -> int:
+    """Rounds per configuration: a whole number of at least 1."""
+    try:
+        n = int(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        n = None
+    if n is None or n < 1 or str(value).strip() not in (str(n), f"+{n}"):
+        raise ConfigError(f"Repeats must be a whole number of at least 1 (rounds per configuration); got {value!r}.")
+    if n > 1000:
+        raise ConfigError(f"Repeats of {n} is beyond the supported maximum of 1000.")
+    return n
 
 
 def parse_rates(values) -> list[float | None]:

@@ -46,9 +46,17 @@ class Latency:
         return {f"latency_ms_{k}": v for k, v in asdict(self).items() if k != "count"}
 
 
-def is_stable(window_throughputs: list[float], n: int, tolerance: float) -> bool:
-    """The last `n` windows agree when their spread is under `tolerance` of their mean."""
+P99_MIN_REQUESTS = 100
+
+
+def is_stable(window_throughputs: list[float], n: int, tolerance: float, requests: int | None = None,
+              min_requests: int = 0) -> bool:
+    """The last `n` windows agree when their spread is under `tolerance` of their mean, and at least
+    `min_requests` requests completed (three windows of a slow model can hold six requests: they
+    may agree by chance, and a p99 from them is the largest of six)."""
     if len(window_throughputs) < n:
+        return False
+    if requests is not None and requests < min_requests:
         return False
     last = window_throughputs[-n:]
     mean = sum(last) / n
@@ -104,7 +112,8 @@ def _windows_until_stable(records: list, run_until: Callable[[int], None], batch
         seen, w_start = total, now
         if heartbeat:
             heartbeat()
-        if is_stable(windows, settings.min_windows, settings.tolerance) or (now - wall0) / 1e9 >= settings.max_time_s:
+        if (is_stable(windows, settings.min_windows, settings.tolerance, total, settings.min_requests)
+                or (now - wall0) / 1e9 >= settings.max_time_s):
             return windows
 
 
@@ -212,7 +221,8 @@ def _measure_inline(infer, batches, batch_size, settings, window_s, proc, first_
         windows.append(count * batch_size / ((e - w_start) / 1e9))
         if heartbeat:
             heartbeat()
-        if is_stable(windows, settings.min_windows, settings.tolerance) or (e - wall0) / 1e9 >= settings.max_time_s:
+        if (is_stable(windows, settings.min_windows, settings.tolerance, len(lat), settings.min_requests)
+                or (e - wall0) / 1e9 >= settings.max_time_s):
             break
     end = perf()
     cpu1 = proc.cpu_times()
@@ -235,7 +245,9 @@ def _result(lat_ms, windows, batch_size, wall_s, cpu0, cpu1, first_ms, settings)
         "measure_s": wall_s,
         "windows": len(windows),
         "window_spread": spread,
-        "stable": is_stable(windows, settings.min_windows, settings.tolerance),
+        "stable": is_stable(windows, settings.min_windows, settings.tolerance, stats.count, settings.min_requests),
+        # A p99 needs about 100 requests to be more than the largest of a few; fewer are flagged.
+        "p99_supported": stats.count >= P99_MIN_REQUESTS,
         "first_inference_ms": first_ms,
         "latency_hist": latency_histogram(lat_ms),
     }

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.stats import Ratio, ratio
 
 OBJECTIVES = ("throughput", "latency", "throughput_per_core")
 OBJECTIVE_WORDS = {"throughput": "the highest throughput", "latency": "the lowest p99 latency",
@@ -102,6 +103,9 @@ class Recommendation:
     objective: str = "throughput"
     constraints: Constraints = field(default_factory=Constraints)
     candidates: int = 0
+    tied: list[dict] = field(default_factory=list)  # runs within noise of the best, the pick among them
+    margin: Ratio | None = None  # the pick over the next run beyond noise (B/A of the objective's value)
+    notes: list[str] = field(default_factory=list)  # ties, margins, accuracy not measured: also in `reason`
 
     @property
     def key(self) -> str:
@@ -236,8 +240,18 @@ def rank(df: pd.DataFrame, objective: str) -> pd.DataFrame:
 
 
 def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objective: str = "throughput",
-              runners_up: int = 3, hardware: dict | None = None) -> Recommendation:
+              runners_up: int = 3, hardware: dict | None = None,
+              allow_unmeasured_accuracy: bool = False) -> Recommendation:
     """The best successful run under `constraints` for `objective`, with a one-sentence reason.
+
+    Noise: runs measured in repeated rounds carry 95% intervals; runs whose intervals overlap the
+    best's are tied within noise, and the simplest of them is picked (fewest cores, then runtime
+    defaults: auto threads, no pinning, auto streams; then the better other metric). The reason
+    says so, and states the pick's margin over the next run beyond noise with its interval.
+
+    Accuracy: a reduced precision (bf16, int8) whose accuracy was never measured is not picked
+    while a run of known accuracy is available, unless `allow_unmeasured_accuracy`; the reason
+    says what was passed over, or that the pick's accuracy is not measured.
 
     Raises WorkbenchError for a study without successful runs, and NoRunMeetsConstraints (naming
     the closest run and what it misses) when no run meets the constraints.
@@ -261,12 +275,113 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
     allowed = ok[[constraints.allows(r) for _, r in ok.iterrows()]]
     if allowed.empty:
         raise NoRunMeetsConstraints(_nothing_meets(ok, constraints))
+    notes: list[str] = []
+    unmeasured = _accuracy_unknown(allowed)
+    if unmeasured.any() and not allow_unmeasured_accuracy and not unmeasured.all():
+        top = rank(allowed, objective).iloc[0]
+        if bool(unmeasured.loc[top.name]):
+            notes.append(f"{run_label(top)} would give {_objective_value(top, objective)}, but the accuracy of its "
+                         f"{top['precision']} variant was never measured (without --data it is quantized on random "
+                         f"calibration data); runs of known accuracy are preferred: measure accuracy with --data, "
+                         f"or allow unmeasured accuracy.")
+        allowed = allowed[~unmeasured]
     ranked = rank(allowed, objective)
+    tied = _tied(ranked, objective)
+    if len(tied) > 1:
+        pick = min(tied, key=lambda i: _simplicity(ranked.loc[i], objective))
+        top = ranked.loc[tied[0]]
+        notes.append(f"{len(tied)} runs are tied within noise (their 95% intervals overlap that of the best, "
+                     f"{_objective_value(top, objective)}); the simplest of them is picked: fewest cores, then the "
+                     f"runtime's defaults.")
+        ranked = pd.concat([ranked.loc[[pick]], ranked.drop(index=pick)])
     best = ranked.iloc[0]
+    margin = None
+    beyond = [i for i in ranked.index if i not in tied] if len(tied) > 1 else list(ranked.index[1:])
+    if beyond and _has_rounds(best):
+        nxt = ranked.loc[beyond[0]]
+        margin = _margin(best, nxt, objective)
+        if margin is not None:
+            if objective == "latency":
+                text = f"{run_label(nxt)}, the next run beyond noise, has a p99 {margin.percent()} higher"
+            else:
+                text = f"It beats {run_label(nxt)}, the next run beyond noise, by {margin.percent()}"
+            notes.append(text + ("." if margin.clear else ", which is within noise."))
+    if bool(_accuracy_unknown(ranked.iloc[[0]]).iloc[0]):
+        notes.append(f"Accuracy not measured: the {best['precision']} variant's accuracy was never checked "
+                     f"(measure it with --data before relying on it).")
     rest = ranked.iloc[1:1 + max(0, runners_up)]
-    return Recommendation(best=_record(best), reason=_reason(best, rest, objective, constraints, len(allowed), len(ok)),
-                          runners_up=[_record(r) for _, r in rest.iterrows()], objective=objective,
-                          constraints=constraints, candidates=len(allowed))
+    reason = _reason(best, rest, objective, constraints, len(allowed), len(ok))
+    if notes:
+        reason += " " + " ".join(notes)
+    return Recommendation(best=_record(best), reason=reason, runners_up=[_record(r) for _, r in rest.iterrows()],
+                          objective=objective, constraints=constraints, candidates=len(allowed),
+                          tied=[_record(ranked.loc[i]) for i in tied] if len(tied) > 1 else [], margin=margin,
+                          notes=notes)
+
+
+def _accuracy_unknown(df: pd.DataFrame) -> pd.Series:
+    """Runs of a reduced precision whose accuracy was never measured."""
+    reduced = df["precision"].astype(str).str.lower() != "fp32"
+    return reduced & _col(df, "accuracy").isna() & _col(df, "accuracy_drop").isna()
+
+
+def _interval(run, objective) -> tuple[float, float] | None:
+    """The 95% interval of a run's objective value, when it was measured in rounds."""
+    name = "latency_ms_p99" if objective == "latency" else "throughput"
+    lo, hi = _float(run.get(f"{name}_ci_low")), _float(run.get(f"{name}_ci_high"))
+    if lo is None or hi is None:
+        return None
+    if objective == "throughput_per_core":
+        cores = _float(run.get("cores_used"))
+        if not cores:
+            return None
+        lo, hi = lo / cores, hi / cores
+    return lo, hi
+
+
+def _tied(ranked: pd.DataFrame, objective: str) -> list:
+    """Index of the runs whose interval overlaps the best's (the best first); [best] without intervals."""
+    head = ranked.index[0]
+    top = _interval(ranked.iloc[0], objective)
+    if top is None:
+        return [head]
+    out = [head]
+    for i, run in ranked.iloc[1:].iterrows():
+        iv = _interval(run, objective)
+        if iv is not None and iv[0] <= top[1] and top[0] <= iv[1]:
+            out.append(i)
+    return out
+
+
+def _simplicity(run, objective) -> tuple:
+    """Sort key among tied runs: fewer cores, runtime defaults (auto threads, no pinning, auto
+    streams, no hint), then the better other metric."""
+    g = run.get
+    other = _float(g("latency_ms_p99")) if objective != "latency" else -(_float(g("throughput")) or 0.0)
+    return (_float(g("cores_used")) or math.inf, _float(g("threads")) is not None, bool(_float(g("n_cores"))),
+            _float(g("streams")) is not None, isinstance(g("hint"), str) and bool(g("hint")),
+            other if other is not None else math.inf)
+
+
+def _has_rounds(run) -> bool:
+    v = run.get("round_throughput")
+    return isinstance(v, (list, tuple)) and len(v) > 1
+
+
+def _margin(best, other, objective) -> Ratio | None:
+    """How much better `best` is than `other` on the objective, paired by round when possible."""
+    if not _has_rounds(other):
+        return None
+    ids_b, ids_o = best.get("round_ids"), other.get("round_ids")
+    if objective == "latency":  # lower is better: other's p99 over best's
+        return ratio(best["round_p99"], other["round_p99"], ids_b, ids_o)
+    r = ratio(other["round_throughput"], best["round_throughput"], ids_o, ids_b)
+    if r is not None and objective == "throughput_per_core":
+        cb, co = _float(best.get("cores_used")) or 1.0, _float(other.get("cores_used")) or 1.0
+        f = co / cb
+        r = Ratio(r.ratio * f, r.low * f, r.high * f, r.n, r.paired)
+    return r
+
 
 
 def run_label(run) -> str:

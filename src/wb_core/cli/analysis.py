@@ -199,3 +199,32 @@ def serve_check(study: str = typer.Option(..., "--study"),
 
     result = _serve_check(study, run, _db(db), max_time=max_time, port=port, tritonserver=tritonserver, out=out)
     typer.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else result.describe())
+
+
+@app.command()
+def confirm(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
+            rounds: int = typer.Option(5, "--rounds", help="Interleaved rounds, each a fresh worker per configuration."),
+            max_p99_ms: Optional[float] = MAX_P99, max_accuracy_drop: Optional[float] = MAX_DROP,
+            max_memory_mb: Optional[float] = MAX_MEM, max_cores: Optional[int] = MAX_CORES,
+            objective: str = OBJECTIVE,
+            allow_unmeasured_accuracy: bool = typer.Option(False, "--allow-unmeasured-accuracy",
+                                                           help="Let a bf16/int8 variant of unmeasured accuracy be "
+                                                                "recommended.")):
+    """Measure the recommendation, its runner-up and the runtime defaults again in interleaved rounds,
+    and say what tuning is worth, with its 95% interval."""
+    from wb_core.api import confirm as _confirm
+    from wb_core.api import run_label
+
+    out = _confirm(study, _db(db), rounds=rounds, objective=objective, allow_unmeasured_accuracy=allow_unmeasured_accuracy,
+                   constraints=_constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), progress=True)
+    rows = [("tuned", out["tuned"])] + list(out["defaults"].items())
+    for label, r in rows:
+        if r is None:
+            continue
+        lo, hi = r.get("throughput_ci_low"), r.get("throughput_ci_high")
+        iv = f" (95% CI {lo:,.1f}-{hi:,.1f})" if lo is not None and hi is not None and lo == lo else ""
+        typer.echo(f"  {label}: {run_label(r)}: {r['throughput']:,.1f} samples/s{iv}, p99 {r['latency_ms_p99']:.3g} ms")
+    typer.echo(out["verdict"])
+    if out.get("recommended") is not None:
+        typer.echo(f"Recommended: {run_label(out['recommended'])} (key {out['recommended']['key']}, "
+                   f"study {out['study']})")

@@ -55,7 +55,7 @@ def profile(
     hint: str = typer.Option("none", "--hint", help=field_help("hints")),
     cores: str = typer.Option("none", "--cores",
                               help=field_help("cores")),
-    concurrency: str = typer.Option("1", "--concurrency", help=field_help("concurrency")),
+    concurrency: str = typer.Option("auto", "--concurrency", help=field_help("concurrency")),
     instances: str = typer.Option("1", "--instances", help=field_help("instances")),
     cores_per_instance: str = typer.Option("auto", "--cores-per-instance",
                                            help=field_help("cores_per_instance")),
@@ -69,6 +69,7 @@ def profile(
     search: str = typer.Option("grid", "--search",
                                help="grid (every configuration) or smart (climbs to the best in far fewer runs)."),
     budget: Optional[int] = typer.Option(None, "--budget", help="Most configurations to measure."),
+    repeats: str = typer.Option("1", "--repeats", help=field_help("repeats")),
     onednn: str = typer.Option("auto", "--onednn", help=field_help("onednn")),
     cpu_pinning: str = typer.Option("auto", "--ov-pinning", help=field_help("cpu_pinning")),
     study: Optional[str] = typer.Option(None, "--study", help="Study name (default: the model's name)."),
@@ -118,7 +119,8 @@ def profile(
     spec = SweepSpec(backends=backend, precisions=precision, batch_sizes=batch, threads=threads,
                      inter_op_threads=inter_op_threads, streams=streams, cores=cores, concurrency=concurrency,
                      hints=hint, onednn=onednn, cpu_pinning=cpu_pinning, instances=instances,
-                     cores_per_instance=cores_per_instance, allow_oversubscribe=allow_oversubscribe, rates=rate)
+                     cores_per_instance=cores_per_instance, allow_oversubscribe=allow_oversubscribe, rates=rate,
+                     repeats=repeats)
     settings = MeasureSettings(max_time_s=max_time, warmup_s=warmup, window_s=window, tolerance=tolerance)
     inputs = InputOptions.parse(dynamic_size=dynamic_size, shapes=shape, int_range=int_range)
     if spec_file:

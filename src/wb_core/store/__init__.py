@@ -53,6 +53,16 @@ CREATE TABLE IF NOT EXISTS meta (
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS rounds (
+    study TEXT NOT NULL,
+    key TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    metrics_json TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (study, key, round)
+);
 CREATE TABLE IF NOT EXISTS hosts (
     study TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -210,12 +220,15 @@ class Store:
         return {r["key"] for r in rows}
 
     def add_run(self, study: str, key: str, config: dict, status: str, metrics: dict | None = None,
-                error: str | None = None, host: str | None = None, hardware_fingerprint: str | None = None) -> bool:
+                error: str | None = None, host: str | None = None, hardware_fingerprint: str | None = None,
+                replace: bool = False) -> bool:
         """Store one point. An ok point is never overwritten; a failed one is replaced by a retry.
 
         `host` and `hardware_fingerprint` name where a fleet measured it. Returns False when the
-        key was already stored as done (nothing written).
+        key was already stored as done (nothing written). `replace` overwrites whatever is stored:
+        the summary of a repeated point, rewritten as each of its rounds arrives.
         """
+        guard = "" if replace else " WHERE runs.status NOT IN ('ok', 'skipped')"
         with self._write() as c:
             changed = c.execute_count(
                 "INSERT INTO runs (study, key, status, error, config_json, metrics_json, created_at, host, "
@@ -223,11 +236,44 @@ class Store:
                 "ON CONFLICT (study, key) DO UPDATE SET status = excluded.status, error = excluded.error, "
                 "config_json = excluded.config_json, metrics_json = excluded.metrics_json, "
                 "created_at = excluded.created_at, host = excluded.host, "
-                "hardware_fingerprint = excluded.hardware_fingerprint WHERE runs.status NOT IN ('ok', 'skipped')",
+                "hardware_fingerprint = excluded.hardware_fingerprint" + guard,
                 (study, key, status, error, json.dumps(config), json.dumps(metrics or {}, default=str), _now(),
                  host, hardware_fingerprint),
             )
             return changed > 0
+
+    # ---- rounds of a repeated point ----
+    def add_round(self, study: str, key: str, round_no: int, status: str, metrics: dict | None = None,
+                  error: str | None = None) -> None:
+        """Store one round of a repeated point (its key is the point's; a round measured again replaces it)."""
+        with self._write() as c:
+            c.execute_count(
+                "INSERT INTO rounds (study, key, round, status, error, metrics_json, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (study, key, round) DO UPDATE SET status = excluded.status, "
+                "error = excluded.error, metrics_json = excluded.metrics_json, created_at = excluded.created_at",
+                (study, key, int(round_no), status, error, json.dumps(metrics or {}, default=str), _now()))
+
+    def rounds(self, study: str, key: str | None = None) -> list[dict]:
+        """Stored rounds ({key, round, status, error, metrics, created_at}), in round order."""
+        try:
+            rows = self.db.execute("SELECT * FROM rounds WHERE study = ?" + (" AND key = ?" if key else "")
+                                   + " ORDER BY key, round", (study, key) if key else (study,))
+        except self.db.errors:  # an older database opened read-only has no rounds table
+            return []
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["metrics"] = json.loads(d.pop("metrics_json") or "{}")
+            out.append(d)
+        return out
+
+    def round_counts(self, study: str) -> dict[str, int]:
+        """Rounds measured (ok or skipped) per key."""
+        counts: dict[str, int] = {}
+        for r in self.rounds(study):
+            if r["status"] in DONE_STATUSES:
+                counts[r["key"]] = counts.get(r["key"], 0) + 1
+        return counts
 
     # ---- hosts of a fleet ----
     def add_host(self, study: str, name: str, hardware_fingerprint: str, hardware: dict) -> None:

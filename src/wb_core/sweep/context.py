@@ -20,7 +20,9 @@ from pathlib import Path
 from wb_core import hardware
 from wb_core.backends.registry import backend_formats, runtime_distributions
 from wb_core.config import InputOptions, MeasureSettings, RunConfig
+from wb_core.errors import ConfigError
 from wb_core.models import detect_format, fingerprint, resolve_shape
+from wb_core.stats import summarize
 from wb_core.store import Store
 from wb_core.variants.convert import inspect_inputs
 from wb_core.variants.planner import PrecisionOptions, VariantPlanner
@@ -88,7 +90,7 @@ class SweepContext:
                  precision: PrecisionOptions | None = None, on_point: Callable[[dict], None] | None = None,
                  progress: bool = False, progress_label: str = "profiling", cancel: threading.Event | None = None,
                  memory_limit_mb: int | None = None, timeout_s: float | None = None,
-                 summary: SweepSummary | None = None):
+                 summary: SweepSummary | None = None, repeats: int = 1):
         self.model = Path(model)
         self.db, self.study = db, study
         self.settings = settings or MeasureSettings()
@@ -97,6 +99,7 @@ class SweepContext:
         self.memory_limit_mb, self.timeout_s = memory_limit_mb, timeout_s
         self._progress, self._progress_label = progress, progress_label
         self.summary = summary or SweepSummary(study=study, db=str(db))
+        self.repeats = check_repeats(repeats)
         self.observations: dict[str, dict] = {}  # key -> the point as recorded, for strategies
         self.store: Store | None = None
         self.bar = None
@@ -206,6 +209,40 @@ class SweepContext:
             self.on_point(point)
         return point
 
+    def record_round(self, cfg: RunConfig, round_no: int, status: str, metrics: dict | None = None,
+                     error: str | None = None) -> dict:
+        """Store one round of a repeated point now, and rewrite the point's summary from all its rounds.
+
+        The point (one row, its key unchanged) carries the median round's metrics with the
+        throughput and p99 replaced by their medians over the rounds, a 95% interval of each,
+        their coefficients of variation, and the per-round values for paired comparisons.
+        """
+        key = cfg.key
+        self.store.add_round(self.study, key, round_no, status, metrics or {}, error)
+        rounds = self.store.rounds(self.study, key)
+        status, summary_metrics, error = aggregate_rounds(rounds, self.repeats)
+        self.store.add_run(self.study, key, cfg.to_dict(), status, summary_metrics, error, replace=True)
+        if len(rounds) >= self.repeats or status == "skipped":  # counted once, when its last round is in
+            setattr(self.summary, status, getattr(self.summary, status) + 1)
+            if error and status == "failed":
+                self.summary.errors.append(f"{cfg.label()}: {error}")
+        if self.bar is not None:
+            self.bar.update(1)
+        point = {"key": key, "config": cfg, "status": status, "metrics": summary_metrics, "error": error,
+                 "round": round_no}
+        self.observations[key] = point
+        if self.on_point:
+            self.on_point(point)
+        return point
+
+    def round_recorder(self, extra: dict, round_no: int) -> Callable:
+        """`record_round` for the points of one variant in one round."""
+        def record(cfg, status, metrics=None, error=None):
+            self.record_round(cfg, round_no, status, {**extra, **(metrics or {})} if status != "skipped" else metrics,
+                              error)
+
+        return record
+
     def recorder(self, extra: dict) -> Callable:
         """`record` for the points of one variant: its variant/accuracy columns added to each."""
         def record(cfg, status, metrics=None, error=None):
@@ -221,3 +258,58 @@ class SweepContext:
         if missing:
             out.update(self.store.points(self.study, missing))
         return out
+
+
+MAX_REPEATS = 1000
+
+
+def check_repeats(repeats) -> int:
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ConfigError(f"Repeats must be a whole number of at least 1 (rounds per configuration); got {repeats!r}.")
+    if repeats > MAX_REPEATS:
+        raise ConfigError(f"Repeats of {repeats} is beyond the supported maximum of {MAX_REPEATS}.")
+    return repeats
+
+
+def aggregate_rounds(rounds: list[dict], planned: int = 1) -> tuple[str, dict, str | None]:
+    """One point from its rounds: (status, metrics, error).
+
+    ok when any round is ok. The metrics are the median-throughput round's, with `throughput`
+    and `latency_ms_p99` replaced by their medians over the ok rounds, and, per metric, the mean,
+    a 95% t interval of the mean (`*_ci_low`, `*_ci_high`) and the CV; `rounds` counts ok rounds,
+    `round_ids` names them and `round_throughput` / `round_p99` list their values in that order.
+    """
+    ok = [r for r in rounds if r["status"] == "ok"]
+    if not ok:
+        last = rounds[-1]
+        return last["status"], dict(last.get("metrics") or {}), last.get("error")
+    thr = [_num(r["metrics"].get("throughput")) for r in ok]
+    p99 = [_num(r["metrics"].get("latency_ms_p99")) for r in ok]
+    order = sorted(range(len(ok)), key=lambda i: (thr[i] is None, thr[i] or 0.0))
+    median_round = ok[order[(len(order) - 1) // 2]]
+    m = dict(median_round["metrics"])
+    for name, values in (("throughput", thr), ("latency_ms_p99", p99)):
+        s = summarize(values)
+        if s is None:
+            continue
+        m[name] = s.median
+        m[f"{name}_mean"] = s.mean
+        m[f"{name}_ci_low"] = s.low if s.n > 1 else None
+        m[f"{name}_ci_high"] = s.high if s.n > 1 else None
+        m[f"{name}_cv"] = s.cv if s.n > 1 else None
+    m["rounds"] = len(ok)
+    m["rounds_planned"] = planned
+    m["rounds_failed"] = len(rounds) - len(ok)
+    m["round_ids"] = [int(r["round"]) for r in ok]
+    m["round_throughput"] = thr
+    m["round_p99"] = p99
+    m["stable"] = all(bool(r["metrics"].get("stable", True)) for r in ok)
+    return "ok", m, None
+
+
+def _num(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f else None

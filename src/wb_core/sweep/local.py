@@ -46,14 +46,21 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
                                timeout_s=timeout_s, precision=precision)
     ctx = SweepContext(model, db, study, configs, settings=settings, inputs=inputs, precision=precision,
                        on_point=on_point, progress=progress, cancel=cancel, memory_limit_mb=memory_limit_mb,
-                       timeout_s=timeout_s)
+                       timeout_s=timeout_s, repeats=getattr(spec, "repeats", 1))
+    ctx.summary.notes.extend(getattr(spec, "notes", []))  # combinations the spec left out, and why
     with ctx.open(ctx.spec_record(sweep=spec.to_dict())):
         measure_configs(ctx, configs)
     return ctx.summary
 
 
 def measure_configs(ctx: SweepContext, configs: list[RunConfig]) -> None:
-    """Measure the configs not stored yet, group by group, recording each point through `ctx`."""
+    """Measure the configs not stored yet, group by group, recording each point through `ctx`.
+
+    With `ctx.repeats` > 1 every config is measured in that many rounds instead (`measure_rounds`).
+    """
+    if ctx.repeats > 1:
+        measure_rounds(ctx, configs)
+        return
     todo = ctx.todo(configs)
     ctx.start_progress(len(todo))
     groups: dict[tuple, list[RunConfig]] = collections.OrderedDict()
@@ -78,6 +85,69 @@ def measure_configs(ctx: SweepContext, configs: list[RunConfig]) -> None:
             continue
         run_group(path, members, ctx.settings, ctx.inputs, ctx.recorder(extra), ctx.cancel, ctx.memory_limit_mb,
                   ctx.summary, ctx.timeout_s)
+
+
+def measure_rounds(ctx: SweepContext, configs: list[RunConfig], seed: int = 0) -> None:
+    """Measure every config in `ctx.repeats` rounds, interleaved: in each round every worker group
+    runs once, in a fresh process, in an order shuffled anew, so drift over the rounds (a
+    neighbour starting, the CPU warming) falls on all configs alike and rounds pair up.
+
+    Each round is stored as it arrives and the point's summary (median, interval) rewritten.
+    Rounds already stored are kept: a resumed study measures only the rounds it lacks. A config
+    stored earlier as one measurement counts that as its first round.
+    """
+    import random
+
+    have: dict[str, set[int]] = {}
+    skipped: set[str] = set()  # a config that cannot run here needs no more rounds
+    for r in ctx.store.rounds(ctx.study):
+        if r["status"] in ("ok", "skipped"):
+            have.setdefault(r["key"], set()).add(int(r["round"]))
+        if r["status"] == "skipped":
+            skipped.add(r["key"])
+    stored = ctx.stored([c.key for c in configs if c.key not in have])
+    for key, point in stored.items():
+        if point["status"] in ("ok", "skipped"):  # measured once before, without rounds
+            ctx.store.add_round(ctx.study, key, 0, point["status"], point["metrics"], point["error"])
+            have[key] = {0}
+            if point["status"] == "skipped":
+                skipped.add(key)
+    needed = {c.key: [] if c.key in skipped else [r for r in range(ctx.repeats) if r not in have.get(c.key, set())]
+              for c in configs}
+    todo = [c for c in configs if needed[c.key]]
+    ctx.summary.planned += len(configs)
+    ctx.summary.skipped_done += len(configs) - len(todo)
+    ctx.start_progress(sum(len(needed[c.key]) for c in todo))
+    groups: dict[tuple, list[RunConfig]] = collections.OrderedDict()
+    for c in todo:
+        groups.setdefault(c.group, []).append(c)
+    rng = random.Random(seed)
+    for round_no in range(ctx.repeats):
+        order = list(groups.values())
+        rng.shuffle(order)
+        for members in order:
+            if ctx.cancelled:
+                return
+            members = [c for c in members if round_no in needed[c.key] and c.key not in skipped]
+            if not members:
+                continue
+            head = members[0]
+            why = ctx.infeasible(head)
+            if why:
+                for c in members:
+                    ctx.record_round(c, round_no, "skipped", error=why)
+                    skipped.add(c.key)
+                continue
+            try:
+                path, extra = ctx.variant(head)
+            except ConfigError:
+                raise
+            except WorkbenchError as e:
+                for c in members:
+                    ctx.record_round(c, round_no, "failed", error=str(e))
+                continue
+            run_group(path, members, ctx.settings, ctx.inputs, ctx.round_recorder(extra, round_no), ctx.cancel,
+                      ctx.memory_limit_mb, ctx.summary, ctx.timeout_s)
 
 
 def run_group(path, members: list[RunConfig], settings: MeasureSettings, inputs: InputOptions, record,

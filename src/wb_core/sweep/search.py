@@ -44,6 +44,9 @@ class Observation:
     status: str  # ok, failed, skipped, missing (not measured: cancelled)
     throughput: float | None = None
     p99_ms: float | None = None
+    # 95% intervals when the config was measured in rounds (None: one measurement, noise unknown)
+    throughput_ci: tuple[float, float] | None = None
+    p99_ci: tuple[float, float] | None = None
 
     @property
     def measured(self) -> bool:
@@ -86,6 +89,19 @@ class Goal:
         if a[0] == 2 and self.objective == "throughput":
             return new.throughput / old.throughput - 1 if old.throughput > 0 else math.inf
         return old.p99_ms / new.p99_ms - 1 if new.p99_ms > 0 else math.inf
+
+    def beats(self, new: Observation, old: Observation | None, threshold: float) -> bool:
+        """`new` is better than `old` by more than `threshold` and, when both were measured in
+        rounds, beyond noise: their intervals do not overlap."""
+        if self.gain(new, old) <= threshold:
+            return False
+        if old is None or not (new.measured and old.measured) or not (self.feasible(new) and self.feasible(old)):
+            return True
+        a, b = ((new.throughput_ci, old.throughput_ci) if self.objective == "throughput"
+                else (old.p99_ci, new.p99_ci))  # for latency, lower is better: old's interval must sit above
+        if a is None or b is None:
+            return True
+        return a[0] > b[1]
 
     def best(self, observations: Iterable[Observation]) -> Observation | None:
         measured = [o for o in observations if o.measured]
@@ -245,7 +261,7 @@ def smart(candidates: list[RunConfig], goal: Goal | None = None, budget: int | N
                 # Climb on only while the farthest rung is the best so far by more than the threshold.
                 far = seen.get(rungs[-1].key)
                 rest = best_of([c for c in ladder if c != rungs[-1]])
-                if far is None or best_of(ladder) is not far or goal.gain(far, rest) <= threshold:
+                if far is None or best_of(ladder) is not far or not goal.beats(far, rest, threshold):
                     break
                 j = ladder.index(rungs[-1])
             if best_of(ladder) is not seen.get(cfg.key):
@@ -262,8 +278,8 @@ def smart(candidates: list[RunConfig], goal: Goal | None = None, budget: int | N
             continue
         yield from ask(space.moves(current.config))
         top = goal.best(seen.values())
-        if top is current or goal.gain(top, current) <= threshold:
-            return
+        if top is current or not goal.beats(top, current, threshold):
+            return  # no move beyond the threshold and beyond the measured noise
         yield from climb_batch(top.config)
 
 
@@ -345,7 +361,9 @@ def run_search(model: str | Path, spec, db: str | Path, study: str, search: str 
     total = SearchSummary(study=study, db=str(db), search=check_search(search), candidates=len(candidates), goal=goal)
     ctx = SweepContext(model, db, study, candidates, settings=settings, inputs=inputs, precision=precision,
                        on_point=on_point, progress=progress, progress_label="searching", cancel=cancel,
-                       memory_limit_mb=memory_limit_mb, timeout_s=timeout_s, summary=total)
+                       memory_limit_mb=memory_limit_mb, timeout_s=timeout_s, summary=total,
+                       repeats=getattr(spec, "repeats", 1))
+    total.notes.extend(getattr(spec, "notes", []))
 
     def evaluate(configs: list[RunConfig]) -> list[Observation]:
         measure_configs(ctx, configs)
@@ -365,7 +383,13 @@ def observation_from_point(cfg: RunConfig, point: dict | None) -> Observation:
     if point is None:
         return Observation(cfg, "missing")
     m = point.get("metrics") or {}
-    return Observation(cfg, str(point.get("status")), _float(m.get("throughput")), _float(m.get("latency_ms_p99")))
+
+    def ci(name):
+        lo, hi = _float(m.get(f"{name}_ci_low")), _float(m.get(f"{name}_ci_high"))
+        return (lo, hi) if lo is not None and hi is not None else None
+
+    return Observation(cfg, str(point.get("status")), _float(m.get("throughput")), _float(m.get("latency_ms_p99")),
+                       ci("throughput"), ci("latency_ms_p99"))
 
 
 def _direction(values: list, here, there) -> int:

@@ -86,7 +86,7 @@ class SweepPanel(w.VBox):
         self.pinning = text("CPU pinning (OV)", "auto", field_help("cpu_pinning"))
         self.inter_op = text("Inter-op threads (TF)", "auto", field_help("inter_op_threads"))
         self.onednn = text("oneDNN (TF)", "auto", field_help("onednn"))
-        self.concurrency = text("Concurrency", "1", field_help("concurrency"))
+        self.concurrency = text("Concurrency", "auto", field_help("concurrency"))
         self.max_time = w.BoundedFloatText(value=2.0, min=0.2, max=600, step=0.5, description="Seconds per point",
                                            style={"description_width": "150px"})
         self.run = button("Run", "success", "play")

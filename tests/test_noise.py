@@ -1,0 +1,161 @@
+"""Measurements that hold up under noise: enough requests, honest spaces, repeats and intervals."""
+
+from __future__ import annotations
+
+import pytest
+
+from wb_core.measure import is_stable
+
+
+def test_agreeing_windows_are_not_stable_on_a_handful_of_requests():
+    windows = [100.0, 101.0, 100.5]
+    assert is_stable(windows, 3, 0.05)
+    assert not is_stable(windows, 3, 0.05, requests=6, min_requests=100)
+    assert is_stable(windows, 3, 0.05, requests=150, min_requests=100)
+
+
+def test_repeats_are_interleaved_rounds_in_fresh_workers_with_intervals(lenet_ir, db, fast):
+    from wb_core.config import SweepSpec
+    from wb_core.store import Store, load_results
+    from wb_core.sweep.local import run_sweep
+
+    spec = SweepSpec(backends="openvino", threads="1,2", batch_sizes="1", repeats=3)
+    seen = []
+    summary = run_sweep(lenet_ir, spec, db, "r", settings=fast, on_point=lambda p: seen.append(p))
+    assert summary.ok == 2 and summary.failed == 0
+    # one row per configuration, key unchanged, every round stored
+    df = load_results(db, "r")
+    assert sorted(df["key"]) == sorted(c.key for c in spec.expand())
+    with Store(db) as s:
+        rounds = s.rounds("r")
+    assert len(rounds) == 6 and {r["round"] for r in rounds} == {0, 1, 2}
+    # interleaved: each round of every config before the next round of any
+    by_time = [p["round"] for p in seen]
+    assert by_time == sorted(by_time)
+    for _, row in df.iterrows():
+        assert row["rounds"] == 3 and len(row["round_throughput"]) == 3
+        assert row["throughput_ci_low"] <= row["throughput_mean"] <= row["throughput_ci_high"]
+        assert row["throughput"] == sorted(row["round_throughput"])[1]  # the median
+        assert row["latency_ms_p99_ci_low"] <= row["latency_ms_p99_ci_high"]
+    # a resume with more repeats measures only the rounds missing
+    more = run_sweep(lenet_ir, SweepSpec(backends="openvino", threads="1,2", batch_sizes="1", repeats=4), db, "r",
+                     settings=fast)
+    assert more.ok == 2
+    with Store(db) as s:
+        assert len(s.rounds("r")) == 8
+    assert set(load_results(db, "r")["rounds"]) == {4}
+
+
+def test_bad_repeats_get_one_sentence():
+    import pytest
+
+    from wb_core.config import SweepSpec
+    from wb_core.errors import ConfigError
+
+    for bad in (0, -2, "x", 1.5):
+        with pytest.raises(ConfigError, match="Repeats must be a whole number"):
+            SweepSpec(repeats=bad)
+
+
+def test_cli_refuses_zero_repeats_in_one_sentence(lenet_ir, db):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "wb_core.cli", "profile", str(lenet_ir), "--db", str(db),
+                        "--repeats", "0", "-q"], capture_output=True, text=True)
+    assert r.returncode != 0
+    out = r.stdout + r.stderr
+    assert "Repeats must be a whole number of at least 1" in out and "Traceback" not in out
+
+
+def _rounds(values, p99=1.0):
+    from wb_core.sweep.context import aggregate_rounds
+
+    rounds = [{"round": i, "status": "ok", "metrics": {"throughput": v, "latency_ms_p99": p99 * (1 + 0.01 * i)}}
+              for i, v in enumerate(values)]
+    return aggregate_rounds(rounds, len(values))[1]
+
+
+def test_overlapping_intervals_are_a_tie_and_the_simpler_run_is_picked():
+    from analysis_data import HARDWARE, frame, run
+    from wb_core.analysis.recommend import recommend
+
+    same = [1000, 1040, 980, 1010, 1030]
+    df = frame([
+        run(threads=4, **_rounds([v * 1.01 for v in same])),  # the same speed with threads set by hand
+        run(threads=None, **_rounds(same)),  # runtime defaults
+        run(threads=1, cores=[0], batch=2, **_rounds([700, 690, 720, 705, 710])),  # clearly slower
+    ])
+    rec = recommend(df, hardware=HARDWARE)
+    assert len(rec.tied) == 2
+    assert rec.best["threads"] is None  # the runtime's defaults win the tie
+    assert "tied within noise" in rec.reason
+    assert rec.margin is not None and rec.margin.clear and 1.3 < rec.margin.ratio < 1.55
+    assert "95% CI" in rec.reason
+
+
+def test_unmeasured_int8_is_passed_over_unless_allowed():
+    from analysis_data import HARDWARE, frame, run
+    from wb_core.analysis.recommend import recommend
+
+    df = frame([run(precision="int8", thr=3000), run(precision="fp32", thr=1000)])
+    rec = recommend(df, hardware=HARDWARE)
+    assert rec.best["precision"] == "fp32" and "never measured" in rec.reason
+    allowed = recommend(df, hardware=HARDWARE, allow_unmeasured_accuracy=True)
+    assert allowed.best["precision"] == "int8" and "Accuracy not measured" in allowed.reason
+    measured = recommend(frame([run(precision="int8", thr=3000, accuracy=0.95, accuracy_drop=0.001),
+                                run(precision="fp32", thr=1000)]), hardware=HARDWARE)
+    assert measured.best["precision"] == "int8" and "measured" not in measured.reason
+
+
+def test_paired_ratio_cancels_drift_both_saw():
+    from wb_core.stats import ratio
+
+    drift = [1.0, 0.7, 1.2, 0.9, 1.1]
+    a = [100 * d for d in drift]
+    b = [110 * d for d in drift]
+    paired = ratio(a, b, [0, 1, 2, 3, 4], [0, 1, 2, 3, 4])
+    unpaired = ratio(a, b)
+    assert paired.paired and abs(paired.ratio - 1.1) < 1e-9 and paired.clear
+    assert not unpaired.clear  # without the pairing the drift hides the 10%
+
+
+@pytest.mark.slow
+def test_confirm_measures_the_pick_beside_the_defaults_and_never_recommends_worse(lenet_ir, db, fast):
+    from wb_core.api import confirm
+    from wb_core.config import SweepSpec
+    from wb_core.sweep.local import run_sweep
+
+    run_sweep(lenet_ir, SweepSpec(backends="openvino", threads="1,2", batch_sizes="1", repeats=2), db, "s",
+              settings=fast)
+    out = confirm("s", db, rounds=3, settings=fast)
+    assert set(out["defaults"]) >= {"OpenVINO LATENCY hint"}
+    assert out["tuned"]["rounds"] == 3 and out["gain"] is not None and out["gain"].n == 3
+    rec = out["recommended"]
+    if out["tuned_is_better"]:
+        assert out["gain"].low > 1 and rec["key"] == out["tuned"]["key"]
+    else:
+        assert rec["key"] in {r["key"] for r in out["defaults"].values()} and "within noise" in out["verdict"]
+
+
+def test_smart_search_does_not_move_on_a_gain_within_noise():
+    from wb_core.config import SweepSpec
+    from wb_core.sweep.search import Goal, Observation, drive, smart
+
+    spec = SweepSpec(backends="openvino", threads="1,2", batch_sizes="1")
+
+    def evaluate(noisy):
+        def run(configs):  # threads 2 looks 10% faster, but its interval overlaps threads 1's
+            out = []
+            for c in configs:
+                thr = 1100.0 if c.threads == 2 else 1000.0
+                ci = (thr - 150, thr + 150) if noisy else None
+                out.append(Observation(c, "ok", thr, 1.0, ci, (0.9, 1.1) if noisy else None))
+            return out
+        return run
+
+    goal = Goal()
+    assert goal.beats(Observation(spec.expand()[1], "ok", 1100.0, 1.0), Observation(spec.expand()[0], "ok", 1000.0, 1.0), 0.03)
+    assert not goal.beats(Observation(spec.expand()[1], "ok", 1100.0, 1.0, (950, 1250)),
+                          Observation(spec.expand()[0], "ok", 1000.0, 1.0, (850, 1150)), 0.03)
+    drive(smart(spec.expand(), goal), evaluate(True))  # runs to the end without raising
