@@ -258,7 +258,7 @@ def main() -> None:
 
 # Command groups that live in their own modules register themselves on `app` (imported last:
 # they import `app`).
-from wb_core import cli_analysis, cli_dashboard, cli_fleet, cli_planning  # noqa: E402,F401
+from wb_core import cli_analysis, cli_dashboard, cli_fleet, cli_planning, cli_studies  # noqa: E402,F401
 
 if __name__ == "__main__":
     # Run the imported module's main: `python -m` executes a second copy of this file as __main__,

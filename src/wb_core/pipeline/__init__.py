@@ -1,0 +1,12 @@
+"""Pipeline studies: the whole serving path (decode, preprocess, queue, inference), not only the model call.
+
+- `source`: scan a video or a folder of images/videos; decode and preprocess frames.
+- `queue`: the bounded queue of batches in shared memory between the two sides.
+- `tasks`: the worker processes of each side.
+- `study`: the sweep (PipelineSpec), one point's orchestration, the merged row and the bottleneck.
+- `plots`: stage times, throughput against pre-workers, the batch-size trade-off.
+"""
+
+from wb_core.pipeline.study import PIPELINE_COLUMNS, PipelinePoint, PipelineSpec, bottleneck, run_pipeline
+
+__all__ = ["PIPELINE_COLUMNS", "PipelinePoint", "PipelineSpec", "bottleneck", "run_pipeline"]
