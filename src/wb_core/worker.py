@@ -312,7 +312,8 @@ def _task_in(module: str, name: str):
 # Pipeline and training studies (wb_core.pipeline, wb_core.training) bring their own tasks.
 TASKS.update({name: _task_in(module, name) for module, name in (
     ("wb_core.pipeline.tasks", "pipeline_pre"), ("wb_core.pipeline.tasks", "pipeline_infer"),
-    ("wb_core.training.tasks", "train_check"), ("wb_core.training.tasks", "train"))})
+    ("wb_core.training.tasks", "train_check"), ("wb_core.training.tasks", "train"),
+    ("wb_core.training.examples", "build_lenet5"))})
 
 
 def main() -> int:

@@ -7,6 +7,14 @@
 - `plots`: stage times, throughput against pre-workers, the batch-size trade-off.
 """
 
-from wb_core.pipeline.study import PIPELINE_COLUMNS, PipelinePoint, PipelineSpec, bottleneck, run_pipeline
+# Lazy: worker processes import task modules of this package before they pin their cores, so the
+# package itself must not pull in numpy (whose thread pool would start unpinned) or pandas.
+__all__ = ['PIPELINE_COLUMNS', 'PipelinePoint', 'PipelineSpec', 'bottleneck', 'run_pipeline']
 
-__all__ = ["PIPELINE_COLUMNS", "PipelinePoint", "PipelineSpec", "bottleneck", "run_pipeline"]
+
+def __getattr__(name):
+    if name in __all__:
+        import importlib
+
+        return getattr(importlib.import_module("wb_core.pipeline.study"), name)
+    raise AttributeError(name)

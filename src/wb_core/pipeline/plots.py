@@ -37,7 +37,12 @@ def _empty(title: str, why: str = "No successful pipeline runs to plot.") -> go.
 def point_label(r) -> str:
     """`serial b1`, `2 pre b8 t1 c2` ..."""
     n = int(r["pre_workers"])
-    parts = ["serial" if n == 0 else f"{n} pre", f"b{int(r['batch_size'])}"]
+    return ("serial" if n == 0 else f"{n} pre") + " " + inference_label(r)
+
+
+def inference_label(r) -> str:
+    """The inference side's settings: `b8 t1 c2` ..."""
+    parts = [f"b{int(r['batch_size'])}"]
     if _num(r.get("threads")):
         parts.append(f"t{int(r['threads'])}")
     if _num(r.get("streams")):
@@ -95,7 +100,7 @@ def throughput_vs_workers(df: pd.DataFrame) -> go.Figure:
     if ok.empty:
         return _empty(title)
     fig = go.Figure()
-    ok["series"] = ok.apply(lambda r: " ".join(point_label(r).split()[1:]), axis=1)
+    ok["series"] = ok.apply(inference_label, axis=1)
     for name, part in ok.groupby("series", sort=True):
         best = part.sort_values("throughput").groupby("pre_workers").tail(1).sort_values("pre_workers")
         fig.add_trace(go.Scatter(x=best["pre_workers"], y=best["throughput"], mode="lines+markers", name=name,

@@ -5,6 +5,14 @@
 - `plots`: epoch time, CPU use and samples/s per core against the cores given.
 """
 
-from wb_core.training.study import TRAINING_COLUMNS, TrainPoint, TrainSpec, recommend_training, run_training
+# Lazy: worker processes import task modules of this package before they pin their cores, so the
+# package itself must not pull in numpy (whose thread pool would start unpinned) or pandas.
+__all__ = ['TRAINING_COLUMNS', 'TrainPoint', 'TrainSpec', 'recommend_training', 'run_training']
 
-__all__ = ["TRAINING_COLUMNS", "TrainPoint", "TrainSpec", "recommend_training", "run_training"]
+
+def __getattr__(name):
+    if name in __all__:
+        import importlib
+
+        return getattr(importlib.import_module("wb_core.training.study"), name)
+    raise AttributeError(name)
