@@ -45,13 +45,14 @@ def write_fashion_npz(path: str | Path, n: int = FASHION_TRAIN, seed: int = 0) -
     return path
 
 
-def write_lenet5(path: str | Path, input_shape=(28, 28, 1), classes: int = 10) -> Path:
-    """A compiled LeNet-5 saved to `path` (.keras), built in a child process."""
+def write_lenet5(path: str | Path, input_shape=(28, 28, 1), classes: int = 10, compile: bool = True) -> Path:
+    """A compiled LeNet-5 saved to `path` (.keras), built in a child process (`compile=False`: left uncompiled)."""
     from wb_core.child import run_task
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    run_task({"task": "build_lenet5", "out": str(path), "input_shape": list(input_shape), "classes": classes},
+    run_task({"task": "build_lenet5", "out": str(path), "input_shape": list(input_shape), "classes": classes,
+              "compile": compile},
              timeout=600, what="building LeNet-5")
     return path
 
@@ -77,6 +78,7 @@ def task_build_lenet5(task: dict) -> None:
         layers.Dense(84, activation="tanh"),
         layers.Dense(int(task["classes"]), activation="softmax"),
     ], name="lenet5")
-    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    if task.get("compile", True):
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     model.save(task["out"])
     emit({"type": "result", "path": task["out"], "params": int(model.count_params())})

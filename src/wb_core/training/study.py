@@ -191,10 +191,12 @@ def run_training(model: str | Path, spec: TrainSpec, db: str | Path, study: str,
             raise ConfigError(f"Cores {format_cores(c)} are not available to this process.")
     data_path, data_fp = training_data(data, image)
     base = {"model_path": str(model), "data": str(data_path) if data_path else None}
-    info = run_task({"task": "train_check", **base}, timeout=timeout_s or LOAD_ALLOWANCE_S,
-                    what=f"checking that '{model}' can be trained")
     points = spec.expand()
     fp = fingerprint(model)
+    if _all_done(db, study, fp, [p.key_for(data_fp) for p in points]):
+        return SweepSummary(study=study, db=str(db), planned=len(points), skipped_done=len(points))
+    info = run_task({"task": "train_check", **base}, timeout=timeout_s or LOAD_ALLOWANCE_S,
+                    what=f"checking that '{model}' can be trained")
     with Store(db) as store:
         store.ensure_study(study, str(model.resolve()), fmt, fp, hw.to_dict(), hw.fingerprint, library_versions(),
                            {"kind": "training", "training": spec.to_dict(), "data": str(data) if isinstance(data, (str, Path)) else data_fp,
@@ -244,6 +246,17 @@ def run_training(model: str | Path, spec: TrainSpec, db: str | Path, study: str,
         if bar is not None:
             bar.close()
     return summary
+
+
+def _all_done(db, study: str, model_fp: str, keys: list[str]) -> bool:
+    """Whether a rerun has nothing left to measure (then the preflight worker is not needed)."""
+    from wb_core.store import Store
+
+    if not Path(str(db)).exists() and "://" not in str(db):
+        return False
+    with Store(db) as store:
+        existing = store.get_study(study)
+        return bool(existing) and existing["model_fingerprint"] == model_fp and set(keys) <= store.done_keys(study)
 
 
 # ---- reading a study ----
