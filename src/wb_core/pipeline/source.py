@@ -323,9 +323,12 @@ class FrameReader:
                 from av.video.reformatter import VideoReformatter
 
                 self._reformatter = VideoReformatter()  # keeps its scaling context from frame to frame
-            a = self._reformatter.reformat(frame, width=g.width, height=g.height,
-                                           format="gray" if g.channels == 1 else "rgb24",
-                                           interpolation="BILINEAR", threads=1).to_ndarray()
+            kw = {"width": g.width, "height": g.height, "format": "gray" if g.channels == 1 else "rgb24",
+                  "interpolation": "BILINEAR"}
+            try:  # one scaling thread: the process count is what runs in parallel (PyAV 17+ would use all cores)
+                a = self._reformatter.reformat(frame, threads=1, **kw).to_ndarray()
+            except TypeError:  # PyAV before 17 scales on one thread and has no `threads`
+                a = self._reformatter.reformat(frame, **kw).to_ndarray()
         else:
             from PIL import Image
 
