@@ -31,6 +31,8 @@ SCRIPTS = [
     ("sweep_cost.py", ["--max-time", "3"], ["--max-time", "1"]),
     ("instances.py", ["--max-time", "2"], ["--max-time", "1", "--models", "lenet-digits"]),
     ("precision_throughput.py", ["--rounds", "3"], ["--rounds", "1", "--seconds", "1", "--batch", "1"]),
+    ("pipeline.py", [], ["--quick"]),
+    ("training.py", [], ["--quick"]),
 ]
 
 

@@ -21,7 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Small enough for a 2-core machine: short windows, few points.
 SHRINK = {"max_time": 0.3}
-SHRINK_PER_NOTEBOOK = {"03-batch-size": {"batch_sizes": "1,4"}}
+SHRINK_PER_NOTEBOOK = {
+    "03-batch-size": {"batch_sizes": "1,4"},
+    "06-pipeline": {"model": "lenet-digits", "frames": 24, "width": 160, "height": 96, "image_scale": "unit",
+                    "pre_workers": "0,1", "batch": 4, "batch_sizes": "1,4", "rounds": 1},
+}
+# Notebooks without a model-call profile: their own shrink replaces SHRINK.
+SHRINK_INSTEAD = {"07-training-threads": {"samples": 512, "batch": 64, "epochs": 1, "rounds": 1}}
 
 
 def inject_parameters(nb, values: dict) -> None:
@@ -46,10 +52,12 @@ def test_injection_refuses_a_notebook_without_parameters():
 
 def test_every_notebook_is_here():
     names = [p.stem for p in NOTEBOOKS]
-    assert names == ["01-quickstart", "02-threads-and-cores", "03-batch-size", "04-int8-accuracy", "05-export"]
+    assert names == ["01-quickstart", "02-threads-and-cores", "03-batch-size", "04-int8-accuracy", "05-export",
+                     "06-pipeline", "07-training-threads"]
 
 
-SLOW = {"02-threads-and-cores", "04-int8-accuracy"}  # four worker processes; quantization and accuracy
+# four worker processes; quantization and accuracy; TensorFlow training workers
+SLOW = {"02-threads-and-cores", "04-int8-accuracy", "07-training-threads"}
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p for p in NOTEBOOKS],
@@ -59,7 +67,8 @@ def test_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch, lenet_dir):
     missing = [m for m in nb.metadata.get("wb", {}).get("requires", []) if importlib.util.find_spec(m) is None]
     if missing:
         pytest.skip(f"needs {', '.join(missing)}, which this checkout does not have")
-    inject_parameters(nb, {**SHRINK, "db": str(tmp_path / "nb.db"), **SHRINK_PER_NOTEBOOK.get(path.stem, {})})
+    shrink = SHRINK_INSTEAD.get(path.stem, SHRINK)
+    inject_parameters(nb, {**shrink, "db": str(tmp_path / "nb.db"), **SHRINK_PER_NOTEBOOK.get(path.stem, {})})
     # The kernel imports this checkout's wb_core and finds the test cache (WB_CACHE_DIR, set in conftest).
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
