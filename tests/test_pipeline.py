@@ -70,6 +70,8 @@ def test_video_pipeline_counts_frames_and_stage_times_add_up(lenet_ir, video, db
     # One loop: decode, preprocess and inference run one after another inside the measured wall time.
     assert 0 < serial.decode_s + serial.preprocess_s + serial.infer_s <= serial.wall_s + eps
     assert serial.queue_wait_s == 0 and serial.infer_wait_s == 0
+    # One process: its decoding thread's CPU is the pre side, the rest the inference side.
+    assert serial.pre_cpu_util > 0 and serial.pre_cpu_util + serial.infer_cpu_util == pytest.approx(serial.cpu_util)
     for _, r in df[df.pre_workers > 0].iterrows():
         n, k = r.pre_workers, r.infer_threads
         assert r.decode_s > 0 and r.preprocess_s > 0 and r.infer_s > 0

@@ -347,17 +347,20 @@ def run_serial(reader: FrameReader, units: list[dict], passes: int, batch: np.nd
                clock=time.perf_counter_ns) -> dict:
     """Decode, preprocess and hand over batches in one loop (the serial pipeline and a plain reference).
 
-    `on_batch(n, starts_ns)` runs the model on the first n frames of `batch`. Returns stage totals.
+    `on_batch(n, starts_ns)` runs the model on the first n frames of `batch`. Returns stage totals
+    and the CPU time this thread spent decoding and preprocessing (the serial loop's "pre side").
     """
     b = batch.shape[0]
     starts = np.zeros(b, dtype=np.int64)
     fill = 0
-    decode_ns = pre_ns = 0
+    decode_ns = pre_ns = cpu_ns = 0
     frames = 0
+    thread_cpu = time.thread_time_ns  # decoding and scaling run on this thread (one decoder/scaler thread)
     for _ in range(passes):
         for unit in units:
             it = reader.frames(unit)
             while True:
+                c0 = thread_cpu()
                 t0 = clock()
                 try:
                     frame = next(it)
@@ -366,6 +369,7 @@ def run_serial(reader: FrameReader, units: list[dict], passes: int, batch: np.nd
                 t1 = clock()
                 reader.preprocess(frame, batch[fill])
                 t2 = clock()
+                cpu_ns += thread_cpu() - c0
                 decode_ns += t1 - t0
                 pre_ns += t2 - t1
                 starts[fill] = t0
@@ -376,5 +380,5 @@ def run_serial(reader: FrameReader, units: list[dict], passes: int, batch: np.nd
                     fill = 0
     if fill:
         on_batch(fill, starts)
-    return {"frames": frames, "decode_s": decode_ns / 1e9, "preprocess_s": pre_ns / 1e9}
+    return {"frames": frames, "decode_s": decode_ns / 1e9, "preprocess_s": pre_ns / 1e9, "pre_cpu_s": cpu_ns / 1e9}
 

@@ -331,7 +331,10 @@ def merge(p: PipelinePoint, plan, infer: dict, pres: list[dict]) -> dict:
         pre_cpus = sorted({c for r in pres for c in r.get("placement_cpus", [])})
     else:
         serial = infer["serial"]
-        decode, pre, qwait, pre_cpu = serial["decode_s"], serial["preprocess_s"], 0.0, 0.0
+        decode, pre, qwait = serial["decode_s"], serial["preprocess_s"], 0.0
+        # One process: its decode/preprocess thread time is the pre side, the rest the inference side.
+        pre_cpu = min(serial.get("pre_cpu_s", 0.0), infer["cpu_s"])
+        infer = {**infer, "cpu_s": infer["cpu_s"] - pre_cpu}
         skipped = infer["skipped"]
         pre_cpus = []
     infer_s, infer_wait = infer["infer_s"], infer["infer_wait_s"]
