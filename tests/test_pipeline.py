@@ -115,8 +115,8 @@ def test_a_damaged_video_keeps_what_decodes(lenet_ir, video, tmp_path, db):
 
 def test_the_slow_side_is_named_the_bottleneck(lenet_ir, video, db):
     spec = PipelineSpec(pre_workers="1", batch_sizes="2", threads="1", queue_depth="2")
-    run_pipeline(lenet_ir, video, spec, db, "slow-infer", delay_ms={"infer": 25})
-    run_pipeline(lenet_ir, video, spec, db, "slow-pre", delay_ms={"pre": 12})
+    run_pipeline(lenet_ir, video, spec, db, "slow-infer", inject={"infer_delay_ms": 25})
+    run_pipeline(lenet_ir, video, spec, db, "slow-pre", inject={"pre_delay_ms": 12})
     slow_infer = load_results(db, "slow-infer").iloc[0]
     slow_pre = load_results(db, "slow-pre").iloc[0]
     assert slow_infer.bottleneck == "inference"
@@ -125,6 +125,28 @@ def test_the_slow_side_is_named_the_bottleneck(lenet_ir, video, db):
     assert slow_pre.infer_idle_frac > 0.5 and slow_pre.queue_empty_frac > 0.5  # inference waits for batches
     assert slow_infer.stage_ms_infer > slow_infer.stage_ms_preprocess
     assert slow_pre.stage_ms_preprocess > slow_pre.stage_ms_infer
+
+
+@pytest.mark.parametrize("side", ["pre", "infer"])
+def test_a_process_that_dies_fails_its_point_and_the_study_goes_on(lenet_ir, video, db, side, tmp_path,
+                                                                    monkeypatch):
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    monkeypatch.setenv("WB_SHM_DIR", str(shm))
+    spec = PipelineSpec(pre_workers="1", batch_sizes="2,4")
+    s = run_pipeline(lenet_ir, video, spec, db, "crash", inject={"crash": side})
+    assert (s.ok, s.failed) == (0, 2)
+    who = "Preprocessing process 0" if side == "pre" else "The inference process"
+    assert all(who in e and "SIGKILL" in e for e in s.errors), s.errors
+    df = load_results(db, "crash")
+    assert (df.status == "failed").all() and len(df) == 2
+    # Nothing is left behind: no process of ours, no shared memory.
+    import psutil
+
+    assert not [p for p in psutil.Process().children(recursive=True) if p.is_running()]
+    assert not list(shm.iterdir())
+    # A rerun measures the failed points again (here: without the crash).
+    assert run_pipeline(lenet_ir, video, spec, db, "crash").ok == 2
 
 
 def test_bottleneck_rule():

@@ -1,6 +1,6 @@
 """The bounded queue between the preprocessing processes and the inference process.
 
-Batches live in shared memory (a file in /dev/shm, mapped by every process), so a batch is
+Batches live in shared memory (a file in /dev/shm, or $WB_SHM_DIR, mapped by every process), so a batch is
 written once by the process that preprocesses it and read in place by the runtime: nothing is
 pickled or copied on the way. Two named pipes (FIFOs) in the same private folder carry 8-byte
 records `(slot, frames)`:
@@ -63,7 +63,7 @@ class SlotQueue:
             raise ConfigError(f"The queue would need {nbytes / 2**30:.1f} GiB of shared memory ({slots} batches of "
                               f"{batch} frames of {'x'.join(map(str, frame_shape))}); use a smaller batch or "
                               f"--queue-depth.")
-        base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        base = os.environ.get("WB_SHM_DIR") or ("/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
         folder = Path(tempfile.mkdtemp(prefix="wb-pipeline-", dir=base))
         with open(folder / "slots.bin", "wb") as f:
             f.truncate(max(nbytes, 1))

@@ -39,6 +39,7 @@ PIPELINE_COLUMNS = (
     "pre_cpu_util", "infer_cpu_util", "pre_cpus", "infer_cpus",
 )
 IDLE_THRESHOLD = 0.2  # a side that waits this share of its time or more is not the bottleneck
+REPORT_GRACE_S = 30.0  # preprocessing processes report this soon after the inference side has finished
 
 
 @dataclass
@@ -160,12 +161,13 @@ def run_pipeline(model: str | Path, source: str | Path, spec: PipelineSpec, db: 
                  image: ImageOptions | None = None, inputs: InputOptions | None = None, data=None,
                  on_point: Callable[[dict], None] | None = None, progress: bool = False,
                  cancel: threading.Event | None = None, timeout_s: float | None = None,
-                 delay_ms: dict | None = None) -> SweepSummary:
+                 inject: dict | None = None) -> SweepSummary:
     """Measure every pipeline point of `spec` not yet stored in `study`; returns the sweep summary.
 
     `image`: the preprocessing (size, scale, channels, layout; by default the model input's own).
-    `data`: calibration data when an int8 variant is asked for. `delay_ms` ({"pre": ms per frame,
-    "infer": ms per batch}) slows a side down on purpose, to check that the study names it.
+    `data`: calibration data when an int8 variant is asked for. `inject` (for checking the
+    harness) slows a side down or breaks one on purpose: {"pre_delay_ms": ms per frame,
+    "infer_delay_ms": ms per batch, "crash": "pre" or "infer" (that side dies after its first batch)}.
     """
     from wb_core import hardware
     from wb_core.models import detect_format, fingerprint
@@ -221,7 +223,7 @@ def run_pipeline(model: str | Path, source: str | Path, spec: PipelineSpec, db: 
                 try:
                     path = planner.path_for(p.infer)
                     status, metrics, error = run_point(path, p, plan, geo.to_dict(), inputs, timeout_s=timeout_s,
-                                                       cancel=cancel, delay_ms=delay_ms)
+                                                       cancel=cancel, inject=inject)
                 except ConfigError:
                     raise
                 except WorkbenchError as e:
@@ -251,7 +253,7 @@ def _cores_missing(p: PipelinePoint, hw) -> str | None:
 
 def run_point(model_path, p: PipelinePoint, plan, geometry: dict, inputs: InputOptions,
               timeout_s: float | None = None, cancel: threading.Event | None = None,
-              delay_ms: dict | None = None) -> tuple[str, dict, str | None]:
+              inject: dict | None = None) -> tuple[str, dict, str | None]:
     """Run one arrangement; returns (status, metrics, error). Every process is gone when it returns."""
     from wb_core.child import ChildOutcome, ChildProc
     from wb_core.pipeline.queue import SlotQueue
@@ -262,7 +264,7 @@ def run_point(model_path, p: PipelinePoint, plan, geometry: dict, inputs: InputO
     frame_shape = list(Geometry(**geometry).frame_shape)
     shares = assign_units(plan, max(1, n))
     queue = SlotQueue.create(p.queue_depth + consumers, p.infer.batch_size, frame_shape) if n else None
-    common = {"geometry": geometry, "passes": p.passes, "decode_threads": p.decode_threads, "delay_ms": delay_ms or {},
+    common = {"geometry": geometry, "passes": p.passes, "decode_threads": p.decode_threads, "inject": inject or {},
               "queue": queue}
     infer_task = {"task": "pipeline_infer", "model_path": str(model_path), "group": p.infer.to_dict(),
                   "pre_workers": n, "frame_shape": frame_shape, "inputs": inputs.to_dict(),
@@ -278,6 +280,7 @@ def run_point(model_path, p: PipelinePoint, plan, geometry: dict, inputs: InputO
         ready: set[int] = set()
         results: dict[int, dict] = {}
         sent = False
+        infer_done_at = None
         while len(results) < len(children):
             for i, ch in enumerate(children):
                 for msg in ch.messages():
@@ -286,6 +289,8 @@ def run_point(model_path, p: PipelinePoint, plan, geometry: dict, inputs: InputO
                         ready.add(i)
                     elif t in ("pre_done", "infer_done"):
                         results[i] = msg
+                        if t == "infer_done":
+                            infer_done_at = time.monotonic()
                     elif t == "fatal":
                         return "failed", {}, _side(i) + ": " + str(msg.get("error"))
                 if i not in results and ch.finished:
@@ -297,6 +302,10 @@ def run_point(model_path, p: PipelinePoint, plan, geometry: dict, inputs: InputO
                     return "failed", {}, f"{_side(i)}: the worker stopped responding and was killed after its timeout."
             if cancel is not None and cancel.is_set():
                 return "cancelled", {}, None
+            if infer_done_at is not None and time.monotonic() - infer_done_at > REPORT_GRACE_S:
+                late = [_side(i) for i in range(1, len(children)) if i not in results]
+                return "failed", {}, (f"{', '.join(late)} did not report within {REPORT_GRACE_S:g} s of the inference "
+                                      f"side finishing.")
             if not sent and len(ready) == len(children):
                 start = time.perf_counter_ns() + 100_000_000
                 for ch in children:

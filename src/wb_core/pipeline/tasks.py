@@ -78,9 +78,15 @@ class _Heartbeat:
 
 
 def _sleep_ms(ms: float) -> None:
-    """Busy-free artificial delay (tests make one side slow on purpose)."""
+    """Artificial delay (tests make one side slow on purpose)."""
     if ms:
         time.sleep(ms / 1e3)
+
+
+def _maybe_crash(inject: dict, role: str) -> None:
+    """Die the way an out-of-memory kill does (tests check that the study survives it)."""
+    if inject.get("crash") == role:
+        os.kill(os.getpid(), 9)
 
 
 def task_pipeline_pre(task: dict) -> None:
@@ -97,7 +103,8 @@ def task_pipeline_pre(task: dict) -> None:
 
     q = SlotQueue.attach(task["queue"])
     reader = FrameReader(task["geometry"], task.get("decode_threads", 1))
-    delay_ms = float((task.get("delay_ms") or {}).get("pre") or 0)
+    inject = task.get("inject") or {}
+    delay_ms = float(inject.get("pre_delay_ms") or 0)
     emit({"type": "ready", "role": "pre", "index": task["index"], "pid": os.getpid()})
     start = _wait_for_go()
     cpu0 = _cpu_s()
@@ -135,6 +142,7 @@ def task_pipeline_pre(task: dict) -> None:
                         q.post(slot, fill)
                         batches += 1
                         slot = None
+                        _maybe_crash(inject, "pre")
         if slot is not None and fill:
             q.post(slot, fill)
             batches += 1
@@ -173,7 +181,8 @@ def task_pipeline_infer(task: dict) -> None:
     producers = int(task["pre_workers"])
     consumers = 1 if producers == 0 else max(1, cfg.concurrency)
     infers = [session.make_infer() for _ in range(consumers)]
-    delay_ms = float((task.get("delay_ms") or {}).get("infer") or 0)
+    inject = task.get("inject") or {}
+    delay_ms = float(inject.get("infer_delay_ms") or 0)
     frame_shape = tuple(task["frame_shape"])
 
     def as_input(arr):
@@ -210,6 +219,7 @@ def task_pipeline_infer(task: dict) -> None:
                 s = clock()
                 infers[0](as_input(batch))
                 _sleep_ms(delay_ms)
+                _maybe_crash(inject, "infer")
                 e = clock()
                 stats["infer_ns"] += e - s
                 stats["frames"] += n
@@ -230,7 +240,15 @@ def task_pipeline_infer(task: dict) -> None:
                 while not sampling.wait(OCCUPANCY_SAMPLE_S):
                     samples.append(q.pending())
 
+            failures: list[BaseException] = []
+
             def consume(k: int):
+                try:
+                    _consume(k)
+                except BaseException as e:  # noqa: BLE001 - re-raised by the main thread, which reports it
+                    failures.append(e)
+
+            def _consume(k: int):
                 infer = infers[k]
                 while True:
                     w0 = clock()
@@ -249,6 +267,7 @@ def task_pipeline_infer(task: dict) -> None:
                         continue
                     infer(as_input(q.data[slot]))
                     _sleep_ms(delay_ms)
+                    _maybe_crash(inject, "infer")
                     e = clock()
                     lat = ((e - q.starts[slot, :n]) / 1e6).tolist()
                     q.release(slot)
@@ -271,6 +290,8 @@ def task_pipeline_infer(task: dict) -> None:
                 t.join()
             sampling.set()
             watcher.join(timeout=5)
+            if failures:
+                raise failures[0]
     cpu1 = _cpu_s()
     lat = Latency.from_values(lat_ms)
     occ = np.asarray(samples, dtype=np.float64)
