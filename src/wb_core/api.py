@@ -140,19 +140,23 @@ def train_profile(model: str | Path, *, data=None, db: str | Path | None = None,
     `data`: an .npz (`x_train`/`y_train` or `x`/`y`), an image folder of class subfolders,
     `demo:NAME`, or `(x, y)`; None trains on a synthetic set of the input's shape (`samples`
     samples). Each point runs `epochs` epochs after `warmup_steps` steps, in a fresh process.
-    Rows carry seconds per epoch, samples/s, step time, CPU use and samples/s per core;
+    A demo name trains the demo's Keras file. Rows carry seconds per epoch, samples/s, step
+    time, CPU use and samples/s per core;
     `wb_core.training.recommend_training(df)` says how many cores and threads to give each job.
     """
     from wb_core.data import ImageOptions
+    from wb_core.demo import DEMOS, ensure_demo
     from wb_core.training import TrainSpec, run_training
 
-    path = resolve_model(model)
+    # A demo trains from its compiled Keras file (what `profile` runs is its SavedModel).
+    path = ensure_demo(model) / "model.keras" if isinstance(model, str) and model in DEMOS and not Path(model).exists() \
+        else Path(model)
     spec = TrainSpec(threads=threads, inter_op_threads=inter_op_threads, omp_threads=omp_threads, onednn=onednn,
                      cores=cores, batch_sizes=batch_sizes, epochs=epochs, steps=steps, samples=samples,
                      warmup_steps=warmup_steps)
     size = ImageOptions.parse_size(str(image_size)) if image_size is not None else None
     db = db or default_db()
-    study = study or f"{default_study_name(path)}-training"
+    study = study or f"{model if isinstance(model, str) and model in DEMOS else default_study_name(path)}-training"
     summary = run_training(path, spec, db, study, data=data, image=ImageOptions(size=size, scale=image_scale),
                            on_point=on_point, progress=progress, cancel=cancel, timeout_s=timeout_s)
     return load_results(db, study) if return_frame else summary

@@ -118,7 +118,7 @@ def pipeline(
 
 @app.command("train-profile")
 def train_profile(
-    model: Path = typer.Argument(..., help="A compiled Keras model file (.keras)."),
+    model: str = typer.Argument(..., help="A compiled Keras model file (.keras), or a demo name."),
     data: Optional[str] = typer.Option(None, "--data", help="Training data: .npz (x_train/y_train or x/y), a folder of "
                                        "class subfolders of images, demo:NAME; default: a synthetic set."),
     threads: str = typer.Option("auto", "--threads", help="Intra-op threads, e.g. auto,1,2."),
