@@ -222,3 +222,13 @@ def test_figures(lenet_ir, video, db):
     assert {t.name for t in stages.data} >= {"decode", "preprocess", "model", "waiting for a batch"}
     assert len(figs["throughput"].data) == 2 and list(figs["throughput"].data[0].x) == [0, 1]
     assert len(figs["batch"].data) == 4
+
+
+@pytest.mark.slow
+def test_tensorflow_inference_side_with_two_threads(lenet_savedmodel, video, db):
+    spec = PipelineSpec(backends="tensorflow", pre_workers="2", batch_sizes="4", threads="1", concurrency="2")
+    s = run_pipeline(lenet_savedmodel, video, spec, db, "tf")
+    assert s.ok == 1, s.errors
+    r = load_results(db, "tf").iloc[0]
+    assert r.backend == "tensorflow" and r.infer_threads == 2 and r.frames == FRAMES
+    assert r.tf_intra_op == 1 and r.infer_s + r.infer_wait_s <= 2 * r.wall_s + 0.02
