@@ -32,6 +32,8 @@ SCRIPTS = [
     ("instances.py", ["--max-time", "2"], ["--max-time", "1", "--models", "lenet-digits"]),
     ("precision_throughput.py", ["--rounds", "3"], ["--rounds", "1", "--seconds", "1", "--batch", "1"]),
     ("serving.py", [], ["--quick"]),
+    ("pipeline.py", [], ["--quick"]),
+    ("training.py", [], ["--quick"]),
 ]
 
 

@@ -4,7 +4,7 @@ Layers, lowest first (a module may import its own layer and those below, never a
   0 foundations   version, errors, paths, config, hardware, backends.registry
   1 data          models, accuracy, measure, store, backends (sessions)
   2 processes     proc, variants, demo, data (datasets, demo data included)
-  3 sweeps        sweep, fleet (the executor and the coordinator)
+  3 sweeps        sweep, fleet (the executor and the coordinator), pipeline and training studies
   4 results       analysis, plots, report, export, fleet.compare and fleet.plots (reading fleet studies)
   5 the API       api (and the package itself, which re-exports it)
   6 faces         cli, ui
@@ -28,7 +28,7 @@ LAYERS = [
     {"wb_core.models", "wb_core.accuracy", "wb_core.measure", "wb_core.store",
      "wb_core.backends.base", "wb_core.backends.openvino", "wb_core.backends.tensorflow"},
     {"wb_core.proc", "wb_core.variants", "wb_core.demo", "wb_core.data"},
-    {"wb_core.sweep", "wb_core.fleet"},
+    {"wb_core.sweep", "wb_core.fleet", "wb_core.pipeline", "wb_core.training"},
     {"wb_core.analysis", "wb_core.plots", "wb_core.report", "wb_core.export", "wb_core.fleet.compare",
      "wb_core.fleet.plots"},
     {"wb_core.api", "wb_core"},

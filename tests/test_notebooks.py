@@ -34,9 +34,15 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Small enough for a 2-core machine: short windows, few points.
 SHRINK = {"max_time": 0.3}
-SHRINK_PER_NOTEBOOK = {"03-batch-size": {"batch_sizes": "1,4"}}
-# Notebooks that take over a minute here, shrunk; each of the five takes 10-20 s on 2 cores.
-SLOW: set[str] = set()
+SHRINK_PER_NOTEBOOK = {
+    "03-batch-size": {"batch_sizes": "1,4"},
+    "06-pipeline": {"model": "lenet-digits", "frames": 24, "width": 160, "height": 96, "image_scale": "unit",
+                    "pre_workers": "0,1", "batch": 4, "batch_sizes": "1,4", "rounds": 1},
+}
+# Notebooks without a model-call profile: their own shrink replaces SHRINK.
+SHRINK_INSTEAD = {"07-training-threads": {"samples": 512, "batch": 64, "epochs": 1, "rounds": 1}}
+# Notebooks that take over a minute here even shrunk (TensorFlow training workers).
+SLOW = {"07-training-threads"}
 # These quantize afresh instead of reusing the test cache's INT8 IR, so the quantizing worker
 # runs under the kernel's environment every time.
 FRESH_INT8 = {"04-int8-accuracy"}
@@ -359,6 +365,23 @@ def check_export(nb, cwd: Path) -> None:
     assert dep.measurement.run_key == rec_key and dep.measurement.study == "export"
 
 
+def check_pipeline(nb, cwd: Path) -> None:
+    rows = summary(nb)
+    workers = sorted({int(r["pre_workers"]) for r in rows})
+    assert workers == [0, 1], rows  # the serial loop and one preprocessing process, as shrunk
+    for r in rows:
+        assert r["status"] == "ok", r
+        assert r["frames"] == r["frames_expected"] == SHRINK_PER_NOTEBOOK["06-pipeline"]["frames"], r
+        assert r["throughput"] > 0 and r["bottleneck"] in ("preprocess", "inference", "balanced"), r
+    assert find_figure(nb, "Frames per second against")  # the workers plot
+
+
+def check_training(nb, cwd: Path) -> None:
+    rows = summary(nb)
+    assert rows and all(r["status"] == "ok" and r["epoch_s"] > 0 and r["throughput_per_core"] > 0 for r in rows), rows
+    assert "core" in stdout(nb).lower()  # the recommendation of cores per job is printed
+
+
 # Per notebook: what the summary cell prints (None: no summary cell), and the check.
 CHECKS = {
     "01-quickstart": (None, check_quickstart),
@@ -367,6 +390,10 @@ CHECKS = {
     "04-int8-accuracy": ("df[['precision', 'batch_size', 'status', 'error', 'accuracy', 'accuracy_drop']]"
                          ".to_dict('records')", check_int8_accuracy),
     "05-export": ("rec.key", check_export),
+    "06-pipeline": ("study[['pre_workers', 'status', 'frames', 'frames_expected', 'throughput', 'bottleneck']]"
+                    ".to_dict('records')", check_pipeline),
+    "07-training-threads": ("cores[['status', 'epoch_s', 'cores_given', 'throughput_per_core']].to_dict('records')",
+                            check_training),
 }
 
 
@@ -381,7 +408,8 @@ def test_injection_refuses_a_notebook_without_parameters():
 
 def test_every_notebook_is_here_and_checked():
     names = [p.stem for p in NOTEBOOKS]
-    assert names == ["01-quickstart", "02-threads-and-cores", "03-batch-size", "04-int8-accuracy", "05-export"]
+    assert names == ["01-quickstart", "02-threads-and-cores", "03-batch-size", "04-int8-accuracy", "05-export",
+                     "06-pipeline", "07-training-threads"]
     assert sorted(CHECKS) == names
 
 
@@ -424,7 +452,8 @@ def test_notebook_shows_its_results(path, tmp_path, monkeypatch, request, lenet_
     missing = [m for m in nb.metadata.get("wb", {}).get("requires", []) if importlib.util.find_spec(m) is None]
     if missing:
         pytest.skip(f"needs {', '.join(missing)}, which this checkout does not have")
-    inject_parameters(nb, {**SHRINK, "db": str(tmp_path / "nb.db"), **SHRINK_PER_NOTEBOOK.get(path.stem, {})})
+    shrink = SHRINK_INSTEAD.get(path.stem, SHRINK)
+    inject_parameters(nb, {**shrink, "db": str(tmp_path / "nb.db"), **SHRINK_PER_NOTEBOOK.get(path.stem, {})})
     expression, check = CHECKS[path.stem]
     if expression:
         append_summary(nb, expression)

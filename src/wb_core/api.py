@@ -4,7 +4,7 @@ The `wb` command, the dashboard and the notebooks use only this module. Function
 something are defined here; types, plots and helpers are re-exported from the module that owns
 them and load on first use, so `import wb_core.api` stays cheap.
 
-Measure:   profile, find_max_rate, inspect_model, hardware_info, describe_hardware, list_backends
+Measure:   profile, pipeline_profile, train_profile, find_max_rate, inspect_model, hardware_info, describe_hardware, list_backends
 Read:      results, studies, study_info, run_config, with_efficiency, successful, pareto_front, run_label
 Decide:    recommend, confirm, Constraints, plan_allocation, verify_allocation, capacity, layer_profile
 Share:     write_report, export, render, deployment_for_study, FORMATS, compare_hosts, plots
@@ -55,9 +55,15 @@ _REEXPORTS = {
     "select_host_type": "wb_core.fleet.compare", "by_type": "wb_core.fleet.hosts",
     "host_type_bars": "wb_core.fleet.plots", "host_type_scatter": "wb_core.fleet.plots",
     # the store, for tools that need more than results()
+    # pipeline and training studies
+    "recommend_training": "wb_core.training", "write_fashion_npz": "wb_core.training.examples",
+    "write_lenet5": "wb_core.training.examples", "sample_video": "wb_core.pipeline.samples",
+    "frame_geometry": "wb_core.pipeline.source", "SCALES": "wb_core.data",
+    "ensure_ir": "wb_core.variants.convert", "inspect_inputs": "wb_core.variants.convert",
     "Store": "wb_core.store", "point_record": "wb_core.store", "results_frame": "wb_core.store",
 }
-_MODULES = {"plots": "wb_core.plots"}
+_MODULES = {"plots": "wb_core.plots", "pipeline_plots": "wb_core.pipeline.plots",
+            "training_plots": "wb_core.training.plots"}
 
 
 def __getattr__(name: str):
@@ -344,6 +350,73 @@ def compare_hosts(study: str, db: str | Path | None = None, prices: dict | None 
     return load_comparison(db or default_db(), study, constraints, objective, parse_prices(prices))[0]
 
 
+def pipeline_profile(model: str | Path, source: str | Path, *, db: str | Path | None = None, study: str | None = None,
+                     pre_workers="0,1", pre_cores="none", infer_cores="none", queue_depth="auto", backends="openvino",
+                     precisions="fp32", batch_sizes="1", threads="auto", inter_op_threads="auto", streams="auto",
+                     concurrency="1", hints="none", onednn="auto", passes: int = 1, decode_threads: int = 1,
+                     image_size=None, image_scale: str = "unit", channels: int | None = None, layout: str = "auto",
+                     data=None, inputs: InputOptions | None = None, progress: bool = False,
+                     on_point: Callable[[dict], None] | None = None, cancel: threading.Event | None = None,
+                     timeout_s: float | None = None, return_frame: bool = True):
+    """Profile the whole serving pipeline: decode and preprocess in N processes feeding inference.
+
+    `source` is a video file or a folder of images and/or videos. `pre_workers` counts the
+    preprocessing processes (0 = the serial loop); `pre_cores` / `infer_cores` pin each side;
+    the inference settings are those of `profile`. Preprocessing resizes to `image_size` (default:
+    the model input's size), scales (`unit`, `raw`, `symmetric`) and lays frames out as the model
+    wants. Rows (one per arrangement) carry frames/s, per-frame latency, time per stage, queue
+    occupancy, the bottleneck side and CPU use per side (see docs/pipeline-and-training.md).
+    """
+    from wb_core.data import ImageOptions
+    from wb_core.pipeline import PipelineSpec, run_pipeline
+
+    path = resolve_model(model)
+    spec = PipelineSpec(pre_workers=pre_workers, pre_cores=pre_cores, infer_cores=infer_cores, queue_depth=queue_depth,
+                        backends=backends, precisions=precisions, batch_sizes=batch_sizes, threads=threads,
+                        inter_op_threads=inter_op_threads, streams=streams, concurrency=concurrency, hints=hints,
+                        onednn=onednn, passes=passes, decode_threads=decode_threads)
+    size = ImageOptions.parse_size(str(image_size)) if image_size is not None else None
+    image = ImageOptions(size=size, scale=image_scale, channels=channels, layout=layout)
+    db = db or default_db()
+    study = study or f"{default_study_name(path)}-pipeline"
+    summary = run_pipeline(path, source, spec, db, study, image=image, inputs=inputs, data=data, on_point=on_point,
+                           progress=progress, cancel=cancel, timeout_s=timeout_s)
+    return load_results(db, study) if return_frame else summary
+
+
+def train_profile(model: str | Path, *, data=None, db: str | Path | None = None, study: str | None = None,
+                  threads="auto", inter_op_threads="auto", omp_threads="auto", onednn="auto", cores="none",
+                  batch_sizes="32", epochs: int = 2, steps: int | None = None, samples: int | None = None,
+                  warmup_steps: int = 5, image_size=None, image_scale: str = "unit", progress: bool = False,
+                  on_point: Callable[[dict], None] | None = None, cancel: threading.Event | None = None,
+                  timeout_s: float | None = None, return_frame: bool = True):
+    """Profile training: `model.fit` of a compiled Keras model against threads, cores and batch size.
+
+    `data`: an .npz (`x_train`/`y_train` or `x`/`y`), an image folder of class subfolders,
+    `demo:NAME`, or `(x, y)`; None trains on a synthetic set of the input's shape (`samples`
+    samples). Each point runs `epochs` epochs after `warmup_steps` steps, in a fresh process.
+    A demo name trains the demo's Keras file. Rows carry seconds per epoch, samples/s, step
+    time, CPU use and samples/s per core;
+    `wb_core.training.recommend_training(df)` says how many cores and threads to give each job.
+    """
+    from wb_core.data import ImageOptions
+    from wb_core.demo import DEMOS, ensure_demo
+    from wb_core.training import TrainSpec, run_training
+
+    # A demo trains from its compiled Keras file (what `profile` runs is its SavedModel).
+    path = ensure_demo(model) / "model.keras" if isinstance(model, str) and model in DEMOS and not Path(model).exists() \
+        else Path(model)
+    spec = TrainSpec(threads=threads, inter_op_threads=inter_op_threads, omp_threads=omp_threads, onednn=onednn,
+                     cores=cores, batch_sizes=batch_sizes, epochs=epochs, steps=steps, samples=samples,
+                     warmup_steps=warmup_steps)
+    size = ImageOptions.parse_size(str(image_size)) if image_size is not None else None
+    db = db or default_db()
+    study = study or f"{model if isinstance(model, str) and model in DEMOS else default_study_name(path)}-training"
+    summary = run_training(path, spec, db, study, data=data, image=ImageOptions(size=size, scale=image_scale),
+                           on_point=on_point, progress=progress, cancel=cancel, timeout_s=timeout_s)
+    return load_results(db, study) if return_frame else summary
+
+
 def serve_check(study: str, run: str, db: str | Path | None = None, **options):
     """Serve a run with a real tritonserver and measure it: a ServeCheckResult (served vs predicted).
 
@@ -355,7 +428,8 @@ def serve_check(study: str, run: str, db: str | Path | None = None, **options):
 
 
 __all__ = sorted([
-    "profile", "find_max_rate", "serve_check", "inspect_model", "hardware_info", "describe_hardware", "list_backends",
+    "profile", "pipeline_profile", "train_profile", "find_max_rate", "serve_check", "inspect_model", "hardware_info",
+    "describe_hardware", "list_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
     "default_db", "cache_dir", "ConfigError", "ModelError", "StoreError", "WorkbenchError", "WorkerError",

@@ -303,6 +303,23 @@ TASKS = {"measure": task_measure, "instance": task_instance, "max_rate": task_ma
          "probe_tf_bf16": _precision_task("probe_tf_bf16")}
 
 
+def _task_in(module: str, name: str):
+    """A task that lives in another module, imported only when a worker runs it."""
+    def run(task: dict) -> None:
+        import importlib
+
+        getattr(importlib.import_module(module), f"task_{name}")(task)
+
+    return run
+
+
+# Pipeline and training studies (wb_core.pipeline, wb_core.training) bring their own tasks.
+TASKS.update({name: _task_in(module, name) for module, name in (
+    ("wb_core.pipeline.tasks", "pipeline_pre"), ("wb_core.pipeline.tasks", "pipeline_infer"),
+    ("wb_core.training.tasks", "train_check"), ("wb_core.training.tasks", "train"),
+    ("wb_core.training.examples", "build_lenet5"))})
+
+
 def main() -> int:
     open_channel()
     task = receive()
