@@ -181,6 +181,8 @@ class ChildProc:
         self.close_channel()
         if not self._t_out.is_alive():
             self._from_child.close()
+        if not self._t_err.is_alive() and self.proc.stdout is not None:
+            self.proc.stdout.close()
         return self.proc.returncode
 
     def stderr_tail(self) -> str:
