@@ -135,9 +135,9 @@ def quantized_weights(model) -> str | None:
         kind = op.get_type_name()
         if kind == "FakeQuantize":
             return "int8"
-        if kind == "Constant" and op.get_element_type().get_type_name() in ("i8", "u8", "i4", "u4"):
-            if op.get_output_partial_shape(0).rank.get_length() >= 2:  # weights, not a scalar zero point
-                return "int8"
+        low_bits = kind == "Constant" and op.get_element_type().get_type_name() in ("i8", "u8", "i4", "u4")
+        if low_bits and op.get_output_partial_shape(0).rank.get_length() >= 2:  # weights, not a zero point
+            return "int8"
     return None
 
 

@@ -77,15 +77,26 @@ def profile(
     warmup: float = typer.Option(0.5, "--warmup", help="Warm-up seconds per point."),
     window: float = typer.Option(0.5, "--window", help="Length of one measuring window, in seconds."),
     tolerance: float = typer.Option(0.05, "--tolerance", help="Windows agree when their spread is under this."),
-    dynamic_size: Optional[int] = typer.Option(None, "--dynamic-size", help="Size of dynamic non-batch dimensions."),
+    dynamic_size: Optional[str] = typer.Option(None, "--dynamic-size", help="Size of dynamic non-batch dimensions "
+                                               "(the sequence length); several, e.g. 32,128,384, are a sweep axis "
+                                               "(column seq_len)."),
     shape: list[str] = typer.Option([], "--shape", help="Input shape, NAME=1x128 (repeatable)."),
-    int_range: Optional[str] = typer.Option(None, "--int-range", help="Integer input range LOW:HIGH or NAME=LOW:HIGH."),
+    int_range: list[str] = typer.Option([], "--int-range", help="Integer input range NAME=LOW:HIGH, or LOW:HIGH for "
+                                        "every integer input but masks and token type ids (repeatable, merged). "
+                                        "Default: masks all ones, token type ids zeros, token ids within the "
+                                        "model's vocabulary."),
     spec_file: Optional[Path] = typer.Option(None, "--spec", help="Sweep spec YAML (replaces the sweep flags)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a silent worker is given before it is killed."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
-    data: Optional[str] = typer.Option(None, "--data", help="Calibration/validation data: .npz (x, optional y), a "
-                                       "folder with one subfolder of images per class, or demo:NAME."),
-    metric: str = typer.Option("auto", "--metric", help="Accuracy metric: auto, top1, top5, mse, cosine."),
+    data: Optional[str] = typer.Option(None, "--data", help="Calibration/validation data: .npz (x, optional y; or "
+                                       "one array per model input named after it), a folder with one subfolder "
+                                       "of images per class, or demo:NAME."),
+    metric: str = typer.Option("auto", "--metric", help="Accuracy metric: auto, top1, top5, mse, cosine, max_abs. "
+                               "Without labels in the data: against the FP32 outputs (auto: cosine)."),
+    output: Optional[str] = typer.Option(None, "--output", help="The model output accuracy reads, by name "
+                                         "(default: the first), e.g. sentence_embedding."),
+    data_input: list[str] = typer.Option([], "--data-input", help="Map a model input to an array of the data, "
+                                         "INPUT=ARRAY (repeatable); by default arrays are named after the inputs."),
     calib_size: int = typer.Option(300, "--calib-size", help="Calibration samples for INT8 quantization."),
     max_accuracy_drop: Optional[float] = typer.Option(None, "--max-accuracy-drop",
                                                       help="Quantize with NNCF accuracy control, keeping the "
@@ -111,6 +122,7 @@ def profile(
         default_study_name,
         load_results,
         load_spec_file,
+        parse_seq_lens,
         resolve_model,
     )
     from wb_core.api import profile as run_profile
@@ -120,7 +132,11 @@ def profile(
                      hints=hint, onednn=onednn, cpu_pinning=cpu_pinning, instances=instances,
                      cores_per_instance=cores_per_instance, allow_oversubscribe=allow_oversubscribe, rates=rate)
     settings = MeasureSettings(max_time_s=max_time, warmup_s=warmup, window_s=window, tolerance=tolerance)
-    inputs = InputOptions.parse(dynamic_size=dynamic_size, shapes=shape, int_range=int_range)
+    seq_lens = parse_seq_lens(dynamic_size)
+    if len(seq_lens) > 1:  # several sizes: a sweep axis with its own column
+        spec.seq_lens = seq_lens
+    inputs = InputOptions.parse(dynamic_size=seq_lens[0] if len(seq_lens) == 1 else None, shapes=shape,
+                                int_range=int_range)
     if spec_file:
         spec, file_settings, file_inputs = load_spec_file(spec_file)
         settings, inputs = file_settings or settings, file_inputs or inputs
@@ -138,7 +154,8 @@ def profile(
         return
     if cluster and (search != "grid" or budget is not None or p99_ms is not None):
         _fail("The smart search runs on this machine; leave out --cluster, or search with a grid.")
-    prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy)
+    prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,
+                                      output, data_input)
     summary = run_profile(path, spec=spec, db=db, study=study, settings=settings, inputs=inputs, progress=not quiet,
                           return_frame=False, precision_options=prec, search=search, p99_ms=p99_ms, budget=budget,
                           cluster=cluster, hosts=hosts, ship_model=ship_model, timeout_s=timeout)
@@ -199,18 +216,26 @@ def studies(db: Optional[Path] = typer.Option(None, "--db")):
                        f"  {row['model_path']}")
 
 
-TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
+TABLE_COLUMNS = ["backend", "precision", "seq_len", "batch_size", "threads", "inter_op_threads", "streams", "cores",
                  "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99", "throughput",
                  "cpu_util", "rss_mb",
-                 "executed_precision", "variant", "accuracy", "accuracy_drop", "status", "host"]
+                 "executed_precision", "variant", "accuracy", "accuracy_metric", "accuracy_drop", "status", "error",
+                 "host"]
 
 
-def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy):
+def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,
+                               output=None, data_input=()):
     from wb_core.api import ImageOptions, PrecisionOptions
 
+    mapping = {}
+    for item in data_input or ():
+        name, eq, array = item.partition("=")
+        if not eq or not name or not array:
+            _fail(f"--data-input '{item}' must look like INPUT=ARRAY.")
+        mapping[name] = array
     return PrecisionOptions(data=data, metric=metric, subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
                             image=ImageOptions(size=ImageOptions.parse_size(image_size), scale=image_scale),
-                            accuracy=accuracy)
+                            accuracy=accuracy, output=output, input_map=mapping)
 
 
 def _print_table(df) -> None:
