@@ -85,7 +85,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             on_point: Callable[[dict], None] | None = None, cancel: threading.Event | None = None,
             return_frame: bool = True, data=None, preprocess: Callable | None = None, metric="auto",
             calib_size: int = 300, max_accuracy_drop: float | None = None, accuracy: bool = True,
-            output: str | None = None, input_map: dict | None = None, precision_options=None, search: str = "grid", p99_ms: float | None = None,
+            output: str | None = None, input_map: dict | None = None,
+            precision_options=None, search: str = "grid", p99_ms: float | None = None,
             budget: int | None = None, cluster: str | None = None, hosts=None, ship_model: bool = False,
             timeout_s: float | None = None, memory_limit_mb: int | None = None):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
