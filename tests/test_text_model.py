@@ -127,3 +127,17 @@ def test_cli_sequence_lengths_ranges_and_output(encoder, db, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "wb_core", "profile", str(encoder), "--dynamic-size", "8",
                           "--int-range", "0:30522", "--db", str(db), "--study", "bad"], capture_output=True, text=True)
     assert bad.returncode != 0 and "valid values are 0:1000" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_slower_int8_is_said_plainly_with_the_cpu_reason():
+    import pandas as pd
+
+    from wb_core.analysis.precision import slowdown_notes, vs_fp32
+
+    df = pd.DataFrame({"backend": ["openvino"] * 4, "precision": ["fp32", "int8", "fp32", "int8"],
+                       "batch_size": [1, 1, 8, 8], "throughput": [100.0, 78.0, 400.0, 800.0], "status": ["ok"] * 4})
+    assert list(vs_fp32(df).round(2)) == [1.0, 0.78, 1.0, 2.0]
+    (note,) = slowdown_notes(df, {"avx2": True})
+    assert "1 of 2" in note and "0.78x" in note and "no VNNI" in note
+    (note,) = slowdown_notes(df, {"avx2": True, "avx_vnni": True})
+    assert "VNNI" not in note

@@ -251,6 +251,22 @@ def compare_hosts(study: str, db: str | Path | None = None, prices: dict | None 
     return load_comparison(db or default_db(), study, constraints, objective, parse_prices(prices))[0]
 
 
+def results_with_notes(study: str, db: str | Path | None = None):
+    """A study's results with `vs_fp32` (throughput over the FP32 point of the same settings) and the
+    notes a table should show: lower precisions that ran slower than FP32, with the CPU's reason."""
+    from wb_core.analysis.precision import slowdown_notes, vs_fp32
+    from wb_core.store import Store
+
+    db = db or default_db()
+    df = load_results(db, study)
+    if df.empty:
+        return df, []
+    df = df.assign(vs_fp32=vs_fp32(df))
+    with Store(db, readonly=True) as s:
+        hw = (s.get_study(study) or {}).get("hardware") or {}
+    return df, slowdown_notes(df, hw.get("flags"))
+
+
 def serve_check(study: str, run: str, db: str | Path | None = None, **options):
     """Serve a run with a real tritonserver and measure it: a ServeCheckResult (served vs predicted).
 
@@ -262,7 +278,8 @@ def serve_check(study: str, run: str, db: str | Path | None = None, **options):
 
 
 __all__ = sorted([
-    "profile", "find_max_rate", "serve_check", "inspect_model", "hardware_info", "describe_hardware", "list_backends",
+    "profile", "find_max_rate", "serve_check", "results_with_notes",
+    "inspect_model", "hardware_info", "describe_hardware", "list_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
     "default_db", "cache_dir", "parse_seq_lens", "ConfigError", "ModelError", "StoreError", "WorkbenchError", "WorkerError",

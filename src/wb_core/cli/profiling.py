@@ -120,10 +120,10 @@ def profile(
         SweepSpec,
         default_db,
         default_study_name,
-        load_results,
         load_spec_file,
         parse_seq_lens,
         resolve_model,
+        results_with_notes,
     )
     from wb_core.api import profile as run_profile
 
@@ -160,7 +160,7 @@ def profile(
                           return_frame=False, precision_options=prec, search=search, p99_ms=p99_ms, budget=budget,
                           cluster=cluster, hosts=hosts, ship_model=ship_model, timeout_s=timeout)
     if not quiet:
-        _print_table(load_results(db, study))
+        _print_table(*results_with_notes(study, db))
     typer.echo(summary.line())
     for note in summary.notes:
         typer.echo(f"  note: {note}", err=True)
@@ -192,17 +192,17 @@ def _find_max_rate(path, spec, p99_ms, db, study, settings, inputs):
 def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
             fmt: str = typer.Option("table", "--format", help="table, csv or json.")):
     """Print a study's results."""
-    from wb_core.api import default_db, load_results
+    from wb_core.api import default_db, results_with_notes
 
     if fmt not in ("table", "csv", "json"):
         _fail(f"Unknown format '{fmt}'; choose from table, csv, json.")
-    df = load_results(db or default_db(), study)
+    df, notes = results_with_notes(study, db or default_db())
     if fmt == "csv":
         typer.echo(df.to_csv(index=False), nl=False)
     elif fmt == "json":
         typer.echo(df.to_json(orient="records", indent=2))
     else:
-        _print_table(df)
+        _print_table(df, notes)
 
 
 @app.command()
@@ -217,7 +217,7 @@ def studies(db: Optional[Path] = typer.Option(None, "--db")):
 
 
 TABLE_COLUMNS = ["backend", "precision", "seq_len", "batch_size", "threads", "inter_op_threads", "streams", "cores",
-                 "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99", "throughput",
+                 "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99", "throughput", "vs_fp32",
                  "cpu_util", "rss_mb",
                  "executed_precision", "variant", "accuracy", "accuracy_metric", "accuracy_drop", "status", "error",
                  "host"]
@@ -238,10 +238,12 @@ def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, imag
                             accuracy=accuracy, output=output, input_map=mapping)
 
 
-def _print_table(df) -> None:
+def _print_table(df, notes=()) -> None:
     if df.empty:
         typer.echo("(no runs)")
         return
+    if "vs_fp32" in df and not (df["precision"] != "fp32").any():
+        df = df.drop(columns="vs_fp32")  # only fp32: nothing to compare
     cols = [c for c in TABLE_COLUMNS if c in df.columns and df[c].notna().any()]
     view = df[cols].copy()
     for c in ("latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb"):
@@ -250,5 +252,11 @@ def _print_table(df) -> None:
     for c in ("accuracy", "accuracy_drop"):
         if c in view:
             view[c] = view[c].astype(float).round(4)
+    if "vs_fp32" in view:
+        view["vs_fp32"] = view["vs_fp32"].astype(float).map(lambda r: f"{r:.2f}x" if r == r else None)
+    if "error" in view:  # why a point was skipped or failed, short enough for a table row
+        view["error"] = view["error"].map(lambda e: e if not isinstance(e, str) or len(e) <= 80 else e[:77] + "...")
     view = view.astype(object).where(view.notna(), "-")
     typer.echo(view.to_string(index=False))
+    for note in notes:
+        typer.echo(f"note: {note}")
