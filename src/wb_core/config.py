@@ -399,7 +399,10 @@ class RunConfig:
 
     def legacy_key(self) -> str:
         """The key databases written before stable keys used (every field hashed); for migration."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        d = self.to_dict()
+        if d.get("seq_len") is None:  # added after stable keys: legacy databases never had it
+            d.pop("seq_len", None)
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def key_on_legacy(self, hardware_fingerprint: str) -> str:
