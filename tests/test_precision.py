@@ -91,17 +91,21 @@ def test_int8_without_data_is_skipped(lenet_ir_copy, db, fast):
     assert "accuracy" not in rows["fp32"].index or pd.isna(rows["fp32"]["accuracy"])
 
 
-def test_missing_labels_skip_accuracy_but_profile_runs(lenet_dir, lenet_ir_copy, db, fast, tmp_path):
+def test_without_labels_accuracy_compares_with_the_fp32_outputs(lenet_dir, lenet_ir_copy, db, fast, tmp_path):
     x = np.load(lenet_dir / "data.npz")["x"]
     path = tmp_path / "nolabels.npz"
     np.savez(path, x=x)
     s = run_sweep(lenet_ir_copy, SweepSpec(precisions="fp32,int8"), db, "nolab", settings=fast,
                   precision=PrecisionOptions(data=str(path)))
     assert s.ok == 2, s.errors
-    assert any("no labels" in n for n in s.notes)
+    assert sum("no labels" in n for n in s.notes) == 1
     rows = _by_precision(load_results(db, "nolab"))
     assert rows["int8"]["executed_precision"] in ("u8", "i8")
-    assert rows["int8"]["accuracy_note"] == "no labels in the data"
+    assert rows["int8"]["accuracy_metric"] == "cosine vs fp32"
+    assert rows["fp32"]["accuracy"] == pytest.approx(1.0)
+    # INT8 outputs stay close to FP32, but not identical.
+    assert 0.9 < rows["int8"]["accuracy"] < 1.0
+    assert rows["int8"]["accuracy_drop"] == pytest.approx(1.0 - rows["int8"]["accuracy"])
 
 
 def test_image_folder_end_to_end(lenet_dir, lenet_ir_copy, db, fast, tmp_path):

@@ -1,4 +1,7 @@
-"""Accuracy metrics: top-1, top-5, MSE, cosine similarity, or a user callable (API only).
+"""Accuracy metrics: top-1, top-5, MSE, cosine similarity, max abs error, or a user callable (API only).
+
+With labels they score outputs against the labels; without, against the FP32 variant's outputs
+on the same inputs (`reference_targets`).
 
 Each built-in metric scores every sample; the metric is the mean of those scores. The per-sample
 form is what NNCF's accuracy-aware quantization ranks layers by.
@@ -35,6 +38,10 @@ def _cosine(out: np.ndarray, y: np.ndarray) -> np.ndarray:
     b = _targets(out, y)
     denom = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
     return np.where(denom > 0, (a * b).sum(axis=1) / np.where(denom > 0, denom, 1), 0.0)
+
+
+def _max_abs(out: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.abs(out.reshape(len(out), -1).astype(np.float64) - _targets(out, y)).max(axis=1)
 
 
 def _targets(out: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -74,6 +81,7 @@ BUILTIN = {
     "top5": Metric("top5", True, _top_k(5)),
     "mse": Metric("mse", False, _mse),
     "cosine": Metric("cosine", True, _cosine),
+    "max_abs": Metric("max_abs", False, _max_abs),
 }
 NAMES = ("auto",) + tuple(BUILTIN)
 
@@ -96,3 +104,15 @@ def resolve_metric(metric: str | Callable | Metric, labels: np.ndarray | None = 
     if name not in BUILTIN:
         raise ConfigError(f"Unknown metric '{metric}'; choose from {', '.join(NAMES)}.")
     return BUILTIN[name]
+
+
+def reference_targets(metric: str | Callable | Metric, reference: np.ndarray) -> tuple[Metric, np.ndarray]:
+    """The metric and targets that compare outputs with reference outputs (the FP32 variant's).
+
+    `auto` is cosine similarity; top-1/top-5 count agreement with the reference's top class;
+    MSE, cosine and max abs error compare element by element.
+    """
+    m = BUILTIN["cosine"] if isinstance(metric, str) and metric.lower() == "auto" else resolve_metric(metric)
+    if m.name in ("top1", "top5"):
+        return m, reference.reshape(len(reference), -1).argmax(axis=1)
+    return m, reference

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from wb_core.config import InputOptions, MeasureSettings, SweepSpec
+from wb_core.config import InputOptions, MeasureSettings, SweepSpec, parse_seq_lens
 from wb_core.demo import default_study_name, resolve_model
 from wb_core.errors import ConfigError, ModelError, StoreError, WorkbenchError, WorkerError  # noqa: F401 - public
 from wb_core.paths import cache_dir, default_db  # noqa: F401 - public
@@ -85,12 +85,13 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             backends="openvino", precisions="fp32", batch_sizes="1", threads="auto",
             inter_op_threads="auto", streams="auto", cores="none", concurrency="auto", hints="none",
             onednn="auto", cpu_pinning="auto", instances="1", cores_per_instance="auto", rates="none",
-            allow_oversubscribe: bool = False, spec: SweepSpec | None = None,
+            seq_lens=None, allow_oversubscribe: bool = False, spec: SweepSpec | None = None,
             max_time: float = 10.0, settings: MeasureSettings | None = None,
             inputs: InputOptions | None = None, progress: bool = False,
             on_point: Callable[[dict], None] | None = None, cancel: threading.Event | None = None,
             return_frame: bool = True, data=None, preprocess: Callable | None = None, metric="auto",
             calib_size: int = 300, max_accuracy_drop: float | None = None, accuracy: bool = True,
+            output: str | None = None, input_map: dict | None = None,
             precision_options=None, search: str = "grid", p99_ms: float | None = None,
             budget: int | None = None, cluster: str | None = None, hosts=None, ship_model: bool = False,
             timeout_s: float | None = None, memory_limit_mb: int | None = None, repeats: int = 1):
@@ -101,11 +102,17 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     copies together, `rates` drives Poisson arrivals (server scenario). A ready `spec` (a
     SweepSpec, e.g. from `load_spec_file`) replaces the sweep arguments. Points already stored in
     the study are skipped. `timeout_s`: seconds a silent worker is given before it is killed.
+    `seq_lens` (e.g. "32,128,384") sweeps the size of the dynamic non-batch dimensions (the
+    sequence length of a text model), one `seq_len` column.
 
     Precision variants and accuracy (see docs/precision-and-accuracy.md): `data` is a path (.npz,
-    image folder, `demo:NAME`), a `wb_core.data.Dataset`, `(x, y)`, an array or an iterable;
-    `preprocess` runs on every sample; `metric` is top1, top5, mse, cosine, auto or a callable
-    `(outputs, labels) -> float` (higher is better); `max_accuracy_drop` switches INT8 to
+    image folder, `demo:NAME`), a `wb_core.data.Dataset`, `(x, y)`, an array, a dict of arrays named
+    after the model's inputs (plus optional `y`), an iterable of samples or of such dicts, or a
+    callable returning any of these; `input_map` maps model inputs to differently named arrays;
+    `preprocess` runs on every sample; `metric` is top1, top5, mse, cosine, max_abs, auto or a
+    callable `(outputs, labels) -> float` (higher is better). Without labels, accuracy is each
+    variant's metric against the FP32 variant's outputs (cosine by default). `output` names the
+    output accuracy reads (default: the first). `max_accuracy_drop` switches INT8 to
     accuracy-aware quantization. `precision_options` (a PrecisionOptions) overrides them all.
     `cluster` (a Dask scheduler address) runs the study on that cluster's hosts (or only `hosts`),
     once per hardware type; `ship_model` sends the model to hosts that do not share its path.
@@ -127,13 +134,14 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
                              inter_op_threads=inter_op_threads, streams=streams, cores=cores, concurrency=concurrency,
                              hints=hints, onednn=onednn, cpu_pinning=cpu_pinning, instances=instances,
                              cores_per_instance=cores_per_instance, rates=rates,
-                             allow_oversubscribe=allow_oversubscribe, repeats=repeats)
+                             seq_lens=parse_seq_lens(seq_lens), allow_oversubscribe=allow_oversubscribe,
+                             repeats=repeats)
     settings = settings or MeasureSettings(max_time_s=max_time)
     db = db or default_db()
     study = study or default_study_name(path)
     prec = precision_options or PrecisionOptions(data=data, preprocess=preprocess, metric=metric,
                                                  subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
-                                                 accuracy=accuracy)
+                                                 accuracy=accuracy, output=output, input_map=dict(input_map or {}))
     if cluster and spec.repeats > 1:
         raise ConfigError("Repeated rounds run on this machine; leave out the cluster, or measure once.")
     if search == "grid" and p99_ms is None and budget is None:
@@ -417,6 +425,22 @@ def train_profile(model: str | Path, *, data=None, db: str | Path | None = None,
     return load_results(db, study) if return_frame else summary
 
 
+def results_with_notes(study: str, db: str | Path | None = None):
+    """A study's results with `vs_fp32` (throughput over the FP32 point of the same settings) and the
+    notes a table should show: lower precisions that ran slower than FP32, with the CPU's reason."""
+    from wb_core.analysis.precision import slowdown_notes, vs_fp32
+    from wb_core.store import Store
+
+    db = db or default_db()
+    df = load_results(db, study)
+    if df.empty:
+        return df, []
+    df = df.assign(vs_fp32=vs_fp32(df))
+    with Store(db, readonly=True) as s:
+        hw = (s.get_study(study) or {}).get("hardware") or {}
+    return df, slowdown_notes(df, hw.get("flags"))
+
+
 def serve_check(study: str, run: str, db: str | Path | None = None, **options):
     """Serve a run with a real tritonserver and measure it: a ServeCheckResult (served vs predicted).
 
@@ -428,10 +452,10 @@ def serve_check(study: str, run: str, db: str | Path | None = None, **options):
 
 
 __all__ = sorted([
-    "profile", "pipeline_profile", "train_profile", "find_max_rate", "serve_check", "inspect_model", "hardware_info",
-    "describe_hardware", "list_backends",
+    "profile", "pipeline_profile", "train_profile", "find_max_rate", "serve_check", "results_with_notes",
+    "inspect_model", "hardware_info", "describe_hardware", "list_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
-    "default_db", "cache_dir", "ConfigError", "ModelError", "StoreError", "WorkbenchError", "WorkerError",
+    "default_db", "cache_dir", "parse_seq_lens", "ConfigError", "ModelError", "StoreError", "WorkbenchError", "WorkerError",
     *_REEXPORTS, *_MODULES,
 ])

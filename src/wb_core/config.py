@@ -190,38 +190,84 @@ class MeasureSettings:
                 raise ConfigError(f"Measurement setting {name} must be a whole number of at least 1; got {v!r}.")
 
 
+DEFAULT_INT_RANGE = (0, 100)
+
+
+def default_int_range(name: str, vocab: int | None = None) -> tuple[tuple[int, int], str]:
+    """The range an integer input gets when the user gives none, chosen by its name, and why.
+
+    Masks are all ones and token type (segment) ids all zeros, as a tokenizer makes them for one
+    sentence; token ids span the model's vocabulary when it can be read from the embedding table.
+    """
+    n = name.split(":")[0].lower()
+    if "mask" in n:
+        return (1, 2), "all ones (a mask with every token attended)"
+    if "token_type" in n or "segment" in n:
+        return (0, 1), "all zeros (one segment)"
+    if vocab:
+        return (0, vocab), f"0:{vocab}, the model's vocabulary (rows of its embedding table)"
+    return DEFAULT_INT_RANGE, f"{DEFAULT_INT_RANGE[0]}:{DEFAULT_INT_RANGE[1]}, the default range"
+
+
+def is_special_int_input(name: str) -> bool:
+    """Masks and token type ids keep their valid values even when a range for all inputs is given."""
+    n = name.split(":")[0].lower()
+    return "mask" in n or "token_type" in n or "segment" in n
+
+
 @dataclass(frozen=True)
 class InputOptions:
-    """How random inputs are made: sizes for dynamic dimensions and ranges for integer inputs."""
+    """How random inputs are made: sizes for dynamic dimensions and ranges for integer inputs.
+
+    An integer input takes its range from `int_ranges` (by name), else from `int_range` (a range for
+    every integer input except masks and token type ids), else a default chosen by its name
+    (`default_int_range`).
+    """
 
     dynamic_size: int | None = None  # size for every non-batch dynamic dimension
     shapes: dict = field(default_factory=dict)  # input name -> full shape (batch dim may be -1)
-    int_range: tuple[int, int] = (0, 100)  # [low, high) for integer inputs such as token ids
+    int_range: tuple[int, int] | None = None  # [low, high) for integer inputs such as token ids
     int_ranges: dict = field(default_factory=dict)  # input name -> (low, high)
 
     def __post_init__(self):
         if self.dynamic_size is not None and (not isinstance(self.dynamic_size, int) or self.dynamic_size < 1):
             raise ConfigError(f"The size for dynamic dimensions must be at least 1; got {self.dynamic_size!r}.")
-        for name, rng in [("default", self.int_range), *self.int_ranges.items()]:
+        ranges = [*([("default", self.int_range)] if self.int_range is not None else []), *self.int_ranges.items()]
+        for name, rng in ranges:
             lo, hi = rng
             if hi <= lo:
                 raise ConfigError(f"Integer range for input '{name}' must have low < high; got {lo}:{hi}.")
 
+    def range_for(self, name: str) -> tuple[int, int] | None:
+        """The range the user gave for this input (by name, or for all), or None."""
+        given = self.int_ranges.get(name) or self.int_ranges.get(name.split(":")[0])
+        if given:
+            return tuple(given)
+        if self.int_range is not None and not is_special_int_input(name):
+            return tuple(self.int_range)
+        return None
+
     def to_dict(self) -> dict:
         return {"dynamic_size": self.dynamic_size, "shapes": {k: list(v) for k, v in self.shapes.items()},
-                "int_range": list(self.int_range), "int_ranges": {k: list(v) for k, v in self.int_ranges.items()}}
+                "int_range": list(self.int_range) if self.int_range is not None else None,
+                "int_ranges": {k: list(v) for k, v in self.int_ranges.items()}}
 
     @classmethod
     def from_dict(cls, d: dict | None) -> InputOptions:
         d = d or {}
         return cls(dynamic_size=d.get("dynamic_size"),
                    shapes={k: tuple(v) for k, v in (d.get("shapes") or {}).items()},
-                   int_range=tuple(d.get("int_range") or (0, 100)),
+                   int_range=tuple(d["int_range"]) if d.get("int_range") else None,
                    int_ranges={k: tuple(v) for k, v in (d.get("int_ranges") or {}).items()})
 
     @classmethod
-    def parse(cls, dynamic_size=None, shapes: list[str] | None = None, int_range: str | None = None) -> InputOptions:
-        """From CLI text: shapes like `input_ids=1x128`, ranges like `0:30522` or `input_ids=0:30522`."""
+    def parse(cls, dynamic_size=None, shapes: list[str] | None = None,
+              int_range: str | list[str] | None = None) -> InputOptions:
+        """From CLI text: shapes like `input_ids=1x128`, ranges like `0:30522` or `input_ids=0:30522`.
+
+        `int_range` may be one string (values comma-separated) or the list of a repeated flag; all
+        are merged. `dynamic_size` is one size (a list of sizes is a sweep axis: `parse_seq_lens`).
+        """
         shape_map = {}
         for item in shapes or []:
             name, _, dims = item.partition("=")
@@ -233,19 +279,40 @@ class InputOptions:
                 raise ConfigError(f"Shape '{item}' must list whole numbers, like NAME=1x128.") from None
             if any(d == 0 or d < -1 or d > 10**7 for d in shape_map[name]):
                 raise ConfigError(f"Shape '{item}' has a dimension that is zero, negative or absurd.")
-        default, per = (0, 100), {}
-        for item in split_values(int_range):
-            name, eq, rng = item.rpartition("=")
-            lo, colon, hi = rng.partition(":")
-            try:
-                pair = (int(lo), int(hi))
-            except ValueError:
-                raise ConfigError(f"Integer range '{item}' must look like 0:30522 or NAME=0:30522.") from None
-            if eq:
-                per[name] = pair
-            else:
-                default = pair
+        default, per = None, {}
+        flags = [int_range] if isinstance(int_range, str) or int_range is None else list(int_range)
+        for flag in flags:
+            for item in split_values(flag):
+                name, eq, rng = item.rpartition("=")
+                lo, colon, hi = rng.partition(":")
+                try:
+                    pair = (int(lo), int(hi))
+                except ValueError:
+                    raise ConfigError(f"Integer range '{item}' must look like 0:30522 or NAME=0:30522.") from None
+                if eq:
+                    per[name] = pair
+                else:
+                    default = pair
         return cls(dynamic_size=dynamic_size, shapes=shape_map, int_range=default, int_ranges=per)
+
+    def check_names(self, specs) -> None:
+        """Shapes and ranges must name inputs the model has."""
+        names = {s.name for s in specs} | {s.name.split(":")[0] for s in specs}
+        have = ", ".join(s.name for s in specs)
+        for what, given in (("--shape", self.shapes), ("--int-range", self.int_ranges)):
+            for name in given:
+                if name not in names:
+                    raise ConfigError(f"{what} names input '{name}', which the model does not have "
+                                      f"(its inputs: {have}).")
+
+
+def parse_seq_lens(text) -> list[int | None]:
+    """`--dynamic-size 32,128,384`: sizes of the dynamic (sequence) dimensions, one sweep axis."""
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return [None]
+    if isinstance(text, int):
+        text = str(text)
+    return parse_positive_ints(text, "Sequence length (--dynamic-size)", 10**7)
 
 
 # Fields of RunConfig that identify a point; their order is the public column order.
@@ -271,6 +338,7 @@ class RunConfig:
     cpu_pinning: bool | None = None  # OpenVINO ENABLE_CPU_PINNING; None = runtime default
     cores_per_instance: int | None = None  # with instances > 1: each instance's own disjoint cores
     rate: float | None = None  # open-loop Poisson arrivals (requests/s); None = closed loop
+    seq_len: int | None = None  # size of the dynamic non-batch dimensions; None: from the input options
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -333,7 +401,10 @@ class RunConfig:
 
     def legacy_key(self) -> str:
         """The key databases written before stable keys used (every field hashed); for migration."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        d = self.to_dict()
+        if d.get("seq_len") is None:  # added after stable keys: legacy databases never had it
+            d.pop("seq_len", None)
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def key_on_legacy(self, hardware_fingerprint: str) -> str:
@@ -364,6 +435,8 @@ class RunConfig:
             parts.append(f"x{self.instances}" + (f"@{self.cores_per_instance}c" if self.cores_per_instance else ""))
         if self.rate:
             parts.append(f"rate={self.rate:g}/s")
+        if self.seq_len:
+            parts.append(f"seq{self.seq_len}")
         if self.onednn is False:
             parts.append("onednn=off")
         return " ".join(parts)
@@ -402,6 +475,8 @@ class SweepSpec:
     instances: list[int] = _axis([1], "Instances started together, e.g. 1,2.")
     cores_per_instance: list[int | None] = _axis([None], "Cores pinned to each instance (disjoint), e.g. 1,2.")
     rates: list[float | None] = _axis([None], "Poisson arrival rates in requests/s (server scenario).")
+    seq_lens: list[int | None] = _axis([None], "Sequence lengths: sizes of the dynamic non-batch dimensions, "
+                                               "e.g. 32,128,384 (one sweep axis).")
     allow_oversubscribe: bool = field(default=False, metadata={"help": "Run instances x cores beyond this "
                                                                        "machine's cores."})
     repeats: int = field(default=1, metadata={"help": "Rounds per configuration, each in a fresh worker, "
@@ -435,6 +510,8 @@ class SweepSpec:
                                                 else str(self.cores_per_instance), "Cores per instance", 4096)
         self.rates = parse_rates(self.rates)
         self.repeats = parse_repeats(self.repeats)
+        self.seq_lens = _ints_or_none(self.seq_lens if not isinstance(self.seq_lens, int) else str(self.seq_lens),
+                                      "Sequence length", 10**7)
 
     def expand(self) -> list[RunConfig]:
         """All run configurations, in a stable order, with settings that a backend lacks dropped.
@@ -476,14 +553,15 @@ class SweepSpec:
                                             for conc_asked in self.concurrency:
                                                 conc = conc_asked or st or 1
                                                 for rate in self.rates:
-                                                    for b in self.batch_sizes:
-                                                        rc = RunConfig(
-                                                            backend=backend, precision=prec, batch_size=b,
-                                                            threads=thr, inter_op_threads=inter, streams=st,
-                                                            cores=cores, instances=n, concurrency=conc, hint=hint,
-                                                            onednn=dnn, cpu_pinning=pin, cores_per_instance=k,
-                                                            rate=rate)
-                                                        out.setdefault(rc.key, rc)
+                                                    for seq in self.seq_lens:
+                                                        for b in self.batch_sizes:
+                                                            rc = RunConfig(
+                                                                backend=backend, precision=prec, batch_size=b,
+                                                                threads=thr, inter_op_threads=inter, streams=st,
+                                                                cores=cores, instances=n, concurrency=conc,
+                                                                hint=hint, onednn=dnn, cpu_pinning=pin,
+                                                                cores_per_instance=k, rate=rate, seq_len=seq)
+                                                            out.setdefault(rc.key, rc)
         for st, thr in sorted(dropped):
             self.notes.append(f"{st} streams with {thr} thread{'s' if thr > 1 else ''} left out: OpenVINO gives "
                               f"each stream a thread of its own, so it would run as fewer streams.")

@@ -1,18 +1,23 @@
 """Datasets for calibration and accuracy: `.npz` files, image folders, demo data and in-memory data.
 
-A dataset is one input array `x` (samples on axis 0) with optional labels `y`, plus an optional
-separate calibration array (`x_calib`). Whatever the source, it is materialised once into an
+A dataset is one input array `x` (samples on axis 0), or for a model with several inputs a dict
+of arrays named after them, with optional labels `y` (class ids, or reference outputs to compare
+against), plus optional separate calibration inputs (`x_calib`). Whatever the source, it is materialised once into an
 `.npz` in the cache, named by the hash of its content: child processes load that file, and the
 hash keys the INT8 variant cache.
 
 Sources:
 - `path/to/data.npz`: arrays `x` and optional `y`; `x_calib` (or `x_train`) if present is used for
-  calibration, else calibration draws from `x`.
+  calibration, else calibration draws from `x`. For a model with several inputs: one array per
+  input, named after it (`input_ids`, `attention_mask`, ...), optional `y`, and optional
+  calibration arrays named `calib.NAME`.
 - `path/to/folder/`: one subfolder per class holding images; labels are the sorted class names'
   indices. Images are resized to `image_size` and scaled by `scale`.
 - `demo:NAME` (or nothing, when profiling a demo model): the demo's bundled data.
-- In the API: a Dataset, `(x, y)`, a dict `{"x":..., "y":...}`, an array, or an iterable of samples
-  or `(sample, label)` pairs; `preprocess` (a callable on one sample) runs on every sample first.
+- In the API: a Dataset, `(x, y)`, a dict `{"x":..., "y":...}` or `{"input_ids":..., "attention_mask":
+  ..., "y":...}`, an array, an iterable of samples, of dicts of named inputs or of `(sample, label)`
+  pairs, or a callable returning any of these; `preprocess` (a callable on one sample) runs on
+  every sample first.
 """
 
 from __future__ import annotations
@@ -72,42 +77,97 @@ class ImageOptions:
         return dims[0], dims[1]
 
 
+RESERVED = ("y", "x", "x_calib", "x_train", "y_train")
+CALIB_PREFIX = "calib."
+
+
 @dataclass
 class Dataset:
-    """Validation samples `x` with optional labels `y`, and the calibration samples."""
+    """Validation inputs `x` (an array, or a dict of arrays named after the model's inputs) with
+    optional labels `y`, and the calibration inputs."""
 
-    x: np.ndarray
+    x: Any
     y: np.ndarray | None = None
-    x_calib: np.ndarray | None = None
+    x_calib: Any = None
     source: str = "arrays"
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        self.x = _as_array(self.x, "x")
-        if len(self.x) == 0:
+        self.x = _as_inputs(self.x, "x", self.source)
+        if self.size == 0:
             raise ConfigError(f"The data from {self.source} holds no samples.")
         if self.y is not None:
             self.y = _as_array(self.y, "y")
-            if len(self.y) != len(self.x):
-                raise ConfigError(f"The data from {self.source} has {len(self.x)} samples but {len(self.y)} labels.")
+            if len(self.y) != self.size:
+                raise ConfigError(f"The data from {self.source} has {self.size} samples but {len(self.y)} labels.")
         if self.x_calib is not None:
-            self.x_calib = _as_array(self.x_calib, "x_calib")
+            self.x_calib = _as_inputs(self.x_calib, "x_calib", self.source)
+
+    @property
+    def named(self) -> bool:
+        """Inputs given by name (a dict), as models with several inputs need."""
+        return isinstance(self.x, dict)
+
+    @property
+    def size(self) -> int:
+        return _size(self.x)
 
     @property
     def has_labels(self) -> bool:
         return self.y is not None
 
     @property
-    def calibration(self) -> np.ndarray:
+    def calibration(self):
         return self.x_calib if self.x_calib is not None else self.x
+
+    def head(self, n: int) -> Dataset:
+        return Dataset(x=_take(self.x, slice(0, n)), y=None if self.y is None else self.y[:n], x_calib=self.x_calib,
+                       source=self.source, meta=self.meta)
+
+    def renamed(self, mapping: dict[str, str]) -> Dataset:
+        """Arrays renamed to model inputs: `mapping` is model input -> array name in the data."""
+        if not mapping:
+            return self
+        if not self.named:
+            raise ConfigError("An input mapping needs data with named arrays (one per model input).")
+
+        def rename(x):
+            if x is None:
+                return None
+            missing = [a for a in mapping.values() if a not in x]
+            if missing:
+                raise ConfigError(f"The input mapping names array '{missing[0]}', which the data from {self.source} "
+                                  f"does not have (it has: {', '.join(x)}).")
+            taken = set(mapping.values())
+            out = {k: v for k, v in x.items() if k not in taken}
+            out.update({inp: x[arr] for inp, arr in mapping.items()})
+            return out
+
+        calib = self.x_calib if self.x_calib is None or all(a in self.x_calib for a in mapping.values()) else None
+        return Dataset(x=rename(self.x), y=self.y, x_calib=rename(calib), source=self.source, meta=self.meta)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Flat named arrays, as `save` writes them and `load_npz` reads them back."""
+        out = {}
+        if self.named:
+            out.update({k: v for k, v in self.x.items()})
+        else:
+            out["x"] = self.x
+        if self.y is not None:
+            out["y"] = self.y
+        if self.x_calib is not None:
+            if isinstance(self.x_calib, dict):
+                out.update({CALIB_PREFIX + k: v for k, v in self.x_calib.items()})
+            else:
+                out["x_calib"] = self.x_calib
+        return out
 
     def fingerprint(self) -> str:
         h = hashlib.sha256()
-        for name, arr in (("x", self.x), ("y", self.y), ("x_calib", self.x_calib)):
-            if arr is not None:
-                a = np.ascontiguousarray(arr)
-                h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
-                h.update(a.tobytes())
+        for name, arr in sorted(self.arrays().items()):
+            a = np.ascontiguousarray(arr)
+            h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+            h.update(a.tobytes())
         return h.hexdigest()[:16]
 
     def save(self) -> tuple[Path, str]:
@@ -117,13 +177,8 @@ class Dataset:
         root.mkdir(parents=True, exist_ok=True)
         path = root / f"{fp}.npz"
         if not path.exists():
-            arrays = {"x": self.x}
-            if self.y is not None:
-                arrays["y"] = self.y
-            if self.x_calib is not None:
-                arrays["x_calib"] = self.x_calib
             tmp = root / f".{fp}.tmp.npz"
-            np.savez(tmp, **arrays)
+            np.savez(tmp, **self.arrays())
             tmp.replace(path)
         return path, fp
 
@@ -138,6 +193,27 @@ def _as_array(value, name: str) -> np.ndarray:
     if arr.ndim == 0:
         raise ConfigError(f"The data's '{name}' is a single value, not an array of samples.")
     return arr
+
+
+def _size(x) -> int:
+    return len(next(iter(x.values()))) if isinstance(x, dict) else len(x)
+
+
+def _take(x, index):
+    return {k: v[index] for k, v in x.items()} if isinstance(x, dict) else x[index]
+
+
+def _as_inputs(value, name: str, source: str):
+    if not isinstance(value, dict):
+        return _as_array(value, name)
+    if not value:
+        raise ConfigError(f"The data from {source} names no input arrays.")
+    out = {str(k): _as_array(v, str(k)) for k, v in value.items()}
+    sizes = {k: len(v) for k, v in out.items()}
+    if len(set(sizes.values())) > 1:
+        listed = ", ".join(f"{k}: {n}" for k, n in sizes.items())
+        raise ConfigError(f"The input arrays in the data from {source} hold different numbers of samples ({listed}).")
+    return out
 
 
 # ---- loading ----
@@ -167,26 +243,48 @@ def load_dataset(source: Any, *, preprocess: Callable | None = None, image: Imag
             else:
                 raise ConfigError(f"Data file '{path}' is not an .npz file or a folder of class subfolders.")
     elif isinstance(source, dict):
-        if "x" not in source:
-            raise ConfigError("A data dict needs an 'x' entry (and optionally 'y').")
-        ds = Dataset(x=source["x"], y=source.get("y"), x_calib=source.get("x_calib"), source="a dict")
+        ds = _from_arrays(source, "a dict")
     elif isinstance(source, tuple) and len(source) == 2:
         ds = Dataset(x=source[0], y=source[1], source="an (x, y) pair")
     elif isinstance(source, np.ndarray):
         ds = Dataset(x=source, source="an array")
+    elif callable(source):
+        try:
+            made = source()
+        except Exception as e:
+            raise ConfigError(f"The data function failed: {type(e).__name__}: {e}.") from None
+        if callable(made) and not isinstance(made, (Dataset, dict, np.ndarray, Iterable)):
+            raise ConfigError("The data function returned another function; return arrays, a dict or samples.")
+        return load_dataset(made, preprocess=preprocess, image=image, input_shape=input_shape, limit=limit)
     elif isinstance(source, Iterable):
         ds = _from_iterable(source, preprocess)
         preprocess = None
     else:
         raise ConfigError(f"Cannot use a {type(source).__name__} as data; give a path, arrays or an iterable.")
+    if preprocess is not None and ds.named:
+        raise ConfigError("A preprocessing function works on single-input data; prepare named input arrays "
+                          "before passing them.")
     if preprocess is not None:
         ds = Dataset(x=_apply(preprocess, ds.x), y=ds.y,
                      x_calib=None if ds.x_calib is None else _apply(preprocess, ds.x_calib),
                      source=ds.source, meta=ds.meta)
     if limit:
-        ds = Dataset(x=ds.x[:limit], y=None if ds.y is None else ds.y[:limit], x_calib=ds.x_calib,
-                     source=ds.source, meta=ds.meta)
+        ds = ds.head(limit)
     return ds
+
+
+def _from_arrays(arrays: dict, source: str) -> Dataset:
+    """`x` (+ `y`, `x_calib` / `x_train`), or one array per model input named after it (+ `y`,
+    `calib.NAME` for calibration)."""
+    if "x" in arrays:
+        calib = arrays.get("x_calib", arrays.get("x_train"))
+        return Dataset(x=arrays["x"], y=arrays.get("y"), x_calib=calib, source=source)
+    named = {k: v for k, v in arrays.items() if k not in RESERVED and not k.startswith(CALIB_PREFIX)}
+    if not named:
+        raise ConfigError(f"The data from {source} has no input arrays: give 'x', or one array per model input "
+                          f"named after it (it has: {', '.join(arrays) or 'nothing'}).")
+    calib = {k[len(CALIB_PREFIX):]: v for k, v in arrays.items() if k.startswith(CALIB_PREFIX)}
+    return Dataset(x=named, y=arrays.get("y"), x_calib=calib or None, source=source)
 
 
 def _apply(fn: Callable, x: np.ndarray) -> np.ndarray:
@@ -198,7 +296,12 @@ def _apply(fn: Callable, x: np.ndarray) -> np.ndarray:
 
 def _from_iterable(items: Iterable, preprocess: Callable | None) -> Dataset:
     xs, ys = [], []
+    items = iter(items)  # a dict sample hands the rest of this same iterator on
     for i, item in enumerate(items):
+        if isinstance(item, dict) or (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], dict)):
+            if i:
+                raise ConfigError("The data iterable mixes dicts of named inputs and bare samples.")
+            return _from_named_iterable(items, item)
         if i >= MAX_SAMPLES:
             break
         if isinstance(item, tuple) and len(item) == 2:
@@ -221,17 +324,43 @@ def _from_iterable(items: Iterable, preprocess: Callable | None) -> Dataset:
     return Dataset(x=np.stack(xs), y=np.asarray(ys) if ys else None, source="an iterable")
 
 
+def _from_named_iterable(items, first) -> Dataset:
+    """Samples that are dicts of named inputs (or `(dict, label)` pairs): one array per name."""
+    import itertools
+
+    cols: dict[str, list] = {}
+    ys = []
+    for i, item in enumerate(itertools.chain([first], items)):
+        if i >= MAX_SAMPLES:
+            break
+        sample, label = item if isinstance(item, tuple) else (item, None)
+        if not isinstance(sample, dict):
+            raise ConfigError("The data iterable mixes dicts of named inputs and bare samples.")
+        if cols and set(sample) != set(cols):
+            raise ConfigError(f"Sample {i} of the data iterable names inputs {', '.join(sample)}, not "
+                              f"{', '.join(cols)} like the first.")
+        for k, v in sample.items():
+            cols.setdefault(k, []).append(np.asarray(v))
+        if label is not None:
+            ys.append(label)
+    for k, vals in cols.items():
+        if len({a.shape for a in vals}) > 1:
+            raise ConfigError(f"The data iterable yielded '{k}' arrays of different shapes; pad them to one length.")
+    if ys and len(ys) != len(next(iter(cols.values()))):
+        raise ConfigError("The data iterable mixes (inputs, label) pairs and bare inputs.")
+    return Dataset(x={k: np.stack(v) for k, v in cols.items()}, y=np.asarray(ys) if ys else None,
+                   source="an iterable")
+
+
 def load_npz(path: Path) -> Dataset:
-    """An `.npz` with `x`, optional `y` and optional `x_calib` / `x_train`."""
+    """An `.npz` with `x`, optional `y` and optional `x_calib` / `x_train`; or one array per model
+    input named after it."""
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, io.UnsupportedOperation) as e:
         raise ConfigError(f"Data file '{path}' is not a readable .npz archive ({type(e).__name__}).") from None
-    if "x" not in arrays:
-        raise ConfigError(f"Data file '{path}' has no array named 'x' (it has: {', '.join(arrays) or 'nothing'}).")
-    calib = arrays.get("x_calib", arrays.get("x_train"))
-    return Dataset(x=arrays["x"], y=arrays.get("y"), x_calib=calib, source=f"'{path}'")
+    return _from_arrays(arrays, f"'{path}'")
 
 
 def demo_dataset(name: str) -> Dataset:
@@ -325,3 +454,30 @@ def check_input(x: np.ndarray, spec, what: str = "data") -> np.ndarray:
         raise ConfigError(f"The {what} is {x.dtype} but the model expects input {expected}; "
                           f"convert (and scale) it to {want_dtype} first.")
     return x.astype(want_dtype, copy=False)
+
+
+def check_inputs(x, specs: list, what: str = "data") -> dict[str, np.ndarray]:
+    """Arrays for every model input (`specs`), checked and cast; one sentence per mismatch.
+
+    `x` is an array (a model with one input) or a dict of arrays named after the inputs (a name
+    may drop a ':0' suffix). Extra arrays are ignored.
+    """
+    if not isinstance(x, dict):
+        if len(specs) != 1:
+            listed = ", ".join(s.describe() for s in specs)
+            raise ConfigError(f"The model has {len(specs)} inputs ({listed}); give the {what} as one array per input, "
+                              f"named after it (in an .npz: arrays input_ids, attention_mask, ...).")
+        return {specs[0].name: check_input(x, specs[0], what)}
+    if len(specs) == 1 and len(x) == 1:
+        (arr,) = x.values()
+        return {specs[0].name: check_input(arr, specs[0], what)}
+    out = {}
+    for spec in specs:
+        arr = x.get(spec.name)
+        if arr is None:
+            arr = x.get(spec.name.split(":")[0])
+        if arr is None:
+            raise ConfigError(f"The {what} has no array for input '{spec.name}' (it has: {', '.join(x)}); name an "
+                              f"array after each input, or map them with --data-input {spec.name}=ARRAY.")
+        out[spec.name] = check_input(arr, spec, f"{what} for input '{spec.name}'")
+    return out

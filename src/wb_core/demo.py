@@ -149,3 +149,61 @@ def _build_lenet(keras):
     model.fit(xtr, ytr, epochs=30, batch_size=32, verbose=0)
     acc = float(model.evaluate(xte, yte, verbose=0)[1])
     return model, acc, {"x": xte, "y": yte, "x_train": xtr, "y_train": ytr}
+
+
+def build_text_encoder(path: str | Path, vocab: int = 1000, hidden: int = 32, layers: int = 2,
+                       ffn: int = 64, seed: int = 0) -> Path:
+    """A small BERT-style sentence encoder as an OpenVINO IR, built with the opset API (no TensorFlow).
+
+    Inputs `input_ids`, `attention_mask`, `token_type_ids` (int64, [batch, sequence]); outputs
+    `last_hidden_state` [batch, sequence, hidden] and `sentence_embedding` [batch, hidden] (the
+    masked mean of the last hidden state). Random weights: the speed and the shape of a text
+    model, and outputs that precision changes measurably.
+    """
+    import numpy as np
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    rng = np.random.default_rng(seed)
+
+    def const(*shape, scale=None):
+        s = scale if scale is not None else 1.0 / np.sqrt(shape[0])
+        return ops.constant((rng.standard_normal(shape) * s).astype(np.float32))
+
+    def layer_norm(h):
+        return ops.mvn(h, ops.constant(np.array([-1], np.int64)), True, 1e-6, "inside_sqrt")
+
+    ids = ops.parameter([-1, -1], ov.Type.i64, name="input_ids")
+    mask = ops.parameter([-1, -1], ov.Type.i64, name="attention_mask")
+    types = ops.parameter([-1, -1], ov.Type.i64, name="token_type_ids")
+    axis0 = ops.constant(np.int64(0))
+    h = ops.add(ops.gather(const(vocab, hidden, scale=1.0), ids, axis0),
+                ops.gather(const(2, hidden, scale=0.5), types, axis0))
+    h = layer_norm(h)
+    maskf = ops.convert(mask, ov.Type.f32)  # [B, S]
+    bias = ops.multiply(ops.subtract(ops.constant(np.float32(1.0)), maskf), ops.constant(np.float32(-1e4)))
+    bias = ops.unsqueeze(bias, ops.constant(np.array([1], np.int64)))  # [B, 1, S]
+    scale = ops.constant(np.float32(1.0 / np.sqrt(hidden)))
+    for _ in range(layers):
+        q = ops.matmul(h, const(hidden, hidden), False, False)
+        k = ops.matmul(h, const(hidden, hidden), False, False)
+        v = ops.matmul(h, const(hidden, hidden), False, False)
+        scores = ops.add(ops.multiply(ops.matmul(q, k, False, True), scale), bias)
+        ctx = ops.matmul(ops.softmax(scores, -1), v, False, False)
+        h = layer_norm(ops.add(h, ops.matmul(ctx, const(hidden, hidden), False, False)))
+        up = ops.gelu(ops.add(ops.matmul(h, const(hidden, ffn), False, False), const(ffn, scale=0.1)), "erf")
+        h = layer_norm(ops.add(h, ops.matmul(up, const(ffn, hidden), False, False)))
+    m3 = ops.unsqueeze(maskf, ops.constant(np.array([2], np.int64)))  # [B, S, 1]
+    summed = ops.reduce_sum(ops.multiply(h, m3), ops.constant(np.array([1], np.int64)), False)
+    count = ops.maximum(ops.reduce_sum(m3, ops.constant(np.array([1], np.int64)), False),
+                        ops.constant(np.float32(1e-9)))
+    pooled = ops.divide(summed, count)
+    h.output(0).get_tensor().set_names({"last_hidden_state"})
+    pooled.output(0).get_tensor().set_names({"sentence_embedding"})
+    for p, n in ((ids, "input_ids"), (mask, "attention_mask"), (types, "token_type_ids")):
+        p.output(0).get_tensor().set_names({n})
+    model = ov.Model([ops.result(h), ops.result(pooled)], [ids, mask, types], "text_encoder")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ov.save_model(model, str(path), compress_to_fp16=False)
+    return path

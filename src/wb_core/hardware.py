@@ -553,3 +553,11 @@ def describe(hw: Hardware | None = None) -> str:
         f"Peak basis   {hw.peak_assumption or 'not recorded'}. Upper bounds, not predictions (docs/hardware.md)",
     ]
     return "\n".join(lines)
+
+
+def int8_speed_note(flags: dict) -> str | None:
+    """Why INT8 may run slower than FP32 on a CPU with these flags, or None when it has VNNI or AMX."""
+    if not flags or any(flags.get(f) for f in ("amx_int8", "avx512_vnni", "avx_vnni")):
+        return None
+    return ("this CPU has no VNNI (neither AVX512_VNNI, AVX_VNNI nor AMX), so INT8 runs on plain AVX2 "
+            "multiply-adds and need not be faster than FP32")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wb_core.config import InputOptions
+from wb_core.config import InputOptions, default_int_range
 from wb_core.errors import ConfigError, ModelError
 
 FORMATS = ("savedmodel", "keras", "onnx", "openvino")
@@ -120,6 +120,72 @@ def _ov_dtype(t) -> str:
             "i32": "int32", "i8": "int8", "u8": "uint8", "boolean": "bool"}.get(name, name)
 
 
+def ov_outputs(model) -> list[str]:
+    """Output names of an openvino.Model, in order (`output_N` for an unnamed one)."""
+    out = []
+    for i, port in enumerate(model.outputs):
+        names = sorted(port.get_names())
+        out.append(names[0] if names else f"output_{i}")
+    return out
+
+
+def quantized_weights(model) -> str | None:
+    """'int8' when the model was quantized beforehand (FakeQuantize ops or 8-bit weights), else None."""
+    for op in model.get_ops():
+        kind = op.get_type_name()
+        if kind == "FakeQuantize":
+            return "int8"
+        low_bits = kind == "Constant" and op.get_element_type().get_type_name() in ("i8", "u8", "i4", "u4")
+        if low_bits and op.get_output_partial_shape(0).rank.get_length() >= 2:  # weights, not a zero point
+            return "int8"
+    return None
+
+
+def embedding_rows(model) -> dict[str, int]:
+    """Integer inputs of an openvino.Model that index an embedding table: input name -> table rows.
+
+    An input feeding (directly or through a Convert) the indices of a Gather whose data is a
+    constant can only take values below that constant's size on the gathered axis.
+    """
+    out: dict[str, int] = {}
+    for i, param in enumerate(model.get_parameters()):
+        if param.get_element_type().is_real():
+            continue
+        try:
+            name = model.inputs[i].get_any_name()
+        except RuntimeError:
+            name = f"input_{i}"
+        frontier = [param.output(0)]
+        for _ in range(3):  # the input, a Convert, maybe a Reshape
+            nxt = []
+            for port in frontier:
+                for target in port.get_target_inputs():
+                    node = target.get_node()
+                    kind = node.get_type_name()
+                    if kind == "Gather" and target.get_index() == 1:
+                        rows = _gather_rows(node)
+                        if rows:
+                            out[name] = min(rows, out.get(name, rows))
+                    elif kind in ("Convert", "Reshape", "Squeeze", "Unsqueeze"):
+                        nxt.append(node.output(0))
+            frontier = nxt
+    return out
+
+
+def _gather_rows(gather) -> int | None:
+    data = gather.input_value(0).get_node()
+    while data.get_type_name() in ("Convert", "Dequantize", "Multiply", "Subtract") and data.get_input_size():
+        data = data.input_value(0).get_node()
+    if data.get_type_name() != "Constant":
+        return None
+    axis_node = gather.input_value(2).get_node()
+    if axis_node.get_type_name() != "Constant":
+        return None
+    axis = int(np.asarray(axis_node.get_data()).reshape(-1)[0])
+    shape = list(data.get_output_shape(0))
+    return int(shape[axis]) if -len(shape) <= axis < len(shape) else None
+
+
 def read_ov_model(path: str | Path):
     """Read an ONNX or IR file with OpenVINO, turning runtime errors into a ModelError."""
     import openvino as ov
@@ -187,7 +253,7 @@ def make_batches(specs: list[InputSpec], batch_size: int, opts: InputOptions, po
         sample_shape = (pool_size,) + shapes[s.name][1:]
         dtype = np.dtype("float32" if s.dtype == "bfloat16" else s.dtype)
         if s.dtype in _INT_DTYPES:
-            lo, hi = opts.int_ranges.get(s.name) or opts.int_ranges.get(s.name.split(":")[0]) or opts.int_range
+            lo, hi = opts.range_for(s.name) or default_int_range(s.name)[0]
             if s.dtype == "bool":
                 pool[s.name] = rng.integers(0, 2, size=sample_shape).astype(bool)
             else:
@@ -199,3 +265,33 @@ def make_batches(specs: list[InputSpec], batch_size: int, opts: InputOptions, po
         idx = (np.arange(batch_size) + j * batch_size) % pool_size
         batches.append({name: np.ascontiguousarray(arr[idx]) for name, arr in pool.items()})
     return batches
+
+
+def resolve_int_ranges(specs: list[InputSpec], opts: InputOptions,
+                       rows: dict[str, int] | None = None) -> tuple[InputOptions, list[str]]:
+    """Every integer input's range made explicit, checked against the tables it indexes.
+
+    Returns the options with a range for each integer input, and a note for each input that got
+    a default (chosen by its name; token ids span the embedding table when `rows` names it). A
+    range reaching past the table is refused before anything is measured.
+    """
+    import dataclasses
+
+    opts.check_names(specs)
+    rows = rows or {}
+    ranges, notes = dict(opts.int_ranges), []
+    for s in specs:
+        if s.dtype not in _INT_DTYPES or s.dtype == "bool":
+            continue
+        bound = rows.get(s.name) or rows.get(s.name.split(":")[0])
+        given = opts.range_for(s.name)
+        if given is None:
+            given, why = default_int_range(s.name, bound)
+            notes.append(f"Integer input '{s.name}' gets values {why}; choose them with --int-range "
+                         f"{s.name}=LOW:HIGH.")
+        lo, hi = given
+        if bound and (lo < 0 or hi > bound):
+            raise ConfigError(f"The range {lo}:{hi} for input '{s.name}' reaches past the model's embedding table of "
+                              f"{bound} rows; valid values are 0:{bound}.")
+        ranges[s.name] = tuple(given)
+    return dataclasses.replace(opts, int_ranges=ranges), notes

@@ -78,15 +78,26 @@ def profile(
     warmup: float = typer.Option(0.5, "--warmup", help="Warm-up seconds per point."),
     window: float = typer.Option(0.5, "--window", help="Length of one measuring window, in seconds."),
     tolerance: float = typer.Option(0.05, "--tolerance", help="Windows agree when their spread is under this."),
-    dynamic_size: Optional[int] = typer.Option(None, "--dynamic-size", help="Size of dynamic non-batch dimensions."),
+    dynamic_size: Optional[str] = typer.Option(None, "--dynamic-size", help="Size of dynamic non-batch dimensions "
+                                               "(the sequence length); several, e.g. 32,128,384, are a sweep axis "
+                                               "(column seq_len)."),
     shape: list[str] = typer.Option([], "--shape", help="Input shape, NAME=1x128 (repeatable)."),
-    int_range: Optional[str] = typer.Option(None, "--int-range", help="Integer input range LOW:HIGH or NAME=LOW:HIGH."),
+    int_range: list[str] = typer.Option([], "--int-range", help="Integer input range NAME=LOW:HIGH, or LOW:HIGH for "
+                                        "every integer input but masks and token type ids (repeatable, merged). "
+                                        "Default: masks all ones, token type ids zeros, token ids within the "
+                                        "model's vocabulary."),
     spec_file: Optional[Path] = typer.Option(None, "--spec", help="Sweep spec YAML (replaces the sweep flags)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a silent worker is given before it is killed."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
-    data: Optional[str] = typer.Option(None, "--data", help="Calibration/validation data: .npz (x, optional y), a "
-                                       "folder with one subfolder of images per class, or demo:NAME."),
-    metric: str = typer.Option("auto", "--metric", help="Accuracy metric: auto, top1, top5, mse, cosine."),
+    data: Optional[str] = typer.Option(None, "--data", help="Calibration/validation data: .npz (x, optional y; or "
+                                       "one array per model input named after it), a folder with one subfolder "
+                                       "of images per class, or demo:NAME."),
+    metric: str = typer.Option("auto", "--metric", help="Accuracy metric: auto, top1, top5, mse, cosine, max_abs. "
+                               "Without labels in the data: against the FP32 outputs (auto: cosine)."),
+    output: Optional[str] = typer.Option(None, "--output", help="The model output accuracy reads, by name "
+                                         "(default: the first), e.g. sentence_embedding."),
+    data_input: list[str] = typer.Option([], "--data-input", help="Map a model input to an array of the data, "
+                                         "INPUT=ARRAY (repeatable); by default arrays are named after the inputs."),
     calib_size: int = typer.Option(300, "--calib-size", help="Calibration samples for INT8 quantization."),
     max_accuracy_drop: Optional[float] = typer.Option(None, "--max-accuracy-drop",
                                                       help="Quantize with NNCF accuracy control, keeping the "
@@ -110,9 +121,10 @@ def profile(
         SweepSpec,
         default_db,
         default_study_name,
-        load_results,
         load_spec_file,
+        parse_seq_lens,
         resolve_model,
+        results_with_notes,
     )
     from wb_core.api import profile as run_profile
 
@@ -122,7 +134,11 @@ def profile(
                      cores_per_instance=cores_per_instance, allow_oversubscribe=allow_oversubscribe, rates=rate,
                      repeats=repeats)
     settings = MeasureSettings(max_time_s=max_time, warmup_s=warmup, window_s=window, tolerance=tolerance)
-    inputs = InputOptions.parse(dynamic_size=dynamic_size, shapes=shape, int_range=int_range)
+    seq_lens = parse_seq_lens(dynamic_size)
+    if len(seq_lens) > 1:  # several sizes: a sweep axis with its own column
+        spec.seq_lens = seq_lens
+    inputs = InputOptions.parse(dynamic_size=seq_lens[0] if len(seq_lens) == 1 else None, shapes=shape,
+                                int_range=int_range)
     if spec_file:
         spec, file_settings, file_inputs = load_spec_file(spec_file)
         settings, inputs = file_settings or settings, file_inputs or inputs
@@ -140,12 +156,13 @@ def profile(
         return
     if cluster and (search != "grid" or budget is not None or p99_ms is not None):
         _fail("The smart search runs on this machine; leave out --cluster, or search with a grid.")
-    prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy)
+    prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,
+                                      output, data_input)
     summary = run_profile(path, spec=spec, db=db, study=study, settings=settings, inputs=inputs, progress=not quiet,
                           return_frame=False, precision_options=prec, search=search, p99_ms=p99_ms, budget=budget,
                           cluster=cluster, hosts=hosts, ship_model=ship_model, timeout_s=timeout)
     if not quiet:
-        _print_table(load_results(db, study))
+        _print_table(*results_with_notes(study, db))
     typer.echo(summary.line())
     for note in summary.notes:
         typer.echo(f"  note: {note}", err=True)
@@ -177,17 +194,17 @@ def _find_max_rate(path, spec, p99_ms, db, study, settings, inputs):
 def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
             fmt: str = typer.Option("table", "--format", help="table, csv or json.")):
     """Print a study's results."""
-    from wb_core.api import default_db, load_results
+    from wb_core.api import default_db, results_with_notes
 
     if fmt not in ("table", "csv", "json"):
         _fail(f"Unknown format '{fmt}'; choose from table, csv, json.")
-    df = load_results(db or default_db(), study)
+    df, notes = results_with_notes(study, db or default_db())
     if fmt == "csv":
         typer.echo(df.to_csv(index=False), nl=False)
     elif fmt == "json":
         typer.echo(df.to_json(orient="records", indent=2))
     else:
-        _print_table(df)
+        _print_table(df, notes)
 
 
 @app.command()
@@ -201,24 +218,34 @@ def studies(db: Optional[Path] = typer.Option(None, "--db")):
                        f"  {row['model_path']}")
 
 
-TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
-                 "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99", "throughput",
+TABLE_COLUMNS = ["backend", "precision", "seq_len", "batch_size", "threads", "inter_op_threads", "streams", "cores",
+                 "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99", "throughput", "vs_fp32",
                  "cpu_util", "rss_mb",
-                 "executed_precision", "variant", "accuracy", "accuracy_drop", "status", "host"]
+                 "executed_precision", "variant", "accuracy", "accuracy_metric", "accuracy_drop", "status", "error",
+                 "host"]
 
 
-def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy):
+def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,
+                               output=None, data_input=()):
     from wb_core.api import ImageOptions, PrecisionOptions
 
+    mapping = {}
+    for item in data_input or ():
+        name, eq, array = item.partition("=")
+        if not eq or not name or not array:
+            _fail(f"--data-input '{item}' must look like INPUT=ARRAY.")
+        mapping[name] = array
     return PrecisionOptions(data=data, metric=metric, subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
                             image=ImageOptions(size=ImageOptions.parse_size(image_size), scale=image_scale),
-                            accuracy=accuracy)
+                            accuracy=accuracy, output=output, input_map=mapping)
 
 
-def _print_table(df) -> None:
+def _print_table(df, notes=()) -> None:
     if df.empty:
         typer.echo("(no runs)")
         return
+    if "vs_fp32" in df and not (df["precision"] != "fp32").any():
+        df = df.drop(columns="vs_fp32")  # only fp32: nothing to compare
     cols = [c for c in TABLE_COLUMNS if c in df.columns and df[c].notna().any()]
     view = df[cols].copy()
     for c in ("latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb"):
@@ -227,5 +254,11 @@ def _print_table(df) -> None:
     for c in ("accuracy", "accuracy_drop"):
         if c in view:
             view[c] = view[c].astype(float).round(4)
+    if "vs_fp32" in view:
+        view["vs_fp32"] = view["vs_fp32"].astype(float).map(lambda r: f"{r:.2f}x" if r == r else None)
+    if "error" in view:  # why a point was skipped or failed, short enough for a table row
+        view["error"] = view["error"].map(lambda e: e if not isinstance(e, str) or len(e) <= 80 else e[:77] + "...")
     view = view.astype(object).where(view.notna(), "-")
     typer.echo(view.to_string(index=False))
+    for note in notes:
+        typer.echo(f"note: {note}")

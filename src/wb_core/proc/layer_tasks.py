@@ -30,6 +30,10 @@ def collect_layer_times(model_path: str, config: dict, inputs: dict | None, iter
 
     cfg = RunConfig.from_dict(config)
     opts = InputOptions.from_dict(inputs)
+    if cfg.seq_len:
+        import dataclasses
+
+        opts = dataclasses.replace(opts, dynamic_size=cfg.seq_len)
     model = read_ov_model(model_path)
     specs = ov_inputs(model)
     shapes = {s.name: resolve_shape(s, cfg.batch_size, opts) for s in specs}

@@ -7,6 +7,7 @@ or TensorFlow; the parent side is `wb_core.variants.planner`. Each emits one `re
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -21,114 +22,154 @@ def _emit(msg: dict) -> None:
     emit(msg)
 
 
-def _single_input(inputs, model_path: str):
-    if len(inputs) != 1:
-        names = ", ".join(s.describe() for s in inputs)
-        raise ConfigError(f"Datasets work with single-input models; '{model_path}' has {len(inputs)} inputs ({names}).")
-    return inputs[0]
+def _load(path: str):
+    from wb_core.data import load_npz
+
+    return load_npz(Path(path))
 
 
-def _load_arrays(path: str) -> dict:
-    with np.load(path, allow_pickle=False) as f:
-        return {k: f[k] for k in f.files}
-
-
-def _first_output(res) -> np.ndarray:
-    """The first output of an OpenVINO result (OVDict) or a TensorFlow signature (dict)."""
-    if hasattr(res, "to_tuple"):
-        return np.asarray(res.to_tuple()[0])
+def _output_entries(res) -> list[tuple[list[str], np.ndarray]]:
+    """(names, array) of each output of an OpenVINO result (OVDict) or a TensorFlow signature (dict)."""
+    if hasattr(res, "to_dict"):
+        return [(sorted(port.get_names()) or [f"output_{i}"], np.asarray(arr))
+                for i, (port, arr) in enumerate(res.to_dict().items())]
     if isinstance(res, dict):
-        return np.asarray(res[sorted(res)[0]])
-    return np.asarray(res)
+        return [([k], np.asarray(res[k])) for k in sorted(res)]
+    return [(["output_0"], np.asarray(res))]
 
 
-def _chunks(x: np.ndarray, batch: int):
+def pick_output(res, name: str | None) -> np.ndarray:
+    """The output called `name` (the first output when None); a ConfigError names the outputs otherwise."""
+    entries = _output_entries(res)
+    if name is None:
+        return entries[0][1]
+    for names, arr in entries:
+        if name in names or name in {n.split(":")[0] for n in names}:
+            return arr
+    have = ", ".join(names[0] for names, _ in entries)
+    raise ConfigError(f"The model has no output '{name}' (its outputs: {have}).")
+
+
+def output_names(res) -> list[str]:
+    return [names[0] for names, _ in _output_entries(res)]
+
+
+def _batch_for(specs, n: int) -> int:
+    """A fixed batch dimension is kept; a dynamic one takes up to EVAL_BATCH samples at a time."""
+    fixed = {s.shape[0] for s in specs if s.shape and s.shape[0] > 0}
+    return fixed.pop() if len(fixed) == 1 else min(EVAL_BATCH, n)
+
+
+def _chunks(feeds: dict[str, np.ndarray], batch: int):
     """Batches of exactly `batch` samples; the last is padded with its final sample (cut off later)."""
-    for i in range(0, len(x), batch):
-        chunk = x[i:i + batch]
-        n = len(chunk)
-        if n < batch:
-            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], batch - n, axis=0)])
-        yield np.ascontiguousarray(chunk), n
+    n = len(next(iter(feeds.values())))
+    for i in range(0, n, batch):
+        out = {}
+        for name, x in feeds.items():
+            chunk = x[i:i + batch]
+            if len(chunk) < batch:
+                chunk = np.concatenate([chunk, np.repeat(chunk[-1:], batch - len(chunk), axis=0)])
+            out[name] = np.ascontiguousarray(chunk)
+        yield out, min(batch, n - i)
+
+
+def _items(feeds: dict[str, np.ndarray], step: int, single: bool) -> list:
+    """Calibration / validation items for NNCF: an array for one input, a dict for several."""
+    n = len(next(iter(feeds.values())))
+    items = [{k: v[i:i + step] for k, v in feeds.items()} for i in range(0, n - step + 1, step)]
+    return [next(iter(it.values())) for it in items] if single else items
 
 
 def task_evaluate(task: dict) -> None:
     """Run the validation samples through each variant with its precision settings; save outputs.
 
-    Task: backend, variants [{id, model_path, precision}], data (npz), out_dir. Outputs go to
-    `out_dir/<id>.npy`; the parent computes the metric, so a user's metric callable works too.
+    Task: backend, variants [{id, model_path, precision}], data (npz), out_dir, output (a name or
+    None for the first). Outputs go to `out_dir/<id>.npy`; the parent computes the metric, so a
+    user's metric callable works too.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from wb_core.backends.registry import open_session
     from wb_core.config import InputOptions, RunConfig
-    from wb_core.data import check_input
+    from wb_core.data import check_inputs
 
-    x_all = _load_arrays(task["data"])["x"]
+    ds = _load(task["data"])
     for v in task["variants"]:
         cfg = RunConfig(backend=task["backend"], precision=v["precision"])
         session = open_session(v["model_path"], cfg)
-        spec = _single_input(session.inputs, v["model_path"])
-        x = check_input(x_all, spec, "validation data")
-        batch = spec.shape[0] if spec.shape and spec.shape[0] > 0 else min(EVAL_BATCH, len(x))
-        session.prepare(batch, InputOptions(shapes={spec.name: (batch,) + tuple(x.shape[1:])}))
+        feeds = check_inputs(ds.x, session.inputs, "validation data")
+        n = ds.size
+        batch = _batch_for(session.inputs, n)
+        session.prepare(batch, InputOptions(shapes={k: (batch,) + tuple(a.shape[1:]) for k, a in feeds.items()}))
         infer = session.make_infer()
-        outs = []
-        for chunk, n in _chunks(x, batch):
-            (converted,) = session.convert_batches([{spec.name: chunk}])
-            outs.append(_first_output(infer(converted))[:n])
+        outs, names = [], []
+        for chunk, k in _chunks(feeds, batch):
+            (converted,) = session.convert_batches([chunk])
+            res = infer(converted)
+            names = names or output_names(res)
+            outs.append(pick_output(res, task.get("output"))[:k])
         out_path = os.path.join(task["out_dir"], f"{v['id']}.npy")
         np.save(out_path, np.concatenate(outs))
         _emit({"type": "variant", "id": v["id"], "executed_precision": session.info().get("executed_precision"),
-               "samples": len(x)})
-    _emit({"type": "result", "ok": True})
+               "samples": n, "outputs": names})
+    _emit({"type": "result", "ok": True, "outputs": names})
 
 
 def task_quantize(task: dict) -> None:
     """Quantize an FP32 IR to INT8 with NNCF: plain PTQ, or accuracy-aware when max_drop is set.
 
-    Task: ir, data (npz), out (xml path), subset_size, max_drop (None or float), metric (name).
+    Task: ir, data (npz), out (xml path), subset_size, max_drop (None or float), metric (name),
+    output (name or None). Without labels, accuracy-aware mode keeps the chosen output close to
+    the FP32 model's outputs (cosine similarity by default).
     """
     import nncf
     import openvino as ov
 
-    from wb_core.accuracy import resolve_metric
-    from wb_core.data import check_input
+    from wb_core.accuracy import reference_targets, resolve_metric
+    from wb_core.data import check_inputs
     from wb_core.models import ov_inputs
 
     model = ov.Core().read_model(task["ir"])
-    spec = _single_input(ov_inputs(model), task["ir"])
-    arrays = _load_arrays(task["data"])
-    calib = check_input(arrays.get("x_calib", arrays["x"]), spec, "calibration data")
+    specs = ov_inputs(model)
+    single = len(specs) == 1
+    ds = _load(task["data"])
+    calib = check_inputs(ds.calibration, specs, "calibration data")
     # Static batch dimensions take batches of that size; dynamic ones take single samples.
-    step = spec.shape[0] if spec.shape and spec.shape[0] > 1 else 1
-    items = [calib[i:i + step] for i in range(0, len(calib) - step + 1, step)]
+    fixed = [s.shape[0] for s in specs if s.shape and s.shape[0] > 1]
+    step = fixed[0] if fixed else 1
+    items = _items(calib, step, single)
     if not items:
-        raise ConfigError(f"The calibration data has {len(calib)} samples, fewer than the model's fixed batch of {step}.")
+        raise ConfigError(f"The calibration data has {len(next(iter(calib.values())))} samples, fewer than the "
+                          f"model's fixed batch of {step}.")
     calibration = nncf.Dataset(items)
     subset = int(task["subset_size"])
     info = {"calibration_samples": min(subset, len(items)) * step}
+    output = task.get("output")
     if task.get("max_drop") is None:
         quantized = nncf.quantize(model, calibration, subset_size=subset)
     else:
-        if "y" not in arrays:
-            raise ConfigError("Accuracy-aware quantization (--max-accuracy-drop) needs labels ('y') in the data.")
-        x = check_input(arrays["x"], spec, "validation data")
-        y = arrays["y"]
-        metric = resolve_metric(task.get("metric") or "auto", y)
+        val_items = _items(check_inputs(ds.x, specs, "validation data"), step, single)
+        if ds.y is not None:
+            targets = ds.y[:len(val_items) * step]
+            metric = resolve_metric(task.get("metric") or "auto", targets)
+        else:  # no labels: stay close to the FP32 model's own outputs
+            fp32 = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+            reference = np.concatenate([pick_output(fp32(it), output) for it in val_items])
+            metric, targets = reference_targets(task.get("metric") or "auto", reference)
+            info["reference"] = "fp32 outputs"
         sign = 1.0 if metric.higher_is_better else -1.0  # NNCF expects higher = better
-        val_items = [(x[i:i + step], y[i:i + step]) for i in range(0, len(x) - step + 1, step)]
+        labelled = [(it, targets[i * step:(i + 1) * step]) for i, it in enumerate(val_items)]
 
         def validate(compiled, data):
             outs, labels = [], []
             for xb, yb in data:
-                outs.append(np.asarray(compiled(xb)[0]))
+                outs.append(pick_output(compiled(xb), output))
                 labels.append(yb)
             scores = sign * metric.per_sample(np.concatenate(outs), np.concatenate(labels))
             per_item = scores.reshape(-1, step).mean(axis=1) if step > 1 else scores
             return float(scores.mean()), [float(s) for s in per_item]
 
         quantized = nncf.quantize_with_accuracy_control(
-            model, calibration, nncf.Dataset(val_items, lambda item: item[0]), validate,
+            model, calibration, nncf.Dataset(labelled, lambda item: item[0]), validate,
             max_drop=float(task["max_drop"]), drop_type=nncf.DropType.ABSOLUTE, subset_size=subset)
         info["metric"] = metric.name
     ov.save_model(quantized, task["out"], compress_to_fp16=False)

@@ -49,6 +49,10 @@ def _open(task: dict, cores=None):
     settings = MeasureSettings(**task["settings"])
     opts = InputOptions.from_dict(task.get("inputs"))
     cfg = RunConfig.from_dict({**task["group"], "batch_size": task["points"][0]["batch_size"]})
+    if cfg.seq_len:  # a sequence length of the sweep sizes every dynamic non-batch dimension
+        import dataclasses
+
+        opts = dataclasses.replace(opts, dynamic_size=cfg.seq_len)
     t0 = time.perf_counter()
     session = open_session(task["model_path"], cfg)
     emit({"type": "loaded", "load_s": time.perf_counter() - t0, "inputs": [s.to_dict() for s in session.inputs]})
@@ -207,7 +211,13 @@ def task_inspect(task: dict) -> None:
                            dtype=str(t.dtype).replace("<dtype: '", "").replace("'>", ""))
                  for t in model.inputs]
     else:
-        specs = ov_inputs(read_ov_model(task["path"]))
+        from wb_core.models import embedding_rows, ov_outputs, quantized_weights
+
+        model = read_ov_model(task["path"])
+        specs = ov_inputs(model)
+        emit({"type": "result", "inputs": [s.to_dict() for s in specs], "outputs": ov_outputs(model),
+              "embedding_rows": embedding_rows(model), "quantized": quantized_weights(model)})
+        return
     emit({"type": "result", "inputs": [s.to_dict() for s in specs]})
 
 

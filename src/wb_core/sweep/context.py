@@ -10,6 +10,7 @@ reloading the study.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import platform
 import threading
@@ -21,10 +22,10 @@ from wb_core import hardware
 from wb_core.backends.registry import backend_formats, runtime_distributions
 from wb_core.config import InputOptions, MeasureSettings, RunConfig
 from wb_core.errors import ConfigError
-from wb_core.models import detect_format, fingerprint, resolve_shape
+from wb_core.models import detect_format, fingerprint, resolve_int_ranges, resolve_shape
 from wb_core.stats import summarize
 from wb_core.store import Store
-from wb_core.variants.convert import inspect_inputs
+from wb_core.variants.convert import inspect_details, inspect_inputs
 from wb_core.variants.planner import PrecisionOptions, VariantPlanner
 
 # Seconds without a message before a worker is declared hung, on top of the measuring time.
@@ -107,13 +108,24 @@ class SweepContext:
         self.format = detect_format(self.model)
         self.fingerprint = fingerprint(self.model)
         self.hardware = hardware.detect()
+        self.details = inspect_details(self.model, timeout_s)
         self.input_specs = inspect_inputs(self.model, timeout_s)
+        self.inputs, input_notes = resolve_int_ranges(self.input_specs, self.inputs, self.details.get("embedding_rows"))
+        for note in input_notes:
+            self.note(note)
         for b in sorted({c.batch_size for c in configs}):
-            for s in self.input_specs:
-                resolve_shape(s, b, self.inputs)
+            for seq in sorted({c.seq_len for c in configs}, key=lambda v: v or 0):
+                opts = self.inputs if seq is None else dataclasses.replace(self.inputs, dynamic_size=seq)
+                for s in self.input_specs:
+                    resolve_shape(s, b, opts)
         self.planner = VariantPlanner(self.model, self.format, self.fingerprint, precision, self.hardware,
-                                      self.input_specs)
+                                      self.input_specs, details=self.details)
         self.planner.check_data(configs)  # data that cannot feed the model stops the study here too
+
+    def note(self, text: str) -> None:
+        """Something the user should know about this study; each note is kept once."""
+        if text not in self.summary.notes:
+            self.summary.notes.append(text)
 
     # ---- the study record ----
     def open(self, spec_record: dict, hardware: dict | None = None, hardware_fingerprint: str | None = None,

@@ -58,6 +58,7 @@ def measure_configs(ctx: SweepContext, configs: list[RunConfig]) -> None:
 
     With `ctx.repeats` > 1 every config is measured in that many rounds instead (`measure_rounds`).
     """
+    configs = ctx.planner.adapt(configs)  # e.g. a model quantized beforehand runs as int8
     if ctx.repeats > 1:
         measure_rounds(ctx, configs)
         return

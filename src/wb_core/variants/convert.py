@@ -78,16 +78,23 @@ def variant_path(backend: str, path: str | Path, fmt: str, fp: str) -> Path:
 
 
 # Inputs read per model content: a search calls the runner many times, and each read costs a child process.
-_INPUTS: dict[tuple[str, str], list[dict]] = {}
+_INPUTS: dict[tuple[str, str], dict] = {}
 
 
 def inspect_inputs(path: str | Path, timeout_s: float | None = None) -> list[InputSpec]:
     """The model's inputs (name, shape with -1 for dynamic dims, dtype), read in a child process."""
+    return [InputSpec.from_dict(d) for d in inspect_details(path, timeout_s)["inputs"]]
+
+
+def inspect_details(path: str | Path, timeout_s: float | None = None) -> dict:
+    """What a child process reads from a model: `inputs` (dicts), and for ONNX and IR models also
+    `outputs` (names), `embedding_rows` (integer input -> rows of the table it indexes) and
+    `quantized` ('int8' for a model quantized beforehand)."""
     path = Path(path)
     fmt = detect_format(path)
     key = (str(path.resolve()), fingerprint(path))
     if key not in _INPUTS:
         res = run_task({"task": "inspect", "format": fmt, "path": str(path)}, timeout=timeout_s or 600,
                        what=f"reading the inputs of '{path}'")
-        _INPUTS[key] = res["inputs"]
-    return [InputSpec.from_dict(d) for d in _INPUTS[key]]
+        _INPUTS[key] = {k: res.get(k) for k in ("inputs", "outputs", "embedding_rows", "quantized")}
+    return _INPUTS[key]

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from wb_core.accuracy import Metric, resolve_metric
+from wb_core.accuracy import Metric, reference_targets, resolve_metric
 from wb_core.backends.registry import get as get_backend
 from wb_core.config import RunConfig
-from wb_core.data import Dataset, ImageOptions, check_input, load_dataset
+from wb_core.data import Dataset, ImageOptions, check_inputs, load_dataset
 from wb_core.errors import ConfigError, WorkbenchError
 from wb_core.paths import cache_dir
 from wb_core.proc.parent import run_task
@@ -43,7 +43,9 @@ class PrecisionOptions:
     metric: str | Callable | Metric = "auto"
     subset_size: int = DEFAULT_SUBSET  # calibration samples NNCF uses
     max_accuracy_drop: float | None = None  # set: accuracy-aware INT8 quantization
-    accuracy: bool = True  # measure accuracy when labelled data is at hand
+    accuracy: bool = True  # measure accuracy when data is at hand (against labels, else the FP32 outputs)
+    output: str | None = None  # the output accuracy reads (by name); None: the first
+    input_map: dict = field(default_factory=dict)  # model input -> array name in the data
 
     def __post_init__(self):
         if not isinstance(self.subset_size, int) or self.subset_size < 1:
@@ -69,10 +71,11 @@ class VariantPlanner:
     """Builds, caches and describes the precision variants of one model during one sweep."""
 
     def __init__(self, model: Path, fmt: str, fp: str, options: PrecisionOptions | None, hw,
-                 inputs: list | None = None):
+                 inputs: list | None = None, details: dict | None = None):
         self.model, self.fmt, self.fp, self.hw = Path(model), fmt, fp, hw
         self.inputs = inputs  # the model's InputSpecs when the caller has read them already
         self.options = options or PrecisionOptions()
+        self.details = details or {}  # what inspection read: outputs, embedding rows, pre-quantization
         self.notes: list[str] = []
         self._dataset: Dataset | None = None
         self._data_file: tuple[Path, str] | None = None
@@ -93,6 +96,7 @@ class VariantPlanner:
             if source is not None:
                 self._dataset = load_dataset(source, preprocess=self.options.preprocess, image=self.options.image,
                                              input_shape=self._ov_input_shape() if _is_folder(source) else None)
+                self._dataset = self._dataset.renamed(self.options.input_map)
         return self._dataset
 
     def _demo_has_data(self) -> bool:
@@ -125,24 +129,47 @@ class VariantPlanner:
             return  # a demo's own data fits its model
         if self.dataset() is None:
             return
-        spec = self._input()
-        if spec is None:
-            raise ConfigError(f"Datasets work with single-input models; '{self.model}' has several inputs.")
-        check_input(self.dataset().x, spec, "data")
-        if wants_int8:
-            check_input(self.dataset().calibration, spec, "calibration data")
+        if self.inputs is None:
+            self._input()
+        check_inputs(self.dataset().x, self.inputs, "data")
+        if wants_int8 and not self.prequantized:
+            check_inputs(self.dataset().calibration, self.inputs, "calibration data")
+        outputs = self.details.get("outputs")
+        if self.options.output and outputs and self.options.output not in outputs:
+            raise ConfigError(f"The model has no output '{self.options.output}' (its outputs: {', '.join(outputs)}).")
+
+    @property
+    def prequantized(self) -> bool:
+        """The model holds INT8 weights already (quantized before it reached the workbench)."""
+        return self.details.get("quantized") == "int8"
+
+    def adapt(self, configs: list[RunConfig]) -> list[RunConfig]:
+        """A model quantized beforehand runs as what it is: its fp32 points are int8 points."""
+        if not self.prequantized or not any(c.precision == "fp32" for c in configs):
+            return configs
+        import dataclasses
+
+        note = (f"'{self.model.name}' holds INT8 weights already (quantized beforehand): its runs are listed as "
+                f"precision int8, variant int8-ir.")
+        if note not in self.notes:
+            self.notes.append(note)
+        out: dict[str, RunConfig] = {}
+        for c in configs:
+            c = dataclasses.replace(c, precision="int8") if c.precision == "fp32" else c
+            out.setdefault(c.key, c)
+        return list(out.values())
 
     # ---- feasibility and files ----
     def infeasible(self, cfg: RunConfig) -> str | None:
         backend = get_backend(cfg.backend)
+        if cfg.precision == "int8" and self.prequantized:
+            return None
         if cfg.precision == "int8":
             if backend.int8_via:
                 return f"int8 skipped: {backend.int8_via}"
             if self.dataset() is None:
                 return ("int8 skipped: quantizing needs calibration data; pass --data with an .npz, an image folder "
                         "or demo:NAME")
-            if self.options.max_accuracy_drop is not None and not self.dataset().has_labels:
-                return "int8 skipped: accuracy-aware quantization (--max-accuracy-drop) needs labels ('y') in the data"
         if cfg.precision == "bf16" and backend.bf16_probe:
             probe = tf_bf16_probe(self.hw)
             if not probe.get("effective"):
@@ -156,7 +183,12 @@ class VariantPlanner:
     def _variant(self, backend: str, precision: str) -> tuple[Path, dict]:
         key = (backend, precision)
         if key not in self._paths:
-            if precision == "int8":
+            if precision == "int8" and self.prequantized:
+                from wb_core.variants.convert import variant_path
+
+                path = variant_path(backend, self.model, self.fmt, self.fp)
+                info = {"variant": "int8-ir", "variant_note": "INT8 model quantized beforehand"}
+            elif precision == "int8":
                 path, info = self._int8()
             else:
                 from wb_core.variants.convert import variant_path
@@ -173,7 +205,8 @@ class VariantPlanner:
         data_path, data_fp = self._data_path()
         metric = self.options.metric
         settings = QuantizeSettings(subset_size=self.options.subset_size, max_drop=self.options.max_accuracy_drop,
-                                    metric=metric.name if isinstance(metric, Metric) else str(metric))
+                                    metric=metric.name if isinstance(metric, Metric) else str(metric),
+                                    output=self.options.output)
         path, info = ensure_int8_ir(self.model, self.fmt, self.fp, data_path, data_fp, settings)
         how = "with accuracy control" if settings.max_drop is not None else "post-training"
         info["variant_note"] = (f"INT8 OpenVINO IR from NNCF {how} quantization on {info.get('calibration_size')} "
@@ -195,45 +228,69 @@ class VariantPlanner:
         ds = self.dataset()
         if not self.options.accuracy or ds is None or ds.meta.get("synthetic"):
             return {}  # synthetic demo inputs calibrate, but say nothing about accuracy
-        if not ds.has_labels:
-            note = f"The data from {ds.source} has no labels, so accuracy is skipped; the profile runs without it."
-            if note not in self.notes:
-                self.notes.append(note)
-            return {"accuracy_note": "no labels in the data"}
         ref = self._evaluate(backend, "fp32")
         cur = ref if precision == "fp32" else self._evaluate(backend, precision)
-        if "accuracy" not in cur or "accuracy" not in ref:
+        if "outputs" not in cur or "outputs" not in ref:
             return {"accuracy_note": cur.get("note") or ref.get("note")}
-        metric = cur["metric_obj"]
-        return {"accuracy": cur["accuracy"], "accuracy_drop": metric.drop(ref["accuracy"], cur["accuracy"]),
-                "accuracy_metric": metric.name, "accuracy_reference": ref["accuracy"],
-                "accuracy_samples": cur["samples"], "data_source": ds.source}
+        self._note_output(ref.get("output_names") or [])
+        if ds.has_labels:
+            metric = resolve_metric(self.options.metric, ds.y, ref["outputs"].shape)
+            targets, name = ds.y, None
+        else:
+            if callable(self.options.metric) and not isinstance(self.options.metric, Metric):
+                raise ConfigError("Without labels, accuracy compares with the FP32 outputs using a built-in metric "
+                                  "(cosine, mse, max_abs, top1, top5), not a function.")
+            metric, targets = reference_targets(self.options.metric, ref["outputs"])
+            name = f"{metric.name} vs fp32"
+            self._note(f"The data from {ds.source} has no labels: accuracy is each variant's {metric.name} against "
+                       f"the FP32 variant's outputs on the same inputs.")
+        reference, value = _score(ref, metric, targets), _score(cur, metric, targets)
+        cols = {"accuracy": value, "accuracy_drop": metric.drop(reference, value),
+                "accuracy_metric": name or metric.name, "accuracy_reference": reference,
+                "accuracy_samples": int(len(cur["outputs"])), "data_source": ds.source}
+        if self.options.output:
+            cols["accuracy_output"] = self.options.output
+        return cols
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def _note_output(self, names: list[str]) -> None:
+        if len(names) > 1 and not self.options.output:
+            self._note(f"Accuracy reads the model's first output '{names[0]}' of {len(names)} "
+                       f"({', '.join(names)}); choose another with --output NAME.")
 
     def _evaluate(self, backend: str, precision: str) -> dict:
         key = (backend, precision)
         if key in self._accuracy:
             return self._accuracy[key]
-        ds = self.dataset()
         data_path, _ = self._data_path()
         path, _ = self._variant(backend, precision)
         out_dir = Path(tempfile.mkdtemp(prefix="wb-eval-"))
         try:
             res = run_task({"task": "evaluate", "backend": backend, "data": str(data_path), "out_dir": str(out_dir),
+                            "output": self.options.output,
                             "variants": [{"id": "v", "model_path": str(path), "precision": precision}]},
                            timeout=1800, what=f"measuring the accuracy of the {backend} {precision} variant")
-            outputs = np.load(out_dir / "v.npy")
-            metric = resolve_metric(self.options.metric, ds.y, outputs.shape)
-            self._accuracy[key] = {"accuracy": metric(outputs, ds.y), "metric_obj": metric,
-                                   "samples": int(len(outputs)), "checked": res.get("ok")}
+            self._accuracy[key] = {"outputs": np.load(out_dir / "v.npy"), "output_names": res.get("outputs"),
+                                   "checked": res.get("ok")}
         except ConfigError:
             raise  # bad data or metric: the user must fix it, the sweep cannot mean anything
         except WorkbenchError as e:
             note = f"Accuracy of the {backend} {precision} variant was not measured: {e}"
-            self.notes.append(note)
+            self._note(note)
             self._accuracy[key] = {"note": note}
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
         return self._accuracy[key]
+
+
+def _score(evaluation: dict, metric: Metric, targets) -> float:
+    """The metric of one variant's outputs, computed once (a user's metric may be slow)."""
+    if "score" not in evaluation:
+        evaluation["score"] = metric(evaluation["outputs"], targets)
+    return evaluation["score"]
 
 
 def _is_folder(source) -> bool:

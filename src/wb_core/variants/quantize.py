@@ -25,6 +25,7 @@ class QuantizeSettings:
     subset_size: int = DEFAULT_SUBSET
     max_drop: float | None = None  # set: accuracy-aware quantization with this absolute bound
     metric: str = "auto"  # metric name for accuracy-aware mode
+    output: str | None = None  # the output accuracy-aware mode reads; None: the first
 
     @property
     def method(self) -> str:
@@ -41,7 +42,8 @@ def _version(dist: str) -> str:
 def variant_key(model_fp: str, data_fp: str, settings: QuantizeSettings) -> str:
     blob = json.dumps({"model": model_fp, "data": data_fp, "method": settings.method,
                        "subset": settings.subset_size, "max_drop": settings.max_drop, "metric": settings.metric,
-                       "nncf": _version("nncf"), "openvino": _version("openvino")}, sort_keys=True)
+                       "nncf": _version("nncf"), "openvino": _version("openvino"),
+                       **({"output": settings.output} if settings.output else {})}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -55,10 +57,11 @@ def ensure_int8_ir(model: str | Path, fmt: str, model_fp: str, data_path: Path, 
                f" '{model}' to INT8"
         res = run_task({"task": "quantize", "ir": str(fp32_ir), "data": str(data_path), "out": str(tmp / "model.xml"),
                         "subset_size": settings.subset_size, "max_drop": settings.max_drop,
-                        "metric": settings.metric}, timeout=3600, what=what)
+                        "metric": settings.metric, "output": settings.output}, timeout=3600, what=what)
         info = {"variant": settings.method, "calibration_size": res.get("calibration_samples"),
                 "calibration_data": data_fp, "subset_size": settings.subset_size,
-                "max_accuracy_drop": settings.max_drop, "accuracy_control_metric": res.get("metric")}
+                "max_accuracy_drop": settings.max_drop, "accuracy_control_metric": res.get("metric"),
+                "accuracy_control_reference": res.get("reference")}
         (tmp / "info.json").write_text(json.dumps(info))
 
     folder = _cached("int8", variant_key(model_fp, data_fp, settings), build)

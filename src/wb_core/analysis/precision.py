@@ -1,0 +1,41 @@
+"""Precision against FP32: each point's throughput relative to the FP32 point of the same settings,
+and a plain note when a lower precision runs slower (with the CPU's reason when it has one)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from wb_core.hardware import int8_speed_note
+
+# Settings a point is matched on, besides precision.
+MATCH = ("backend", "batch_size", "seq_len", "threads", "inter_op_threads", "streams", "cores", "instances",
+         "concurrency", "hint", "rate", "host")
+
+
+def vs_fp32(df: pd.DataFrame) -> pd.Series:
+    """Throughput over the FP32 point with the same settings (NaN where there is none)."""
+    if df.empty or "precision" not in df or "throughput" not in df:
+        return pd.Series(float("nan"), index=df.index, dtype=float)
+    cols = [c for c in MATCH if c in df.columns]
+    keyed = pd.Series(["|".join(str(v) for v in row) for row in df[cols].itertuples(index=False)], index=df.index)
+    ok = df["status"].eq("ok") if "status" in df else pd.Series(True, index=df.index)
+    fp32 = df[ok & df["precision"].eq("fp32")]
+    base = dict(zip(keyed[fp32.index], fp32["throughput"].astype(float)))
+    return pd.Series([float(t) / base[k] if k in base and base[k] and ok[i] else float("nan")
+                      for i, k, t in zip(df.index, keyed, df["throughput"])], index=df.index, dtype=float)
+
+
+def slowdown_notes(df: pd.DataFrame, flags: dict | None = None) -> list[str]:
+    """One note per precision that ran slower than FP32 somewhere, with the CPU's reason for INT8."""
+    ratio = vs_fp32(df)
+    notes = []
+    for prec in ("int8", "bf16"):
+        r = ratio[df["precision"].eq(prec)].dropna() if "precision" in df else ratio.iloc[0:0]
+        slow = r[r < 1.0]
+        if slow.empty:
+            continue
+        text = (f"{prec} ran slower than fp32 in {len(slow)} of {len(r)} matching points "
+                f"(as low as {slow.min():.2f}x)")
+        why = int8_speed_note(flags or {}) if prec == "int8" else None
+        notes.append(text + (f": {why}." if why else "."))
+    return notes

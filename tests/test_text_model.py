@@ -1,0 +1,143 @@
+"""Text models: several named integer inputs, data by input name, accuracy against the FP32
+outputs, sequence length as a sweep axis, input ranges by name, a model quantized beforehand."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from wb_core.cli import app
+from wb_core.config import InputOptions, SweepSpec
+from wb_core.errors import ConfigError
+from wb_core.models import InputSpec, make_batches, resolve_int_ranges
+from wb_core.store import load_results
+from wb_core.sweep.local import run_sweep
+from wb_core.variants.planner import PrecisionOptions
+
+VOCAB = 1000
+SPECS = [InputSpec("input_ids", (-1, -1), "int64"), InputSpec("attention_mask", (-1, -1), "int64"),
+         InputSpec("token_type_ids", (-1, -1), "int64")]
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    from wb_core.demo import build_text_encoder
+
+    return build_text_encoder(tmp_path_factory.mktemp("enc") / "encoder.xml", vocab=VOCAB)
+
+
+def _text_data(path, n=48, seq=16, labels=False):
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(4, seq + 1, size=n)
+    mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)
+    ids = rng.integers(1, VOCAB, size=(n, seq)) * mask
+    arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros((n, seq), np.int64)}
+    if labels:
+        arrays["y"] = rng.integers(0, 2, size=n)
+    np.savez(path, **arrays)
+    return path
+
+
+def test_int_ranges_merge_and_defaults_follow_the_names():
+    opts = InputOptions.parse(int_range=["input_ids=0:500", "5:9"])
+    assert opts.int_ranges == {"input_ids": (0, 500)} and opts.int_range == (5, 9)
+    resolved, notes = resolve_int_ranges(SPECS, InputOptions.parse(int_range=["input_ids=0:500"]), {"input_ids": VOCAB})
+    assert resolved.int_ranges == {"input_ids": (0, 500), "attention_mask": (1, 2), "token_type_ids": (0, 1)}
+    assert len(notes) == 2 and "attention_mask" in notes[0] and "token_type_ids" in notes[1]
+    resolved, notes = resolve_int_ranges(SPECS, InputOptions(), {"input_ids": VOCAB})
+    assert resolved.int_ranges["input_ids"] == (0, VOCAB) and "vocabulary" in notes[0]
+    b = make_batches(SPECS, 4, InputOptions(dynamic_size=8, int_ranges=resolved.int_ranges))[0]
+    assert (b["attention_mask"] == 1).all() and (b["token_type_ids"] == 0).all() and b["input_ids"].max() < VOCAB
+    with pytest.raises(ConfigError, match="reaches past the model's embedding table of 1000 rows; valid values are 0:1000"):
+        resolve_int_ranges(SPECS, InputOptions.parse(int_range="0:30522"), {"input_ids": VOCAB})
+    with pytest.raises(ConfigError, match="names input 'mask'.*its inputs: input_ids"):
+        resolve_int_ranges(SPECS, InputOptions.parse(int_range="mask=0:2"))
+
+
+def test_text_model_fp32_int8_over_sequence_lengths(encoder, db, fast, tmp_path):
+    data = _text_data(tmp_path / "text.npz")
+    s = run_sweep(encoder, SweepSpec(precisions="fp32,int8", seq_lens="8,16"), db, "text", settings=fast,
+                  precision=PrecisionOptions(data=str(data), output="sentence_embedding", subset_size=32))
+    assert s.ok == 4, s.errors
+    df = load_results(db, "text")
+    assert sorted(df["seq_len"]) == [8, 8, 16, 16]
+    int8 = df[df["precision"] == "int8"].iloc[0]
+    fp32 = df[df["precision"] == "fp32"].iloc[0]
+    assert int8["executed_precision"] in ("u8", "i8") and int8["accuracy_metric"] == "cosine vs fp32"
+    assert fp32["accuracy"] == pytest.approx(1.0) and 0.5 < int8["accuracy"] < 1.0
+    assert int8["accuracy_output"] == "sentence_embedding"
+    # Each note said once: the vocabulary read from the model, the label-free accuracy.
+    assert sum("'input_ids' gets values 0:1000" in n for n in s.notes) == 1
+    assert sum("no labels" in n for n in s.notes) == 1
+
+
+def test_cosine_on_another_output_and_accuracy_aware_int8_without_labels(encoder, db, fast, tmp_path):
+    data = _text_data(tmp_path / "text.npz", n=32)
+    s = run_sweep(encoder, SweepSpec(precisions="int8"), db, "aac", settings=fast, inputs=InputOptions(dynamic_size=8),
+                  precision=PrecisionOptions(data=str(data), max_accuracy_drop=0.001, subset_size=16))
+    assert s.ok == 1, s.errors
+    row = load_results(db, "aac").iloc[0]
+    assert row["variant"] == "int8-aac" and row["accuracy_metric"] == "cosine vs fp32"
+    assert row["accuracy_drop"] <= 0.001 + 1e-6
+    # Without --output, accuracy reads the first output and says which, once.
+    assert sum("first output 'last_hidden_state'" in n for n in s.notes) == 1
+
+
+def test_data_missing_an_input_is_one_sentence(encoder, db, tmp_path):
+    path = tmp_path / "partial.npz"
+    np.savez(path, input_ids=np.ones((4, 8), np.int64), attention_mask=np.ones((4, 8), np.int64))
+    with pytest.raises(ConfigError, match="no array for input 'token_type_ids' \\(it has: input_ids, attention_mask\\)"):
+        run_sweep(encoder, SweepSpec(precisions="int8"), db, "bad", inputs=InputOptions(dynamic_size=8),
+                  precision=PrecisionOptions(data=str(path)))
+    # A mapping names arrays called otherwise.
+    np.savez(path, ids=np.ones((4, 8), np.int64), attention_mask=np.ones((4, 8), np.int64),
+             token_type_ids=np.zeros((4, 8), np.int64))
+    with pytest.raises(ConfigError, match="no output 'pooled' \\(its outputs: last_hidden_state, sentence_embedding\\)"):
+        run_sweep(encoder, SweepSpec(precisions="fp32"), db, "bad", inputs=InputOptions(dynamic_size=8),
+                  precision=PrecisionOptions(data=str(path), input_map={"input_ids": "ids"}, output="pooled"))
+
+
+def test_a_model_quantized_beforehand_is_listed_as_int8(encoder, db, fast, tmp_path):
+    run_sweep(encoder, SweepSpec(precisions="int8"), db, "q", settings=fast, inputs=InputOptions(dynamic_size=8),
+              precision=PrecisionOptions(data=str(_text_data(tmp_path / "t.npz", n=16)), subset_size=16))
+    int8_ir = load_results(db, "q").iloc[0]["variant_path"]
+    s = run_sweep(int8_ir, SweepSpec(precisions="fp32"), db, "pre", settings=fast, inputs=InputOptions(dynamic_size=8))
+    assert s.ok == 1, s.errors
+    row = load_results(db, "pre").iloc[0]
+    assert (row["precision"], row["variant"]) == ("int8", "int8-ir")
+    assert any("quantized beforehand" in n for n in s.notes)
+
+
+def test_cli_sequence_lengths_ranges_and_output(encoder, db, tmp_path):
+    data = _text_data(tmp_path / "text.npz", n=16)
+    res = CliRunner().invoke(app, ["profile", str(encoder), "--dynamic-size", "8,16", "--int-range", "input_ids=0:500",
+                                   "--int-range", "attention_mask=1:2", "--data", str(data), "--output",
+                                   "sentence_embedding", "--db", str(db), "--study", "cli", "--max-time", "0.6",
+                                   "--warmup", "0.1", "--window", "0.1", "--tolerance", "0.5"])
+    assert res.exit_code == 0, res.output
+    df = load_results(db, "cli")
+    assert sorted(df["seq_len"]) == [8, 16] and (df["status"] == "ok").all()
+    assert re.search(r"backend\s+precision\s+seq_len", res.output)
+    assert "token_type_ids" in res.output and "input_ids' gets" not in res.output  # given: no note
+    bad = subprocess.run([sys.executable, "-m", "wb_core", "profile", str(encoder), "--dynamic-size", "8",
+                          "--int-range", "0:30522", "--db", str(db), "--study", "bad"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "valid values are 0:1000" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_slower_int8_is_said_plainly_with_the_cpu_reason():
+    import pandas as pd
+
+    from wb_core.analysis.precision import slowdown_notes, vs_fp32
+
+    df = pd.DataFrame({"backend": ["openvino"] * 4, "precision": ["fp32", "int8", "fp32", "int8"],
+                       "batch_size": [1, 1, 8, 8], "throughput": [100.0, 78.0, 400.0, 800.0], "status": ["ok"] * 4})
+    assert list(vs_fp32(df).round(2)) == [1.0, 0.78, 1.0, 2.0]
+    (note,) = slowdown_notes(df, {"avx2": True})
+    assert "1 of 2" in note and "0.78x" in note and "no VNNI" in note
+    (note,) = slowdown_notes(df, {"avx2": True, "avx_vnni": True})
+    assert "VNNI" not in note
