@@ -2,15 +2,14 @@
 
 `app.py` holds the Typer app and the entry point; each sibling module registers its commands.
 """
+# The import order below is the order `wb --help` lists the commands (pyproject exempts it from isort).
 
-# Each module registers its commands on `app`; the import order is the order `wb --help` lists them.
-from wb_core.cli import (  # noqa: F401
-    analysis,
-    dashboard,
-    fleet,
-    planning,
-    profiling,
-)
 from wb_core.cli.app import app, main
+from wb_core.cli import profiling  # noqa: F401 - registers hw, demo-model, inspect, profile, results, studies
+from wb_core.cli import studies  # noqa: F401 - pipeline, train-profile
+from wb_core.cli import analysis  # noqa: F401 - recommend, report, layers, export, serve-check, confirm
+from wb_core.cli import planning  # noqa: F401 - plan, capacity
+from wb_core.cli import fleet  # noqa: F401 - hosts, compare-hosts
+from wb_core.cli import dashboard  # noqa: F401 - dashboard
 
 __all__ = ["app", "main"]

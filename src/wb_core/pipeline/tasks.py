@@ -165,7 +165,7 @@ def task_pipeline_infer(task: dict) -> None:
 
     import numpy as np
 
-    from wb_core.backends import open_session
+    from wb_core.backends.registry import open_session
     from wb_core.config import InputOptions, RunConfig
     from wb_core.measure import Latency
     from wb_core.pipeline.queue import DONE, STOP, SlotQueue
