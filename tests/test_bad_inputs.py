@@ -86,7 +86,7 @@ def test_path_with_spaces_and_non_ascii_works(lenet_ir, tmp_path, fast):
     (["--max-time", "0"], "positive number"),
     (["--max-time", "-5"], "positive number"),
     (["--timeout", "-1"], "--timeout must be a positive"),
-    (["--rate", "-10"], "Rate must be above 0"),
+    (["--rate", "-10"], "Rate must be at least"),
     (["--instances", "99", "--cores-per-instance", "1"], "this machine offers"),
     (["--precision", "fp64"], "Unknown precision"),
     (["--backend", "torch"], "Unknown backend"),
