@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from wb_core.config import InputOptions, MeasureSettings, SweepSpec
+from wb_core.config import InputOptions, MeasureSettings, SweepSpec, check_number, check_timeout  # noqa: F401
 from wb_core.demo import default_study_name, resolve_model
 from wb_core.errors import ConfigError, ModelError, StoreError, WorkbenchError, WorkerError  # noqa: F401 - public
 from wb_core.paths import cache_dir, default_db  # noqa: F401 - public
@@ -110,8 +110,7 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     from wb_core.variants.planner import PrecisionOptions
 
     path = resolve_model(model)
-    if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and 0 < timeout_s < float("inf")):
-        raise ConfigError(f"The worker timeout must be a positive number of seconds; got {timeout_s!r}.")
+    check_timeout(timeout_s, "The worker timeout")
     if (hosts or ship_model) and not cluster:
         raise ConfigError("Choosing hosts or shipping the model needs a cluster address.")
     spec = spec or SweepSpec(backends=backends, precisions=precisions, batch_sizes=batch_sizes, threads=threads,
@@ -259,5 +258,6 @@ __all__ = sorted([
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
     "default_db", "cache_dir", "ConfigError", "ModelError", "StoreError", "WorkbenchError", "WorkerError",
+    "check_number", "check_timeout",
     *_REEXPORTS, *_MODULES,
 ])

@@ -37,8 +37,11 @@ def check_number(value, name: str, low: float, high: float, *, integer: bool = F
     """
     import math
 
+    def fmt(x) -> str:
+        return str(x) if isinstance(x, int) else f"{x:g}"
+
     kind = "a whole number" if integer else "a number"
-    bound = f"{'above' if low_open else 'at least'} {low:g} and at most {high:g}"
+    bound = f"{'above' if low_open else 'at least'} {fmt(low)} and at most {fmt(high)}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name} must be {kind} {bound}; got {value!r}.")
     if isinstance(value, float) and not math.isfinite(value):
@@ -48,7 +51,7 @@ def check_number(value, name: str, low: float, high: float, *, integer: bool = F
             raise ConfigError(f"{name} must be a whole number {bound}; got {value!r}.")
         value = int(value)
     if value < low or (low_open and value == low) or value > high:
-        raise ConfigError(f"{name} must be {kind} {bound}; got {value:g}.")
+        raise ConfigError(f"{name} must be {kind} {bound}; got {fmt(value)}.")
     return value
 
 
@@ -688,7 +691,7 @@ def _bounded_yaml(text: str):
                                       f"out")
             return super().compose_node(parent, index)
 
-    return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+    return yaml.load(text, Loader=Loader)  # a SafeLoader subclass
 
 
 def load_spec_schema() -> dict:

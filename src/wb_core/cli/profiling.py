@@ -107,6 +107,7 @@ def profile(
         InputOptions,
         MeasureSettings,
         SweepSpec,
+        check_timeout,
         default_db,
         default_study_name,
         load_results,
@@ -124,8 +125,7 @@ def profile(
     if spec_file:
         spec, file_settings, file_inputs = load_spec_file(spec_file)
         settings, inputs = file_settings or settings, file_inputs or inputs
-    if timeout is not None and timeout <= 0:
-        _fail(f"--timeout must be a positive number of seconds; got {timeout:g}.")
+    check_timeout(timeout, "--timeout")
     path = resolve_model(model)
     db = db or default_db()
     study = study or default_study_name(path)

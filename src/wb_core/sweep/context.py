@@ -19,8 +19,9 @@ from pathlib import Path
 
 from wb_core import hardware
 from wb_core.backends.registry import backend_formats, runtime_distributions
-from wb_core.config import InputOptions, MeasureSettings, RunConfig
-from wb_core.models import detect_format, fingerprint, resolve_shape
+from wb_core.config import InputOptions, MeasureSettings, RunConfig, check_timeout
+from wb_core.errors import ConfigError
+from wb_core.models import detect_format, fingerprint
 from wb_core.store import Store
 from wb_core.variants.convert import inspect_inputs
 from wb_core.variants.planner import PrecisionOptions, VariantPlanner
@@ -70,6 +71,64 @@ def infeasible_reason(cfg: RunConfig, fmt: str, hw: hardware.Hardware) -> str | 
     return None
 
 
+# Input element types the backends can generate and feed, with the integer range each one holds.
+FEEDABLE_DTYPES = {"float32": None, "float16": None, "bfloat16": None, "float64": None, "bool": (0, 2),
+                   "int8": (-(2**7), 2**7), "uint8": (0, 2**8), "int16": (-(2**15), 2**15), "uint16": (0, 2**16),
+                   "int32": (-(2**31), 2**31), "uint32": (0, 2**32), "int64": (-(2**63), 2**63 - 1),
+                   "uint64": (0, 2**63 - 1)}
+MAX_POOL_BYTES = 2 << 30  # the random samples one worker draws its batches from
+MIN_REQUESTS = 10  # an open-loop point must expect at least this many requests in its measuring time
+
+
+def check_inputs(specs, inputs: InputOptions, settings: MeasureSettings, configs: list[RunConfig]) -> None:
+    """Refuse, before any worker starts, inputs the backends cannot feed and options that name no input.
+
+    Checks: every input has a rank and a type the workbench can generate; names given in
+    --shape / --int-range exist (the real names are listed); integer ranges fit the input's type;
+    every batch size resolves to a shape; the sample pool fits in memory; an open-loop rate sends
+    enough requests within the measuring time.
+    """
+    from wb_core.models import resolve_shape
+
+    names = [s.name for s in specs]
+    known = set(names) | {n.split(":")[0] for n in names}
+    for what, given in (("--shape", inputs.shapes), ("--int-range", inputs.int_ranges)):
+        for name in given:
+            if name not in known:
+                raise ConfigError(f"{what} names input '{name}', which the model does not have; its inputs are "
+                                  f"{', '.join(repr(n) for n in names) or 'none'}.")
+    for s in specs:
+        if s.dtype not in FEEDABLE_DTYPES:
+            raise ConfigError(f"Input '{s.name}' has type {s.dtype}, which the workbench cannot generate; it feeds "
+                              f"{', '.join(FEEDABLE_DTYPES)}.")
+        if len(s.shape) == 0:
+            raise ConfigError(f"Input '{s.name}' is a scalar (rank 0); the workbench feeds batched inputs whose first "
+                              f"dimension is the batch.")
+        bounds = FEEDABLE_DTYPES[s.dtype]
+        if bounds and s.dtype != "bool":
+            lo, hi = inputs.int_ranges.get(s.name) or inputs.int_ranges.get(s.name.split(":")[0]) or inputs.int_range
+            if lo < bounds[0] or hi > bounds[1]:
+                raise ConfigError(f"Integer range {lo}:{hi} does not fit input '{s.name}' of type {s.dtype} "
+                                  f"({bounds[0]}:{bounds[1]}); give --int-range {s.name}=LOW:HIGH inside it.")
+    sample_bytes = 0
+    for b in sorted({c.batch_size for c in configs}):
+        sample_bytes = 0
+        for s in specs:
+            shape = resolve_shape(s, b, inputs)
+            elements = 1
+            for d in shape[1:]:
+                elements *= d
+            sample_bytes += elements * 8
+    if sample_bytes * settings.pool_size > MAX_POOL_BYTES:
+        raise ConfigError(f"A pool of {settings.pool_size} samples of this model's inputs would take "
+                          f"{sample_bytes * settings.pool_size / 2**30:,.1f} GiB (limit "
+                          f"{MAX_POOL_BYTES / 2**30:g} GiB); use a smaller pool_size.")
+    for c in configs:
+        if c.rate and c.rate * settings.max_time_s < MIN_REQUESTS:
+            raise ConfigError(f"Rate {c.rate:g} requests/s would send fewer than {MIN_REQUESTS} requests in the "
+                              f"{settings.max_time_s:g} s measuring time; raise --rate or --max-time.")
+
+
 def point_timeout(settings: MeasureSettings) -> float:
     return LOAD_ALLOWANCE_S + settings.warmup_s + settings.max_time_s * 2
 
@@ -94,7 +153,11 @@ class SweepContext:
         self.settings = settings or MeasureSettings()
         self.inputs = inputs or InputOptions()
         self.on_point, self.cancel = on_point, cancel
-        self.memory_limit_mb, self.timeout_s = memory_limit_mb, timeout_s
+        self.memory_limit_mb, self.timeout_s = memory_limit_mb, check_timeout(timeout_s, "The worker timeout")
+        if memory_limit_mb is not None:
+            from wb_core.config import check_number
+
+            check_number(memory_limit_mb, "The worker memory limit (MB)", 64, 1 << 24, integer=True)
         self._progress, self._progress_label = progress, progress_label
         self.summary = summary or SweepSummary(study=study, db=str(db))
         self.observations: dict[str, dict] = {}  # key -> the point as recorded, for strategies
@@ -105,9 +168,7 @@ class SweepContext:
         self.fingerprint = fingerprint(self.model)
         self.hardware = hardware.detect()
         self.input_specs = inspect_inputs(self.model, timeout_s)
-        for b in sorted({c.batch_size for c in configs}):
-            for s in self.input_specs:
-                resolve_shape(s, b, self.inputs)
+        check_inputs(self.input_specs, self.inputs, self.settings, configs)
         self.planner = VariantPlanner(self.model, self.format, self.fingerprint, precision, self.hardware,
                                       self.input_specs)
         self.planner.check_data(configs)  # data that cannot feed the model stops the study here too
