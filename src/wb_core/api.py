@@ -19,7 +19,14 @@ from pathlib import Path
 
 from wb_core.config import InputOptions, MeasureSettings, SweepSpec, check_number, check_timeout  # noqa: F401
 from wb_core.demo import default_study_name, resolve_model
-from wb_core.errors import ConfigError, ModelError, StoreError, WorkbenchError, WorkerError  # noqa: F401 - public
+from wb_core.errors import (  # noqa: F401 - public
+    ConfigError,
+    ModelError,
+    StoreError,
+    WorkbenchError,
+    WorkerError,
+    printable,
+)
 from wb_core.paths import cache_dir, default_db  # noqa: F401 - public
 from wb_core.store import load_results
 from wb_core.sweep.context import SweepSummary  # noqa: F401 - public
@@ -258,6 +265,6 @@ __all__ = sorted([
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
     "default_db", "cache_dir", "ConfigError", "ModelError", "StoreError", "WorkbenchError", "WorkerError",
-    "check_number", "check_timeout",
+    "check_number", "check_timeout", "printable",
     *_REEXPORTS, *_MODULES,
 ])

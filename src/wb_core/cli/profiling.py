@@ -112,6 +112,7 @@ def profile(
         default_study_name,
         load_results,
         load_spec_file,
+        printable,
         resolve_model,
     )
     from wb_core.api import profile as run_profile
@@ -146,9 +147,9 @@ def profile(
         _print_table(load_results(db, study))
     typer.echo(summary.line())
     for note in summary.notes:
-        typer.echo(f"  note: {note}", err=True)
+        typer.echo(f"  note: {printable(note)}", err=True)
     for e in summary.errors[:10]:
-        typer.echo(f"  failed: {e}", err=True)
+        typer.echo(f"  failed: {printable(e)}", err=True)
     if summary.failed and not summary.ok:
         raise typer.Exit(1)
 
@@ -191,12 +192,12 @@ def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
 @app.command()
 def studies(db: Optional[Path] = typer.Option(None, "--db")):
     """List the studies in a database."""
-    from wb_core.api import Store, default_db
+    from wb_core.api import Store, default_db, printable
 
     with Store(db or default_db(), readonly=True) as s:
         for row in s.list_studies():
-            typer.echo(f"{row['name']:24} {row['runs'] or 0:4} runs ({row['ok'] or 0} ok, {row['failed'] or 0} failed)"
-                       f"  {row['model_path']}")
+            typer.echo(f"{printable(row['name']):24} {row['runs'] or 0:4} runs ({row['ok'] or 0} ok, "
+                       f"{row['failed'] or 0} failed)  {printable(row['model_path'])}")
 
 
 TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",

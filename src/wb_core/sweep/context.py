@@ -11,8 +11,11 @@ reloading the study.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
+import socket
 import threading
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +23,7 @@ from pathlib import Path
 from wb_core import hardware
 from wb_core.backends.registry import backend_formats, runtime_distributions
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, check_timeout
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, WorkbenchError, printable
 from wb_core.models import detect_format, fingerprint
 from wb_core.store import Store
 from wb_core.variants.convert import inspect_inputs
@@ -40,12 +43,16 @@ class SweepSummary:
     failed: int = 0
     skipped: int = 0
     cancelled: bool = False
+    held_elsewhere: int = 0  # points another live sweep was measuring: left to it
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # things a user should know, e.g. accuracy skipped
 
     def line(self) -> str:
-        return (f"Study '{self.study}' in {self.db}: {self.ok} ok, {self.failed} failed, {self.skipped} skipped, "
-                f"{self.skipped_done} already stored" + (" (cancelled)" if self.cancelled else "") + ".")
+        return (f"Study '{printable(self.study)}' in {printable(self.db)}: "
+                f"{self.ok} ok, {self.failed} failed, {self.skipped} skipped, "
+                f"{self.skipped_done} already stored"
+                + (f", {self.held_elsewhere} left to another sweep measuring them" if self.held_elsewhere else "")
+                + (" (cancelled)" if self.cancelled else "") + ".")
 
 
 def library_versions() -> dict:
@@ -163,6 +170,10 @@ class SweepContext:
         self.observations: dict[str, dict] = {}  # key -> the point as recorded, for strategies
         self.store: Store | None = None
         self.bar = None
+        self.host = socket.gethostname()
+        self.owner = f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # this sweep, in the store's leases
+        self._heartbeat_stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
         configs = list(configs)
         self.format = detect_format(self.model)
         self.fingerprint = fingerprint(self.model)
@@ -199,6 +210,15 @@ class SweepContext:
         self.close()
 
     def close(self) -> None:
+        self._heartbeat_stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join(timeout=10)
+            self._heartbeat = None
+        if self.store is not None:
+            try:
+                self.store.release(self.owner)
+            except WorkbenchError:
+                pass
         for note in self.planner.notes:
             if note not in self.summary.notes:
                 self.summary.notes.append(note)
@@ -220,6 +240,49 @@ class SweepContext:
         self.summary.planned += len(configs)
         self.summary.skipped_done += len(configs) - len(todo)
         return todo
+
+    # ---- leases: two sweeps never measure one point ----
+    def claim(self, configs: list[RunConfig]) -> list[RunConfig]:
+        """The configs this sweep may measure: each claimed in the store first. Points another live
+        sweep holds are left to it, counted and said in the summary."""
+        mine, held = [], {}
+        for c in configs:
+            holder = self.store.claim(self.study, c.key, self.owner, self.host, os.getpid())
+            if holder is None:
+                mine.append(c)
+            else:
+                held.setdefault(f"{holder['host']} pid {holder['pid']}", []).append(c)
+        done = self.done_keys() if mine else set()  # stored by another sweep since `todo` looked
+        for c in [c for c in mine if c.key in done]:
+            self.store.release(self.owner, self.study, c.key)
+            mine.remove(c)
+            self.summary.skipped_done += 1
+        for who, cs in held.items():
+            self.summary.held_elsewhere += len(cs)
+            self.summary.notes.append(f"{len(cs)} point(s) were left to another sweep measuring them ({who}); "
+                                      f"rerun once it ends to measure any it could not.")
+        if mine:
+            self._start_heartbeat()
+        return mine
+
+    def _start_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            return
+        from wb_core.store import LEASE_STALE_S
+
+        def beat():
+            store = Store(self.db)
+            try:
+                while not self._heartbeat_stop.wait(LEASE_STALE_S / 6):
+                    try:
+                        store.refresh_leases(self.owner)
+                    except WorkbenchError:
+                        pass
+            finally:
+                store.close()
+
+        self._heartbeat = threading.Thread(target=beat, name="wb-lease-heartbeat", daemon=True)
+        self._heartbeat.start()
 
     def infeasible(self, cfg: RunConfig, hw: hardware.Hardware | None = None) -> str | None:
         """Why `cfg` cannot run (on `hw`, this machine by default), or None."""
@@ -252,8 +315,13 @@ class SweepContext:
         """Store one point now, count it, show it, and keep it as an observation."""
         key = key or cfg.key
         metrics = metrics or {}
+        if status == "ok" and not host:
+            others = self.store.other_sweeps(self.owner, self.host)
+            if others:  # measured while another sweep of ours ran on this machine's CPUs
+                metrics = {**metrics, "contended": True, "concurrent_sweeps": others}
         self.store.add_run(self.study, key, cfg.to_dict(), status, metrics, error, host=host,
                            hardware_fingerprint=hardware_fingerprint)
+        self.store.release(self.owner, self.study, key)
         setattr(self.summary, status, getattr(self.summary, status) + 1)
         if error and status == "failed":
             self.summary.errors.append(f"{cfg.label()}{f' on {where}' if where else ''}: {error}")

@@ -54,7 +54,7 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
 
 def measure_configs(ctx: SweepContext, configs: list[RunConfig]) -> None:
     """Measure the configs not stored yet, group by group, recording each point through `ctx`."""
-    todo = ctx.todo(configs)
+    todo = ctx.claim(ctx.todo(configs))
     ctx.start_progress(len(todo))
     groups: dict[tuple, list[RunConfig]] = collections.OrderedDict()
     for c in todo:
