@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 
-from wb_core.proc.channel import emit, flush, open_channel, receive
+from wb_core.proc.channel import emit, flush, open_channel, receive, watch_parent
 
 
 def _apply_process_settings(cfg: dict, memory_limit_mb: int | None) -> None:
@@ -24,6 +24,12 @@ def _apply_process_settings(cfg: dict, memory_limit_mb: int | None) -> None:
 
     if cfg.get("cores"):
         psutil.Process().cpu_affinity(list(cfg["cores"]))
+        # Threads started before this (the parent watch) follow too: no thread escapes the cores.
+        for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []:
+            try:
+                os.sched_setaffinity(int(tid), list(cfg["cores"]))
+            except OSError:
+                pass
     if memory_limit_mb:
         import resource
 
@@ -141,7 +147,7 @@ def task_instance(task: dict) -> None:
     def body(p):
         concurrency = _concurrency(task, p)
         extra, batches = _prepared_batches(session, p["batch_size"], opts, settings, concurrency)
-        warm_up(session.make_infer(), batches, settings)
+        warm_up(session.make_infer(), batches, settings, heartbeat=lambda: emit({"type": "heartbeat"}))
         emit({"type": "ready", "key": p["key"]})
         go = receive()
         if go is None:
@@ -304,6 +310,7 @@ TASKS = {"measure": task_measure, "instance": task_instance, "max_rate": task_ma
 
 
 def main() -> int:
+    watch_parent()
     open_channel()
     task = receive()
     try:

@@ -164,7 +164,7 @@ class SweepContext:
         if memory_limit_mb is not None:
             from wb_core.config import check_number
 
-            check_number(memory_limit_mb, "The worker memory limit (MB)", 64, 1 << 24, integer=True)
+            check_number(memory_limit_mb, "The worker memory limit (MB)", 1, 1 << 24, integer=True)
         self._progress, self._progress_label = progress, progress_label
         self.summary = summary or SweepSummary(study=study, db=str(db))
         self.observations: dict[str, dict] = {}  # key -> the point as recorded, for strategies
