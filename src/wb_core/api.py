@@ -48,7 +48,7 @@ _REEXPORTS = {
     "study_flops": "wb_core.analysis.study_model",
     "Allocation": "wb_core.analysis.planning", "plan_allocation": "wb_core.analysis.planning",
     "verify_allocation": "wb_core.analysis.planning", "capacity": "wb_core.analysis.planning",
-    "CapacityPlan": "wb_core.analysis.planning",
+    "CapacityPlan": "wb_core.analysis.planning", "check_capacity_inputs": "wb_core.analysis.planning",
     "LayerProfile": "wb_core.analysis.layers", "profile_layers": "wb_core.analysis.layers",
     # sharing
     "write_report": "wb_core.report", "build_report": "wb_core.report",

@@ -213,7 +213,17 @@ def task_inspect(task: dict) -> None:
                            dtype=str(t.dtype).replace("<dtype: '", "").replace("'>", ""))
                  for t in model.inputs]
     else:
-        specs = ov_inputs(read_ov_model(task["path"]))
+        from wb_core.models import check_onnx_opsets, check_ov_model
+
+        if fmt == "onnx":
+            check_onnx_opsets(task["path"])
+        model = read_ov_model(task["path"])
+        check_ov_model(model, task["path"])
+        specs = ov_inputs(model)
+    if not specs:
+        from wb_core.errors import ModelError
+
+        raise ModelError(f"Model '{task['path']}' has no inputs; the workbench measures models that take input.")
     emit({"type": "result", "inputs": [s.to_dict() for s in specs]})
 
 

@@ -119,7 +119,7 @@ def _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb,
         # The worker died while measuring a point: that point is what failed. Points it never began
         # stay unstored, so a rerun measures them; a worker that died before its first point
         # (loading, compiling) fails them all, since none of them could run.
-        blamed = running[-1:] if running else list(pending)
+        blamed = running[-1:] if started else list(pending)
         for key in blamed:
             record(pending.pop(key), "failed", error=f"{reason[0].upper()}{reason[1:]}.{detail}",
                    metrics={"stderr_tail": outcome.stderr_tail[-2000:]})
