@@ -17,8 +17,13 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 
 def fail(msg: str, code: int = 2):
     """Print one line on stderr and leave with `code`."""
-    typer.echo(f"Error: {printable(msg)}", err=True)
+    typer.echo(f"Error: {one_line(msg)}", err=True)
     raise typer.Exit(code)
+
+
+def one_line(msg) -> str:
+    """A message as one printable line (user text inside it may hold newlines or escape codes)."""
+    return " ".join(printable(msg).split())
 
 
 def _write_log(exc: BaseException) -> str | None:
@@ -53,7 +58,7 @@ def main() -> None:
     try:
         app()
     except WorkbenchError as e:
-        typer.echo(f"Error: {printable(e)}", err=True)
+        typer.echo(f"Error: {one_line(e)}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.echo("Interrupted; every finished point is stored, and rerunning the same command resumes.", err=True)
