@@ -80,6 +80,8 @@ APPLICATION_ID = 0x57424E43
 # The tables (and the columns of each) that make a database a workbench store.
 OWN_TABLES = {"studies": {"name", "model_fingerprint", "spec_json"}, "runs": {"study", "key", "config_json",
                                                                              "metrics_json", "status"}}
+# Every table a store may hold (sqlite_sequence comes with AUTOINCREMENT).
+ALL_TABLES = {"studies", "runs", "meta", "hosts", "leases", "sqlite_sequence"}
 # A lease not refreshed for this long is stale: its sweep is gone, and another may take the point.
 LEASE_STALE_S = 30.0
 
@@ -141,7 +143,9 @@ class Store:
                 self.db.set_application_id(APPLICATION_ID)
             return
         if self.db.dialect == "sqlite":
-            ours = app_id == 0 and all(t in tables and cols <= self.db.columns(t) for t, cols in OWN_TABLES.items())
+            # Only tables of ours (a store, or one another process is creating right now), each complete.
+            ours = (app_id == 0 and tables <= ALL_TABLES
+                    and all(cols <= self.db.columns(t) for t, cols in OWN_TABLES.items() if t in tables))
         else:  # a PostgreSQL database is shared by design: only a clash over our table names is refused
             ours = all(cols <= self.db.columns(t) for t, cols in OWN_TABLES.items() if t in tables)
         if not ours:
@@ -156,8 +160,12 @@ class Store:
         have = self.db.columns("runs")
         for col in RUN_HOST_COLUMNS:
             if col not in have:
-                with self.db.transaction() as c:
-                    c.execute(f"ALTER TABLE runs ADD COLUMN {col} TEXT")
+                try:
+                    with self.db.transaction() as c:
+                        c.execute(f"ALTER TABLE runs ADD COLUMN {col} TEXT")
+                except self.db.errors:
+                    if col not in self.db.columns("runs"):  # else another process added it first
+                        raise
 
     def schema_version(self) -> int:
         try:
