@@ -66,7 +66,81 @@ def build(out: Path, lenet_dir: Path, lenet_ir: Path) -> dict[str, tuple[Path, s
     c["no_signatures"] = (out / "no_signatures", "no serving signatures")
     c["lambda_layer.keras"] = (out / "lambda_layer.keras", "lambda_layer.keras")
     c["unsupported_op.onnx"] = (_onnx_unsupported(out / "unsupported_op.onnx"), "unsupported_op.onnx")
+    c.update(onnx_cases(out))
     return c
+
+
+def _onnx(path: Path, nodes, inputs, outputs, opset: int = 17, initializers=()) -> Path:
+    import onnx
+    from onnx import helper
+
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.save(model, path)
+    return path
+
+
+def onnx_cases(out: Path) -> dict[str, tuple[Path, str]]:
+    """ONNX files that read, but that no sweep can measure: each must be refused before a worker starts.
+
+    Built with onnx's helper API only (no TensorFlow), so the default suite can afford them.
+    """
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    out.mkdir(parents=True, exist_ok=True)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    const = numpy_helper.from_array(np.ones((1, 4), np.float32), "c")
+    c: dict[str, tuple[Path, str]] = {}
+    c["no_inputs.onnx"] = (_onnx(out / "no_inputs.onnx", [helper.make_node("Identity", ["c"], ["y"])], [], [y],
+                                 initializers=[const]), "has no inputs")
+    c["no_layers.onnx"] = (_onnx(out / "no_layers.onnx", [helper.make_node("Identity", ["x"], ["y"])], [x], [y]),
+                           "no layers")
+    c["future_opset.onnx"] = (_onnx(out / "future_opset.onnx", [helper.make_node("Relu", ["x"], ["y"])], [x], [y],
+                                    opset=9999), "opset 9999")
+    s = helper.make_tensor_value_info("s", TensorProto.FLOAT, [])
+    ys = helper.make_tensor_value_info("ys", TensorProto.FLOAT, [])
+    c["rank0.onnx"] = (_onnx(out / "rank0.onnx", [helper.make_node("Relu", ["s"], ["ys"])], [s], [ys]),
+                       "scalar (rank 0)")
+    t = helper.make_tensor_value_info("t", TensorProto.STRING, [1, 2])
+    yt = helper.make_tensor_value_info("yt", TensorProto.STRING, [1, 2])
+    c["string_input.onnx"] = (_onnx(out / "string_input.onnx", [helper.make_node("Identity", ["t"], ["yt"])], [t],
+                                    [yt]), "string_input.onnx")
+    return c
+
+
+def npz_cases(out: Path) -> dict[str, tuple[Path, str]]:
+    """Data files that must be refused from their headers, before any array is loaded."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    out.mkdir(parents=True, exist_ok=True)
+    c: dict[str, tuple[Path, str]] = {}
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": (10**6, 10**6)})
+    with zipfile.ZipFile(out / "huge_header.npz", "w") as z:
+        z.writestr("x.npy", buf.getvalue() + b"\0" * 64)
+    c["huge_header.npz"] = (out / "huge_header.npz", "truncated or damaged")
+    (out / "text.npz").write_text("not a zip")
+    c["text.npz"] = (out / "text.npz", "not a readable .npz")
+    np.savez(out / "no_x.npz", a=np.zeros(3))
+    c["no_x.npz"] = (out / "no_x.npz", "no array named 'x'")
+    return c
+
+
+def foreign_sqlite(path: Path) -> Path:
+    """An SQLite file of another application, with a `runs` table of its own."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("INSERT INTO runs (name) VALUES ('theirs')")
+    conn.commit()
+    conn.close()
+    return path
 
 
 def _onnx_unsupported(path: Path) -> Path:

@@ -65,10 +65,11 @@ def server(tmp_path, lenet_dir, jupyter_kernel_env, cache_without_int8):
     env = dict(os.environ)
     assert env["FORCE_COLOR"] == "1" and env["WB_CACHE_DIR"] == str(cache_without_int8)
     env["PYTHONPATH"] = str(ROOT / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["WB_DASHBOARD_TOKEN"] = "browser-test-token"
     proc = subprocess.Popen([sys.executable, "-m", "wb_core.cli", "dashboard", "--db", str(db), "--port", str(port),
                              "--cull-idle", "120"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/"
+    url = f"http://127.0.0.1:{port}/?token=browser-test-token"
     try:
         wait_for_http(url, proc)
         yield url, db

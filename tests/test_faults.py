@@ -1,5 +1,6 @@
 """Faults during a sweep: each gives a clear failed record or message, and no finished point is lost."""
 
+import re
 import signal
 import sqlite3
 import subprocess
@@ -113,6 +114,102 @@ def test_two_sweeps_write_one_database_at_once(lenet_ir, db):
         assert len(df) == 3 and df.key.is_unique and (df.status == "ok").all()
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 6
+        assert c.execute("SELECT COUNT(*) FROM leases").fetchone()[0] == 0  # every lease given back
+    # The two identical sweeps of "a" measured each point once between them, and said who left what.
+    ok = [int(re.search(r"(\d+) ok", out).group(1)) for out, _ in (outs[0], outs[2])]
+    stored = [int(re.search(r"(\d+) already stored", out).group(1)) for out, _ in (outs[0], outs[2])]
+    left = [int(m.group(1)) if (m := re.search(r"(\d+) left to another sweep", out)) else 0
+            for out, _ in (outs[0], outs[2])]
+    assert sum(ok) == 3, outs
+    assert [o + s_ + le for o, s_, le in zip(ok, stored, left)] == [3, 3], outs
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_points_leased_by_a_live_sweep_are_left_to_it_and_dead_leases_taken_over(lenet_ir, db, fast):
+    import os
+    import socket
+
+    spec = SweepSpec(batch_sizes="1,2,3")
+    keys = {c.batch_size: c.key for c in spec.expand()}
+    host = socket.gethostname()
+    run_sweep(lenet_ir, SweepSpec(batch_sizes="4"), db, "l", settings=fast)  # creates the study
+    with Store(db) as st:
+        assert st.claim("l", keys[1], "other-live", host, os.getpid()) is None  # this process: alive
+        assert st.claim("l", keys[2], "other-dead", host, _dead_pid()) is None
+        assert st.claim("l", keys[1], "someone", host, os.getpid())["owner"] == "other-live"
+    s = run_sweep(lenet_ir, spec, db, "l", settings=fast)
+    assert (s.ok, s.held_elsewhere) == (2, 1), s
+    assert "left to another sweep" in s.line() and any("left to another sweep" in n for n in s.notes)
+    df = load_results(db, "l").set_index("batch_size")
+    assert 1 not in df.index and df.loc[2, "status"] == "ok" and df.loc[3, "status"] == "ok"
+    with Store(db) as st:
+        rows = st.db.execute("SELECT owner FROM leases")
+    assert [r["owner"] for r in rows] == ["other-live"]  # ours given back, the live one untouched
+
+
+def test_a_point_measured_while_another_sweep_runs_here_is_flagged(lenet_ir, db, fast):
+    import os
+    import socket
+
+    run_sweep(lenet_ir, SweepSpec(batch_sizes="1"), db, "quiet", settings=fast)
+    with Store(db) as st:
+        st.claim("elsewhere", "k", "other-sweep", socket.gethostname(), os.getpid())
+    run_sweep(lenet_ir, SweepSpec(batch_sizes="2"), db, "quiet", settings=fast)
+    df = load_results(db, "quiet").set_index("batch_size")
+    assert df.loc[2, "contended"] is True or df.loc[2, "contended"] == 1
+    assert "contended" not in df.columns or df.loc[1, "contended"] != True  # noqa: E712
+
+
+def test_a_worker_ends_within_a_second_of_its_parents_death(tmp_path):
+    script = ("import sys, time\nfrom wb_core.proc.parent import ChildProc\n"
+              "c = ChildProc({'task': 'selftest', 'mode': 'hang'})\n"
+              "print(c.proc.pid, flush=True)\ntime.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    worker = psutil.Process(int(parent.stdout.readline()))
+    time.sleep(1.0)  # the worker is up and hanging
+    assert worker.is_running()
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    parent.stdout.close()
+    deadline = time.time() + 2.0
+    while time.time() < deadline:
+        try:
+            if worker.status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    else:
+        worker.kill()
+        raise AssertionError("the worker outlived its parent")
+
+
+def test_a_worker_killed_mid_group_fails_only_the_point_it_was_measuring(lenet_ir, db, fast):
+    spec = SweepSpec(batch_sizes="1,2,4,8")
+    settings = replace(fast, max_time_s=3.0, tolerance=1e-9)  # each point runs its full time
+    killed = []
+
+    def on_point(point):
+        if not killed:
+            for p in psutil.Process().children(recursive=True):
+                if "wb_core.proc.worker" in " ".join(p.cmdline()):
+                    time.sleep(0.5)  # well inside the next point
+                    p.send_signal(signal.SIGKILL)
+                    killed.append(p.pid)
+
+    s = run_sweep(lenet_ir, spec, db, "mid", settings=settings, on_point=on_point)
+    df = load_results(db, "mid").set_index("batch_size")
+    assert df.loc[1, "status"] == "ok"
+    assert df.loc[2, "status"] == "failed" and "SIGKILL" in df.loc[2, "error"]
+    assert 4 not in df.index and 8 not in df.index  # never started: left for a resume
+    assert (s.ok, s.failed) == (1, 1) and any("not started" in n for n in s.notes)
+    s2 = run_sweep(lenet_ir, spec, db, "mid", settings=fast)
+    assert s2.ok == 3 and s2.skipped_done == 1
 
 
 def test_a_briefly_locked_database_is_waited_for(lenet_ir, db, fast):

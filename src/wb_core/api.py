@@ -17,9 +17,16 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from wb_core.config import InputOptions, MeasureSettings, SweepSpec, parse_seq_lens
+from wb_core.config import InputOptions, MeasureSettings, SweepSpec, check_number, check_timeout, parse_seq_lens  # noqa: F401
 from wb_core.demo import default_study_name, resolve_model
-from wb_core.errors import ConfigError, ModelError, StoreError, WorkbenchError, WorkerError  # noqa: F401 - public
+from wb_core.errors import (  # noqa: F401 - public
+    ConfigError,
+    ModelError,
+    StoreError,
+    WorkbenchError,
+    WorkerError,
+    printable,
+)
 from wb_core.paths import cache_dir, default_db  # noqa: F401 - public
 from wb_core.store import load_results
 from wb_core.sweep.context import SweepSummary  # noqa: F401 - public
@@ -41,7 +48,7 @@ _REEXPORTS = {
     "study_flops": "wb_core.analysis.study_model",
     "Allocation": "wb_core.analysis.planning", "plan_allocation": "wb_core.analysis.planning",
     "verify_allocation": "wb_core.analysis.planning", "capacity": "wb_core.analysis.planning",
-    "CapacityPlan": "wb_core.analysis.planning",
+    "CapacityPlan": "wb_core.analysis.planning", "check_capacity_inputs": "wb_core.analysis.planning",
     "LayerProfile": "wb_core.analysis.layers", "profile_layers": "wb_core.analysis.layers",
     # sharing
     "write_report": "wb_core.report", "build_report": "wb_core.report",
@@ -126,8 +133,7 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     from wb_core.variants.planner import PrecisionOptions
 
     path = resolve_model(model)
-    if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and 0 < timeout_s < float("inf")):
-        raise ConfigError(f"The worker timeout must be a positive number of seconds; got {timeout_s!r}.")
+    check_timeout(timeout_s, "The worker timeout")
     if (hosts or ship_model) and not cluster:
         raise ConfigError("Choosing hosts or shipping the model needs a cluster address.")
     spec = spec or SweepSpec(backends=backends, precisions=precisions, batch_sizes=batch_sizes, threads=threads,
@@ -456,6 +462,7 @@ __all__ = sorted([
     "inspect_model", "hardware_info", "describe_hardware", "list_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
-    "default_db", "cache_dir", "parse_seq_lens", "ConfigError", "ModelError", "StoreError", "WorkbenchError", "WorkerError",
+    "default_db", "cache_dir", "parse_seq_lens", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
+    "WorkerError", "check_number", "check_timeout", "printable",
     *_REEXPORTS, *_MODULES,
 ])

@@ -22,6 +22,45 @@ PRECISIONS = ("fp32", "bf16", "int8")
 OV_HINTS = ("none", "latency", "throughput")
 MAX_BATCH = 65536
 MAX_THREADS = 4096
+MAX_POINTS = 20000  # configurations one sweep may plan
+MAX_SPEC_BYTES = 1 << 20  # a sweep spec file larger than this is refused unread
+MAX_YAML_ALIASES = 100  # YAML aliases (*name) one spec may use: an alias bomb stops here
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def check_number(value, name: str, low: float, high: float, *, integer: bool = False,
+                 low_open: bool = False) -> float | int:
+    """`value` as a finite number in [low, high] (or (low, high] with `low_open`), else a ConfigError.
+
+    Booleans, strings, NaN and infinities are refused: every numeric setting a user gives passes here.
+    """
+    import math
+
+    def fmt(x) -> str:
+        return str(x) if isinstance(x, int) else f"{x:g}"
+
+    kind = "a whole number" if integer else "a number"
+    bound = f"{'above' if low_open else 'at least'} {fmt(low)} and at most {fmt(high)}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be {kind} {bound}; got {value!r}.")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number {bound}; got {value!r}.")
+    if integer and not isinstance(value, int):
+        if not float(value).is_integer():
+            raise ConfigError(f"{name} must be a whole number {bound}; got {value!r}.")
+        value = int(value)
+    if value < low or (low_open and value == low) or value > high:
+        raise ConfigError(f"{name} must be {kind} {bound}; got {fmt(value)}.")
+    return value
+
+
+def check_timeout(timeout_s, name: str = "--timeout") -> float | None:
+    """A worker inactivity timeout in seconds (None: the default); NaN and infinity are refused."""
+    if timeout_s is None:
+        return None
+    return float(check_number(timeout_s, f"{name} (seconds a silent worker is given)", 0, MAX_TIMEOUT_S,
+                              low_open=True))
 
 
 def split_values(text: str | Iterable | None) -> list[str]:
@@ -177,17 +216,40 @@ class MeasureSettings:
     # Stable needs this many completed requests too: a p99 from fewer is one of a handful of values.
     min_requests: int = 100
 
+    # name -> (low, high, whole number, low bound excluded): the documented range of each setting.
+    RANGES = {
+        "warmup_s": (0.0, 3600.0, False, True),
+        "warmup_iters": (1, 100_000, True, False),
+        "window_s": (0.001, 3600.0, False, False),
+        "min_windows": (1, 1000, True, False),
+        "tolerance": (0.0, 10.0, False, True),
+        "max_time_s": (0.0, 24 * 3600.0, False, True),
+        "pool_size": (1, 4096, True, False),
+        "seed": (0, 2**32 - 1, True, False),
+        "min_requests": (1, 10**9, True, False),
+    }
+
     def __post_init__(self):
-        for name in ("warmup_s", "window_s", "tolerance", "max_time_s"):
+        for name, (low, high, integer, low_open) in self.RANGES.items():
             v = getattr(self, name)
-            if not isinstance(v, (int, float)) or v <= 0 or v != v:
+            if name in ("warmup_s", "window_s", "tolerance", "max_time_s") and not isinstance(v, bool) \
+                    and isinstance(v, (int, float)) and v <= 0:
                 raise ConfigError(f"Measurement setting {name} must be a positive number; got {v!r}.")
-        if self.max_time_s > 24 * 3600:
-            raise ConfigError(f"Measurement setting max_time_s of {self.max_time_s} s is over a day.")
-        for name in ("warmup_iters", "min_windows", "pool_size", "min_requests"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ConfigError(f"Measurement setting {name} must be a whole number of at least 1; got {v!r}.")
+            v = check_number(v, f"Measurement setting {name}", low, high, integer=integer, low_open=low_open)
+            object.__setattr__(self, name, v)
+
+    @classmethod
+    def from_dict(cls, d, where: str = "settings") -> MeasureSettings:
+        """From a mapping (a spec file's `settings`); unknown names are refused with the known ones."""
+        if not isinstance(d, dict):
+            raise ConfigError(f"The {where} section must be a mapping of measurement settings, like "
+                              f"'max_time_s: 5'; got {type(d).__name__}.")
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(map(str, d)) - set(names))
+        if unknown:
+            raise ConfigError(f"Unknown measurement setting(s) {', '.join(unknown)} in {where}; "
+                              f"known: {', '.join(names)}.")
+        return cls(**d)
 
 
 DEFAULT_INT_RANGE = (0, 100)
@@ -229,14 +291,36 @@ class InputOptions:
     int_range: tuple[int, int] | None = None  # [low, high) for integer inputs such as token ids
     int_ranges: dict = field(default_factory=dict)  # input name -> (low, high)
 
+    MAX_DIM = 10**7
+
     def __post_init__(self):
-        if self.dynamic_size is not None and (not isinstance(self.dynamic_size, int) or self.dynamic_size < 1):
-            raise ConfigError(f"The size for dynamic dimensions must be at least 1; got {self.dynamic_size!r}.")
-        ranges = [*([("default", self.int_range)] if self.int_range is not None else []), *self.int_ranges.items()]
-        for name, rng in ranges:
-            lo, hi = rng
-            if hi <= lo:
-                raise ConfigError(f"Integer range for input '{name}' must have low < high; got {lo}:{hi}.")
+        if self.dynamic_size is not None:
+            object.__setattr__(self, "dynamic_size", check_number(
+                self.dynamic_size, "The size for dynamic dimensions (--dynamic-size)", 1, self.MAX_DIM, integer=True))
+        if not isinstance(self.shapes, dict) or not isinstance(self.int_ranges, dict):
+            raise ConfigError("Input shapes and integer ranges must be mappings of input name to value.")
+        for name, shape in self.shapes.items():
+            if not isinstance(shape, (tuple, list)) or not shape:
+                raise ConfigError(f"Shape for input '{name}' must be a list of whole numbers, like [1, 128].")
+            dims = tuple(shape)
+            for d in dims:
+                if isinstance(d, bool) or not isinstance(d, int) or d == 0 or d < -1 or d > self.MAX_DIM:
+                    raise ConfigError(f"Shape {list(dims)} for input '{name}' has a dimension that is zero, "
+                                      f"negative, absurd or not a whole number.")
+        # No default range: integer inputs then get one by their name (see models.resolve_int_ranges).
+        if self.int_range is not None:
+            object.__setattr__(self, "int_range", self._range(self.int_range, "default"))
+        object.__setattr__(self, "int_ranges", {k: self._range(v, k) for k, v in self.int_ranges.items()})
+
+    @staticmethod
+    def _range(rng, name: str) -> tuple[int, int]:
+        if not isinstance(rng, (tuple, list)) or len(rng) != 2:
+            raise ConfigError(f"Integer range for input '{name}' must be two whole numbers [low, high]; got {rng!r}.")
+        lo, hi = (check_number(v, f"Integer range for input '{name}'", INT64[0], INT64[1], integer=True)
+                  for v in rng)
+        if hi <= lo:
+            raise ConfigError(f"Integer range for input '{name}' must have low < high; got {lo}:{hi}.")
+        return (lo, hi)
 
     def range_for(self, name: str) -> tuple[int, int] | None:
         """The range the user gave for this input (by name, or for all), or None."""
@@ -253,12 +337,25 @@ class InputOptions:
                 "int_ranges": {k: list(v) for k, v in self.int_ranges.items()}}
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> InputOptions:
+    def from_dict(cls, d: dict | None, where: str = "inputs") -> InputOptions:
+        """From a mapping (a spec file's `inputs`, a worker task); every part is type-checked."""
         d = d or {}
+        if not isinstance(d, dict):
+            raise ConfigError(f"The {where} section must be a mapping with dynamic_size, shapes, int_range and "
+                              f"int_ranges; got {type(d).__name__}.")
+        known = ("dynamic_size", "shapes", "int_range", "int_ranges")
+        unknown = sorted(set(map(str, d)) - set(known))
+        if unknown:
+            raise ConfigError(f"Unknown field(s) {', '.join(unknown)} in {where}; known: {', '.join(known)}.")
+        shapes, ranges = d.get("shapes") or {}, d.get("int_ranges") or {}
+        for what, m in (("shapes", shapes), ("int_ranges", ranges)):
+            if not isinstance(m, dict):
+                raise ConfigError(f"{where}.{what} must be a mapping of input name to value, like "
+                                  f"{{input_ids: [1, 128]}}; got {type(m).__name__}.")
         return cls(dynamic_size=d.get("dynamic_size"),
-                   shapes={k: tuple(v) for k, v in (d.get("shapes") or {}).items()},
-                   int_range=tuple(d["int_range"]) if d.get("int_range") else None,
-                   int_ranges={k: tuple(v) for k, v in (d.get("int_ranges") or {}).items()})
+                   shapes={str(k): (tuple(v) if isinstance(v, list) else v) for k, v in shapes.items()},
+                   int_range=_text_range(d.get("int_range")) if d.get("int_range") else None,
+                   int_ranges={str(k): _text_range(v) for k, v in ranges.items()})
 
     @classmethod
     def parse(cls, dynamic_size=None, shapes: list[str] | None = None,
@@ -313,6 +410,17 @@ def parse_seq_lens(text) -> list[int | None]:
     if isinstance(text, int):
         text = str(text)
     return parse_positive_ints(text, "Sequence length (--dynamic-size)", 10**7)
+
+
+def _text_range(value):
+    """`"0:100"` as (0, 100); anything else as it is (checked by InputOptions)."""
+    if isinstance(value, str):
+        lo, colon, hi = value.partition(":")
+        try:
+            return (int(lo), int(hi))
+        except ValueError:
+            raise ConfigError(f"Integer range '{value}' must look like 0:30522.") from None
+    return value
 
 
 # Fields of RunConfig that identify a point; their order is the public column order.
@@ -512,6 +620,40 @@ class SweepSpec:
         self.repeats = parse_repeats(self.repeats)
         self.seq_lens = _ints_or_none(self.seq_lens if not isinstance(self.seq_lens, int) else str(self.seq_lens),
                                       "Sequence length", 10**7)
+        if not isinstance(self.allow_oversubscribe, bool):
+            raise ConfigError(f"allow_oversubscribe takes true or false; got {self.allow_oversubscribe!r}.")
+        self.check_size()
+
+    def size(self) -> int:
+        """How many configurations `expand` plans at most (counted without building them)."""
+        from wb_core.backends.registry import get
+
+        placements = sum(1 for _ in self._placements())
+        total = 0
+        for backend in self.backends:
+            reads = set(get(backend).settings)
+            n = (len(self.precisions) * placements * len(self.concurrency) * len(self.rates) * len(self.batch_sizes)
+                 * len(self.seq_lens))
+            for name, values in (("threads", self.threads), ("inter_op_threads", self.inter_op_threads),
+                                 ("onednn", self.onednn), ("cpu_pinning", self.cpu_pinning)):
+                if name in reads:
+                    n *= len(values)
+            hints = self.hints if "hint" in reads else [None]
+            streams = len(self.streams) if "streams" in reads else 1
+            n *= sum(1 if h else streams for h in hints)
+            total += n
+        return total
+
+    def check_size(self) -> None:
+        """Refuse a grid larger than MAX_POINTS before anything is built, giving its size."""
+        n = self.size()
+        if n > MAX_POINTS:
+            axes = [f"{len(v)} {k}" for k, v in self.axis_lengths().items() if len(v) > 1]
+            raise ConfigError(f"The sweep asks for {n:,} configurations ({' x '.join(axes)}); the limit is "
+                              f"{MAX_POINTS:,}: narrow the axes, or use --search smart with a --budget.")
+
+    def axis_lengths(self) -> dict[str, list]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if isinstance(getattr(self, f.name), list)}
 
     def expand(self) -> list[RunConfig]:
         """All run configurations, in a stable order, with settings that a backend lacks dropped.
@@ -614,6 +756,9 @@ def parse_repeats(value) -> int:
     return n
 
 
+MIN_RATE = 0.01  # requests/s: slower arrivals send too few requests to measure within any time limit
+
+
 def parse_rates(values) -> list[float | None]:
     """Arrival rates in requests/s for the server scenario; `none` is the closed loop."""
     out: list[float | None] = []
@@ -625,8 +770,8 @@ def parse_rates(values) -> list[float | None]:
             r = float(v)
         except ValueError:
             raise ConfigError(f"Rate must be a number of requests per second; got '{v}'.") from None
-        if not (0 < r < 1e7):
-            raise ConfigError(f"Rate must be above 0 and below 10 million requests/s; got {v}.")
+        if not (MIN_RATE <= r < 1e7):
+            raise ConfigError(f"Rate must be at least {MIN_RATE:g} and below 10 million requests/s; got {v}.")
         out.append(r)
     return _unique(out) or [None]
 
@@ -648,11 +793,58 @@ def config_from_any(value: Any) -> dict:
     return json.loads(value) if isinstance(value, str) else dict(value)
 
 
+def _bounded_yaml(text: str):
+    """`yaml.safe_load` with at most MAX_YAML_ALIASES aliases (an alias bomb is refused, not expanded)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        aliases = 0
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.events.AliasEvent):
+                Loader.aliases += 1
+                if Loader.aliases > MAX_YAML_ALIASES:
+                    raise ConfigError(f"uses more than {MAX_YAML_ALIASES} YAML aliases (*name); write the values "
+                                      f"out")
+            return super().compose_node(parent, index)
+
+    return yaml.load(text, Loader=Loader)  # a SafeLoader subclass
+
+
+def load_spec_schema() -> dict:
+    """The JSON Schema of a sweep spec file (the copy shipped in the package)."""
+    from importlib import resources
+
+    return json.loads(resources.files("wb_core").joinpath("schemas/sweep_spec.schema.json").read_text())
+
+
+def validate_spec_data(data: Any, where: str = "Sweep spec") -> None:
+    """Check a spec mapping's fields and types (JSON Schema); a ConfigError names the first problem."""
+    import jsonschema
+
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a mapping of sweep fields, like 'threads: [1, 2]'.")
+    names = {f.name for f in dataclasses.fields(SweepSpec)} | {"settings", "inputs"}
+    unknown = sorted(set(map(str, data)) - names)
+    if unknown:
+        raise ConfigError(f"Unknown sweep field(s) {', '.join(unknown)} in {where}; known: {', '.join(sorted(names))}.")
+    try:
+        jsonschema.validate(data, load_spec_schema())
+    except jsonschema.ValidationError as e:
+        at = ".".join(str(p) for p in e.absolute_path) or "the top level"
+        raise ConfigError(f"{where} is invalid at {at}: {_short(e.message)}.") from None
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def load_spec_file(path) -> tuple[SweepSpec, MeasureSettings | None, InputOptions | None]:
-    """Read a sweep spec from YAML (safe loading only: no Python object tags).
+    """Read a sweep spec from YAML (safe loading only: no Python object tags, few aliases, 1 MiB at most).
 
     Top-level keys are SweepSpec fields, plus optional `settings` (MeasureSettings fields) and
-    `inputs` (InputOptions fields). Example::
+    `inputs` (InputOptions fields); `schemas/sweep_spec.schema.json` describes them. Example::
 
         backends: [openvino]
         threads: [1, 2]
@@ -667,8 +859,12 @@ def load_spec_file(path) -> tuple[SweepSpec, MeasureSettings | None, InputOption
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"Sweep spec '{p}' does not exist.")
+    if p.stat().st_size > MAX_SPEC_BYTES:
+        raise ConfigError(f"Sweep spec '{p}' is {p.stat().st_size:,} bytes; a spec is at most {MAX_SPEC_BYTES:,}.")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = _bounded_yaml(p.read_text(encoding="utf-8"))
+    except ConfigError as e:
+        raise ConfigError(f"Sweep spec '{p}' {e}.") from None
     except yaml.constructor.ConstructorError as e:
         raise ConfigError(f"Sweep spec '{p}' uses a YAML tag that is not allowed ({e.problem}); only plain "
                           f"values, lists and mappings are read.") from None
@@ -678,16 +874,22 @@ def load_spec_file(path) -> tuple[SweepSpec, MeasureSettings | None, InputOption
         raise ConfigError(f"Sweep spec '{p}' is not valid YAML{where}.") from None
     except UnicodeDecodeError:
         raise ConfigError(f"Sweep spec '{p}' is not UTF-8 text.") from None
+    except RecursionError:
+        raise ConfigError(f"Sweep spec '{p}' nests too deeply.") from None
     if not isinstance(data, dict):
         raise ConfigError(f"Sweep spec '{p}' must be a mapping of sweep fields, like 'threads: [1, 2]'.")
+    validate_spec_data(data, f"Sweep spec '{p}'")
     settings = data.pop("settings", None)
     inputs = data.pop("inputs", None)
-    spec_fields = {k: (",".join("none" if x is None else str(x) for x in v) if isinstance(v, list) else v)
+    spec_fields = {k: (v if k == "allow_oversubscribe" else
+                       ",".join("none" if x is None else str(x) for x in (v if isinstance(v, list) else [v])))
                    for k, v in data.items()}
     try:
         spec = SweepSpec.from_dict(spec_fields)
-        ms = MeasureSettings(**settings) if settings else None
-        io = InputOptions.from_dict(inputs) if inputs else None
+        ms = MeasureSettings.from_dict(settings, "settings section") if settings is not None else None
+        io = InputOptions.from_dict(inputs) if inputs is not None else None
     except TypeError as e:
         raise ConfigError(f"Sweep spec '{p}': {e}.") from None
+    except ConfigError as e:
+        raise ConfigError(f"Sweep spec '{p}': {e}") from None
     return spec, ms, io

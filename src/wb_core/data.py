@@ -352,13 +352,61 @@ def _from_named_iterable(items, first) -> Dataset:
                    source="an iterable")
 
 
+MAX_DATA_BYTES = 4 << 30  # all arrays of one data file, as their headers declare them
+
+
+def check_npz_headers(path: Path, limit: int = MAX_DATA_BYTES) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Each array's shape and dtype read from its header, before anything is loaded.
+
+    Refuses a file whose headers cannot be read, declare object arrays, declare more data than the
+    member holds (a truncated or forged file), or more than `limit` bytes in all.
+    """
+    out: dict[str, tuple[tuple[int, ...], str]] = {}
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                name = info.filename[:-4]
+                with z.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    read = {(1, 0): np.lib.format.read_array_header_1_0,
+                            (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                    if read is None:
+                        raise ValueError(f"npy format version {version}")
+                    shape, _fortran, dtype = read(f, max_header_size=10000)
+                    header_len = f.tell()
+                if dtype.hasobject:
+                    raise ConfigError(f"Data file '{path}' holds Python objects in array '{name}'; only numeric "
+                                      f"arrays are read.")
+                n = dtype.itemsize
+                for d in shape:
+                    n *= int(d)
+                if n > info.file_size - header_len:
+                    raise ConfigError(f"Data file '{path}': array '{name}' declares {tuple(shape)} {dtype} "
+                                      f"({n:,} bytes) but holds only {max(0, info.file_size - header_len):,}; the "
+                                      f"file is truncated or damaged.")
+                total += n
+                out[name] = (tuple(int(d) for d in shape), str(dtype))
+    except ConfigError:
+        raise
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, SyntaxError, TypeError) as e:
+        raise ConfigError(f"Data file '{path}' is not a readable .npz archive ({type(e).__name__}).") from None
+    if total > limit:
+        raise ConfigError(f"Data file '{path}' declares {total / 2**30:,.1f} GiB of arrays; the limit is "
+                          f"{limit / 2**30:g} GiB.")
+    return out
+
+
 def load_npz(path: Path) -> Dataset:
     """An `.npz` with `x`, optional `y` and optional `x_calib` / `x_train`; or one array per model
-    input named after it."""
+    input named after it. Headers are checked before anything loads."""
+    check_npz_headers(path)
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, io.UnsupportedOperation) as e:
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, io.UnsupportedOperation, MemoryError) as e:
         raise ConfigError(f"Data file '{path}' is not a readable .npz archive ({type(e).__name__}).") from None
     return _from_arrays(arrays, f"'{path}'")
 

@@ -201,7 +201,7 @@ def _measure_inline(infer, batches, batch_size, settings, window_s, proc, first_
     perf = time.perf_counter_ns
     n = len(batches)
     i = 0
-    warm_up(infer, batches, settings)
+    warm_up(infer, batches, settings, heartbeat)
     lat: list[int] = []
     windows: list[float] = []
     cpu0 = proc.cpu_times()
@@ -253,13 +253,18 @@ def _result(lat_ms, windows, batch_size, wall_s, cpu0, cpu1, first_ms, settings)
     }
 
 
-def warm_up(infer: Infer, batches: list, settings: MeasureSettings) -> None:
+def warm_up(infer: Infer, batches: list, settings: MeasureSettings, heartbeat: Callable[[], None] | None = None) -> None:
+    """At least `warmup_iters` requests and `warmup_s` seconds; `heartbeat` is called about once a second."""
     perf = time.perf_counter_ns
     t_end = perf() + int(settings.warmup_s * 1e9)
+    beat = perf() + 1_000_000_000
     i = 0
     while i < settings.warmup_iters or perf() < t_end:
         infer(batches[i % len(batches)])
         i += 1
+        if heartbeat is not None and perf() > beat:
+            heartbeat()
+            beat = perf() + 1_000_000_000
 
 
 def measure_window(make_infer: Callable[[], Infer], batches: list, batch_size: int, start_ns: int, end_ns: int,

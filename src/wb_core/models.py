@@ -196,6 +196,34 @@ def read_ov_model(path: str | Path):
         raise ModelError(f"OpenVINO cannot read '{path}': {first_line(e)}") from None
 
 
+def check_ov_model(model, path) -> None:
+    """Refuse a model with no inputs or no layers (nothing but parameters, constants and results)."""
+    if not model.inputs:
+        raise ModelError(f"Model '{path}' has no inputs; the workbench measures models that take input.")
+    kinds = {op.get_type_name() for op in model.get_ops()}
+    if not kinds - {"Parameter", "Result", "Constant", "Identity"}:
+        raise ModelError(f"Model '{path}' has no layers (only inputs and outputs); there is nothing to measure.")
+
+
+def check_onnx_opsets(path) -> None:
+    """Refuse an ONNX file that imports a standard opset newer than any this installation knows."""
+    try:
+        import onnx
+    except ImportError:
+        return  # OpenVINO's own reader decides
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception:
+        return  # unreadable: OpenVINO's reader gives the sentence
+    newest = onnx.defs.onnx_opset_version()
+    for imp in proto.opset_import:
+        if imp.domain in ("", "ai.onnx") and imp.version > newest:
+            raise ModelError(f"ONNX model '{path}' imports opset {imp.version}, newer than the newest known here "
+                             f"({newest}); export it with opset {newest} or lower.")
+        if imp.domain in ("", "ai.onnx") and imp.version < 1:
+            raise ModelError(f"ONNX model '{path}' imports opset {imp.version}, which does not exist.")
+
+
 def first_line(e: BaseException | str, limit: int = 300) -> str:
     """The first meaningful line of an exception message, short enough for one sentence."""
     text = str(e).strip()

@@ -151,6 +151,17 @@ def same_settings(df: pd.DataFrame, run_key: str) -> pd.DataFrame:
     return df[mask | (df.key == row["key"])]
 
 
+def check_capacity_inputs(target_rate, p99_ms, headroom, machine_cores=None) -> None:
+    """Capacity inputs finite and in range: rate (0, 1e9] req/s, p99 (0, 1e7] ms, headroom [0, 1), cores [1, 65536]."""
+    from wb_core.config import check_number
+
+    check_number(target_rate, "The target rate (requests/s)", 0, 1e9, low_open=True)
+    check_number(p99_ms, "The p99 target (ms)", 0, 1e7, low_open=True)
+    check_number(headroom, "Headroom", 0, 0.99)
+    if machine_cores is not None:
+        check_number(machine_cores, "Machine cores", 1, 65536, integer=True)
+
+
 def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float, headroom: float = 0.2,
              machine_cores: int | None = None, run_key: str | None = None) -> CapacityPlan:
     """Instances and replicas needed to serve `target_rate` requests/s with p99 under `p99_ms`.
@@ -164,6 +175,7 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float, headroom: floa
     exports. When those points cannot meet the target, it refuses and names the run the plan
     would otherwise come from.
     """
+    check_capacity_inputs(target_rate, p99_ms, headroom, machine_cores)
     if run_key is not None:
         from wb_core.analysis.recommend import find_run
 

@@ -2,30 +2,75 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
 
-from wb_core.api import WorkbenchError
+from wb_core.api import WorkbenchError, printable
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="CPU Inference Workbench: find the threads, cores, batch size and precision that serve a "
-                       "model best on this CPU.")
+                       "model best on this CPU. Add --debug (or set WB_DEBUG=1) to see the traceback of an "
+                       "unexpected error.")
 
 
 def fail(msg: str, code: int = 2):
     """Print one line on stderr and leave with `code`."""
-    typer.echo(f"Error: {msg}", err=True)
+    typer.echo(f"Error: {one_line(msg)}", err=True)
     raise typer.Exit(code)
 
 
+def one_line(msg) -> str:
+    """A message as one printable line (user text inside it may hold newlines or escape codes)."""
+    return " ".join(printable(msg).split())
+
+
+def _write_log(exc: BaseException) -> str | None:
+    """The traceback of an unexpected error in a log file under the cache; its path, or None."""
+    import datetime
+    import traceback
+
+    from wb_core.api import cache_dir
+
+    try:
+        folder = cache_dir() / "logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        path = folder / f"wb-{stamp}-{os.getpid()}.log"
+        path.write_text(f"wb {' '.join(sys.argv[1:])}\n\n"
+                        + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), encoding="utf-8")
+        return str(path)
+    except Exception:
+        return None
+
+
 def main() -> None:
-    """Console entry point: a WorkbenchError becomes one line on stderr and exit code 2."""
+    """Console entry point: every error becomes one line on stderr, never a traceback.
+
+    A WorkbenchError (bad input) gives its sentence and exit code 2. Anything else is a bug: one
+    sentence naming it and the log file that holds its traceback, exit code 3; `--debug` (or
+    WB_DEBUG=1) prints the traceback instead.
+    """
+    debug = "--debug" in sys.argv[1:] or os.environ.get("WB_DEBUG", "") not in ("", "0")
+    if "--debug" in sys.argv[1:]:
+        sys.argv = [sys.argv[0], *(a for a in sys.argv[1:] if a != "--debug")]
     try:
         app()
     except WorkbenchError as e:
-        typer.echo(f"Error: {e}", err=True)
+        typer.echo(f"Error: {one_line(e)}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.echo("Interrupted; every finished point is stored, and rerunning the same command resumes.", err=True)
         sys.exit(130)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        if debug:
+            raise
+        log = _write_log(e)
+        first = printable(str(e).strip().splitlines()[0] if str(e).strip() else "")[:300]
+        where = f"the traceback is in {log}" if log else "rerun with --debug to see the traceback"
+        typer.echo(f"Error: an unexpected {type(e).__name__}{f' ({first})' if first else ''} stopped the command; "
+                   f"{where}.", err=True)
+        sys.exit(3)

@@ -1,8 +1,12 @@
 """`wb dashboard`: serve the Voila dashboard on a results database.
 
-Loopback by default; any other address needs a token (one is made up when none is given), since
-the page can run sweeps and write files on the server. Voila keeps a kernel per page visit, so
-idle kernels are culled. The database reaches the notebook through `$WB_DB`.
+Only its user can drive it: the page can run sweeps and write files on the server. It listens on
+loopback by default and always asks for a token, read from `$WB_DASHBOARD_TOKEN` or a file
+(`--token-file`) or made up, and passed to Voila in a private config file, never on a command
+line that any local user can read with `ps`. Requests whose `Host` is not a loopback name (DNS
+rebinding) are refused unless `--host` names another address, and cross-origin requests and
+websockets are refused. SIGTERM and SIGINT stop Voila and its kernels. Voila keeps a kernel per
+page visit, so idle kernels are culled. The database reaches the notebook through `$WB_DB`.
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ import ipaddress
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -49,38 +56,71 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def voila_command(db: Path, port: int, host: str, token: str | None, cull_idle_s: int,
-                  upload_limit_mb: int) -> tuple[list[str], dict, str]:
-    """The voila command line, its environment, and the address to open."""
+TOKEN_ENV = "WB_DASHBOARD_TOKEN"
+LOOPBACK_NAMES = ["localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"]
+
+
+def read_token(token_file: Path | None) -> str:
+    """The access token: from `--token-file`, else `$WB_DASHBOARD_TOKEN`, else a new random one."""
+    if token_file is not None:
+        try:
+            token = token_file.expanduser().read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"Cannot read the token file '{token_file}': {type(e).__name__}.") from None
+        if not token:
+            raise ConfigError(f"The token file '{token_file}' is empty.")
+    else:
+        token = os.environ.get(TOKEN_ENV, "").strip() or secrets.token_urlsafe(24)
+    if len(token) < 8 or any(c.isspace() or not c.isprintable() for c in token):
+        raise ConfigError("The dashboard token must be at least 8 printable characters without spaces.")
+    return token
+
+
+def voila_command(db: Path, port: int, host: str, token: str, cull_idle_s: int,
+                  upload_limit_mb: int, config_dir: Path | None = None) -> tuple[list[str], dict, str]:
+    """The voila command line, its environment, and the address to open.
+
+    The token and the tornado settings go into `voila.json` in `config_dir` (a private folder,
+    read by Voila as its working directory), so the command line holds no secret.
+    """
     if not 1 <= port <= 65535:
         raise ConfigError(f"Port must be between 1 and 65535; got {port}.")
     if cull_idle_s < 10:
         raise ConfigError(f"The idle kernel timeout must be at least 10 seconds; got {cull_idle_s}.")
-    if not is_loopback(host) and not token:
-        token = secrets.token_urlsafe(24)
+    if not token:
+        raise ConfigError("The dashboard needs a token.")
     db = db.expanduser().resolve()
     if not db.parent.is_dir():
         raise ConfigError(f"The folder for results database '{db}' does not exist.")
     # The websocket carries uploads; leave room above the upload limit for encoding overhead.
     ws_limit = (upload_limit_mb + 16) * 2**20
+    tornado = {"websocket_max_message_size": ws_limit,
+               # Host checked against loopback names (no DNS rebinding) unless another address was asked for.
+               "allow_remote_access": not is_loopback(host),
+               "local_hostnames": LOOPBACK_NAMES,
+               # Cross-origin requests and websockets refused (a page of another site cannot drive this one).
+               "allow_origin": "", "allow_origin_pat": ""}
+    config_dir = Path(config_dir or tempfile.mkdtemp(prefix="wb-dashboard-"))
+    os.chmod(config_dir, 0o700)
+    conf = config_dir / "voila.json"
+    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump({"Voila": {"token": token, "tornado_settings": tornado}}, f)
     cmd = [sys.executable, "-m", "voila", str(dashboard_notebook()), "--no-browser",
            f"--Voila.ip={host}", f"--Voila.port={port}", "--Voila.port_retries=0",
-           f"--Voila.token={token or ''}",
            f"--MappingKernelManager.cull_idle_timeout={cull_idle_s}",
            f"--MappingKernelManager.cull_interval={max(5, min(60, cull_idle_s // 4))}",
-           "--MappingKernelManager.cull_connected=False",
-           f"--Voila.tornado_settings={{'websocket_max_message_size': {ws_limit}}}"]
+           "--MappingKernelManager.cull_connected=False"]
     env = dict(os.environ)
+    env.pop(TOKEN_ENV, None)  # the kernels have no use for it
     env["WB_DB"] = str(db)
     env["WB_UPLOAD_LIMIT_MB"] = str(upload_limit_mb)
-    # traitlets calls the dict form of --Voila.tornado_settings deprecated, but its key=value form
-    # would pass the number as a string, which tornado cannot compare.
-    env["PYTHONWARNINGS"] = "ignore::DeprecationWarning:traitlets.traitlets"
+    env["WB_DASHBOARD_CONFIG_DIR"] = str(config_dir)
     # The kernels import the same wb_core as this process, installed or run from a checkout.
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     shown_host = f"[{host}]" if ":" in host else host
-    url = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
+    url = f"http://{shown_host}:{port}/?token={token}"
     return cmd, env, url
 
 
@@ -88,20 +128,81 @@ def voila_command(db: Path, port: int, host: str, token: str | None, cull_idle_s
 def dashboard(
     db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: ./wb.db or $WB_DB)."),
     port: int = typer.Option(8866, "--port", help="Port to listen on."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; anything but loopback needs a token."),
-    token: Optional[str] = typer.Option(None, "--token", help="Access token (made up when the host is not loopback)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: loopback only)."),
+    token_file: Optional[Path] = typer.Option(None, "--token-file", help="File holding the access token (else "
+                                              f"${TOKEN_ENV}, else one is made up and printed)."),
+    token: Optional[str] = typer.Option(None, "--token", hidden=True),
     cull_idle: int = typer.Option(600, "--cull-idle", help="Seconds before an idle page's kernel is shut down."),
     upload_limit: int = typer.Option(200, "--upload-limit-mb", help="Largest model upload, in MB."),
 ):
     """Serve the dashboard (Model, Sweep, Explore, Export) in the browser."""
+    import shutil
+
     from wb_core.api import default_db
 
-    cmd, env, url = voila_command(db or default_db(), port, host, token, cull_idle, upload_limit)
-    typer.echo(f"Dashboard on {env['WB_DB']}: open {url}  (Ctrl+C stops it)")
-    if not is_loopback(host):
-        typer.echo("It listens beyond this machine: keep the token secret.")
+    if token is not None:
+        raise ConfigError(f"A token on the command line is visible to every local user (ps); put it in "
+                          f"${TOKEN_ENV} or in a file given with --token-file.")
+    config_dir = Path(tempfile.mkdtemp(prefix="wb-dashboard-"))
     try:
-        code = subprocess.call(cmd, env=env)
-    except KeyboardInterrupt:
-        code = 0
+        cmd, env, url = voila_command(db or default_db(), port, host, read_token(token_file), cull_idle,
+                                      upload_limit, config_dir)
+        typer.echo(f"Dashboard on {env['WB_DB']}: open {url}  (Ctrl+C stops it)")
+        if not is_loopback(host):
+            typer.echo("It listens beyond this machine: keep the token secret.")
+        code = _serve(cmd, env, config_dir)
+    finally:
+        shutil.rmtree(config_dir, ignore_errors=True)
     raise typer.Exit(code)
+
+
+def _serve(cmd: list[str], env: dict, cwd: Path) -> int:
+    """Run Voila in its own process group; SIGTERM or SIGINT here stops it and every kernel it started."""
+    import psutil
+
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, start_new_session=True)
+    stopping = []
+    kernels: list = []  # Voila's children (kernels run in sessions of their own), seen when stopping
+
+    def stop(signum, _frame):
+        stopping.append(signum)
+        try:
+            kernels.extend(psutil.Process(proc.pid).children(recursive=True))
+        except psutil.Error:
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # Voila shuts its kernels down on SIGTERM
+        except ProcessLookupError:
+            pass
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    deadline = None
+    try:
+        while True:
+            try:
+                code = proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if stopping and deadline is None:
+                    deadline = time.monotonic() + 10  # a clean shutdown's time, then no more waiting
+                if deadline is not None and time.monotonic() > deadline:
+                    _kill_group(proc.pid)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        _kill_group(proc.pid)
+        for k in kernels:  # kernels that outlived Voila
+            try:
+                k.wait(timeout=5)
+            except psutil.TimeoutExpired:
+                k.kill()
+            except psutil.Error:
+                pass
+    return 0 if stopping else code
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

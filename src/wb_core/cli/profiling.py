@@ -119,10 +119,12 @@ def profile(
         InputOptions,
         MeasureSettings,
         SweepSpec,
+        check_timeout,
         default_db,
         default_study_name,
         load_spec_file,
         parse_seq_lens,
+        printable,
         resolve_model,
         results_with_notes,
     )
@@ -142,8 +144,7 @@ def profile(
     if spec_file:
         spec, file_settings, file_inputs = load_spec_file(spec_file)
         settings, inputs = file_settings or settings, file_inputs or inputs
-    if timeout is not None and timeout <= 0:
-        _fail(f"--timeout must be a positive number of seconds; got {timeout:g}.")
+    check_timeout(timeout, "--timeout")
     path = resolve_model(model)
     db = db or default_db()
     study = study or default_study_name(path)
@@ -165,9 +166,9 @@ def profile(
         _print_table(*results_with_notes(study, db))
     typer.echo(summary.line())
     for note in summary.notes:
-        typer.echo(f"  note: {note}", err=True)
+        typer.echo(f"  note: {printable(note)}", err=True)
     for e in summary.errors[:10]:
-        typer.echo(f"  failed: {e}", err=True)
+        typer.echo(f"  failed: {printable(e)}", err=True)
     if summary.failed and not summary.ok:
         raise typer.Exit(1)
 
@@ -210,12 +211,12 @@ def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
 @app.command()
 def studies(db: Optional[Path] = typer.Option(None, "--db")):
     """List the studies in a database."""
-    from wb_core.api import Store, default_db
+    from wb_core.api import Store, default_db, printable
 
     with Store(db or default_db(), readonly=True) as s:
         for row in s.list_studies():
-            typer.echo(f"{row['name']:24} {row['runs'] or 0:4} runs ({row['ok'] or 0} ok, {row['failed'] or 0} failed)"
-                       f"  {row['model_path']}")
+            typer.echo(f"{printable(row['name']):24} {row['runs'] or 0:4} runs ({row['ok'] or 0} ok, "
+                       f"{row['failed'] or 0} failed)  {printable(row['model_path'])}")
 
 
 TABLE_COLUMNS = ["backend", "precision", "seq_len", "batch_size", "threads", "inter_op_threads", "streams", "cores",

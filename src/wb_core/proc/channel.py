@@ -11,12 +11,55 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 
 CHANNEL_ENV = "WB_CHANNEL"
+PARENT_ENV = "WB_PARENT_PID"  # the parent's pid: a worker whose parent is gone ends itself
+PDEATHSIG_ENV = "WB_PDEATHSIG"  # set when the parent started the worker from its main thread
+WATCH_INTERVAL_S = 0.2
 
 _channel_in = None
 _channel_out = None
 _lock = threading.Lock()  # heartbeats and results may come from different threads
+
+
+def watch_parent() -> None:
+    """End this worker (and anything it started) within WATCH_INTERVAL_S of its parent's death.
+
+    Runs before anything heavy is imported, so a worker still loading, compiling, warming up or
+    evaluating accuracy never outlives a killed sweep. Linux's parent-death signal is asked for too
+    when the parent started us from its main thread (the signal follows the starting thread).
+    """
+    import signal
+
+    expected = int(os.environ.pop(PARENT_ENV, "0") or 0)
+    if not expected:
+        return
+    if os.environ.pop(PDEATHSIG_ENV, "") == "1":
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+    def die():
+        try:
+            os.killpg(os.getpgrp(), signal.SIGKILL)  # the worker leads its own session: its children go too
+        finally:
+            os._exit(137)
+
+    if os.getppid() != expected:
+        die()
+
+    def watch():
+        while True:
+            time.sleep(WATCH_INTERVAL_S)
+            if os.getppid() != expected:
+                die()
+
+    threading.Thread(target=watch, name="wb-parent-watch", daemon=True).start()
 
 
 def open_channel() -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from wb_core.errors import WorkerError
-from wb_core.proc.channel import CHANNEL_ENV
+from wb_core.proc.channel import CHANNEL_ENV, PARENT_ENV, PDEATHSIG_ENV
 
 _ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
 _MAX_LINE = 2000  # a progress bar redrawn with \r is one endless "line"
@@ -96,7 +96,8 @@ class ChildProc:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "wb_core.proc.worker"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                env=child_env({**(env or {}), CHANNEL_ENV: f"{task_r},{msg_w}"}),
+                env=child_env({**(env or {}), CHANNEL_ENV: f"{task_r},{msg_w}", PARENT_ENV: os.getpid(),
+                               PDEATHSIG_ENV: "1" if threading.current_thread() is threading.main_thread() else ""}),
                 pass_fds=(task_r, msg_w), start_new_session=True,
             )
         except BaseException:

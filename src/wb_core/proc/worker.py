@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 
-from wb_core.proc.channel import emit, flush, open_channel, receive
+from wb_core.proc.channel import emit, flush, open_channel, receive, watch_parent
 
 
 def _apply_process_settings(cfg: dict, memory_limit_mb: int | None) -> None:
@@ -24,6 +24,12 @@ def _apply_process_settings(cfg: dict, memory_limit_mb: int | None) -> None:
 
     if cfg.get("cores"):
         psutil.Process().cpu_affinity(list(cfg["cores"]))
+        # Threads started before this (the parent watch) follow too: no thread escapes the cores.
+        for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []:
+            try:
+                os.sched_setaffinity(int(tid), list(cfg["cores"]))
+            except OSError:
+                pass
     if memory_limit_mb:
         import resource
 
@@ -145,7 +151,7 @@ def task_instance(task: dict) -> None:
     def body(p):
         concurrency = _concurrency(task, p)
         extra, batches = _prepared_batches(session, p["batch_size"], opts, settings, concurrency)
-        warm_up(session.make_infer(), batches, settings)
+        warm_up(session.make_infer(), batches, settings, heartbeat=lambda: emit({"type": "heartbeat"}))
         emit({"type": "ready", "key": p["key"]})
         go = receive()
         if go is None:
@@ -211,10 +217,17 @@ def task_inspect(task: dict) -> None:
                            dtype=str(t.dtype).replace("<dtype: '", "").replace("'>", ""))
                  for t in model.inputs]
     else:
-        from wb_core.models import embedding_rows, ov_outputs, quantized_weights
+        from wb_core.models import check_onnx_opsets, check_ov_model, embedding_rows, ov_outputs, quantized_weights
 
+        if fmt == "onnx":
+            check_onnx_opsets(task["path"])
         model = read_ov_model(task["path"])
+        check_ov_model(model, task["path"])
         specs = ov_inputs(model)
+        if not specs:
+            from wb_core.errors import ModelError
+
+            raise ModelError(f"Model '{task['path']}' has no inputs; the workbench measures models that take input.")
         emit({"type": "result", "inputs": [s.to_dict() for s in specs], "outputs": ov_outputs(model),
               "embedding_rows": embedding_rows(model), "quantized": quantized_weights(model)})
         return
@@ -331,6 +344,7 @@ TASKS.update({name: _task_in(module, name) for module, name in (
 
 
 def main() -> int:
+    watch_parent()
     open_channel()
     task = receive()
     try:

@@ -63,6 +63,15 @@ CREATE TABLE IF NOT EXISTS rounds (
     created_at TEXT NOT NULL,
     PRIMARY KEY (study, key, round)
 );
+CREATE TABLE IF NOT EXISTS leases (
+    study TEXT NOT NULL,
+    key TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    heartbeat DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (study, key)
+);
 CREATE TABLE IF NOT EXISTS hosts (
     study TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -76,6 +85,32 @@ CREATE TABLE IF NOT EXISTS hosts (
 RUN_HOST_COLUMNS = ("host", "hardware_fingerprint")
 # 1: run keys hashed every RunConfig field; 2: keys hash the non-default settings only.
 SCHEMA_VERSION = 2
+# SQLite's application_id of a workbench store ("WBNC"): set on every file the workbench creates.
+APPLICATION_ID = 0x57424E43
+# The tables (and the columns of each) that make a database a workbench store.
+OWN_TABLES = {"studies": {"name", "model_fingerprint", "spec_json"}, "runs": {"study", "key", "config_json",
+                                                                             "metrics_json", "status"}}
+# Every table a store may hold (sqlite_sequence comes with AUTOINCREMENT).
+ALL_TABLES = {"studies", "runs", "meta", "hosts", "leases", "sqlite_sequence"}
+# A lease not refreshed for this long is stale: its sweep is gone, and another may take the point.
+LEASE_STALE_S = 30.0
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process with this id runs on this host (a zombie counts as gone)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 def _now() -> str:
@@ -90,7 +125,9 @@ class Store:
         self.db, name = connect(path, readonly)  # raises StoreError for a missing file or folder
         self.path = Path(name) if self.db.dialect == "sqlite" else name
         try:
+            self._check_ours()  # before anything is written: another application's file stays untouched
             if not readonly:
+                self.db.prepare_writes()
                 self.db.script(SCHEMA)
                 self._add_missing_columns()
                 self._migrate()
@@ -101,12 +138,44 @@ class Store:
             self.db.close()
             raise StoreError(f"Cannot open results database '{self.path}': {e}.") from None
 
+    def _check_ours(self) -> None:
+        """Refuse a database that belongs to another application, without changing it.
+
+        A workbench store is empty (new), or carries the workbench's application id, or has the
+        workbench's `studies` and `runs` tables with their columns (stores made before the id).
+        """
+        app_id = self.db.application_id()
+        tables = self.db.tables()
+        if app_id == APPLICATION_ID:
+            return
+        if app_id == 0 and not tables:
+            if not self.readonly:
+                self.db.set_application_id(APPLICATION_ID)
+            return
+        if self.db.dialect == "sqlite":
+            # Only tables of ours (a store, or one another process is creating right now), each complete.
+            ours = (app_id == 0 and tables <= ALL_TABLES
+                    and all(cols <= self.db.columns(t) for t, cols in OWN_TABLES.items() if t in tables))
+        else:  # a PostgreSQL database is shared by design: only a clash over our table names is refused
+            ours = all(cols <= self.db.columns(t) for t, cols in OWN_TABLES.items() if t in tables)
+        if not ours:
+            shown = ", ".join(sorted(tables)[:8]) + (", ..." if len(tables) > 8 else "")
+            what = f"application id {app_id:#x}" if app_id else f"tables {shown}"
+            raise StoreError(f"'{self.path}' is not a workbench results database (it holds {what}); it was left "
+                             f"untouched: choose another --db.")
+        if not self.readonly and self.db.dialect == "sqlite":
+            self.db.set_application_id(APPLICATION_ID)
+
     def _add_missing_columns(self) -> None:
         have = self.db.columns("runs")
         for col in RUN_HOST_COLUMNS:
             if col not in have:
-                with self.db.transaction() as c:
-                    c.execute(f"ALTER TABLE runs ADD COLUMN {col} TEXT")
+                try:
+                    with self.db.transaction() as c:
+                        c.execute(f"ALTER TABLE runs ADD COLUMN {col} TEXT")
+                except self.db.errors:
+                    if col not in self.db.columns("runs"):  # else another process added it first
+                        raise
 
     def schema_version(self) -> int:
         try:
@@ -274,6 +343,66 @@ class Store:
             if r["status"] in DONE_STATUSES:
                 counts[r["key"]] = counts.get(r["key"], 0) + 1
         return counts
+
+    # ---- leases: one sweep measures a point at a time ----
+    def claim(self, study: str, key: str, owner: str, host: str, pid: int,
+              stale_s: float = LEASE_STALE_S) -> dict | None:
+        """Claim `key` of `study` for `owner` before measuring it. None when claimed (or already ours).
+
+        Otherwise the holder's lease ({owner, host, pid, heartbeat}): another sweep that is alive
+        measures it. A lease is taken over when its heartbeat is older than `stale_s`, or when its
+        owner ran on this host and its process is gone.
+        """
+        import time
+
+        now = time.time()
+        with self._write() as c:
+            changed = c.execute_count(
+                "INSERT INTO leases (study, key, owner, host, pid, heartbeat) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (study, key) DO UPDATE SET owner = excluded.owner, host = excluded.host, "
+                "pid = excluded.pid, heartbeat = excluded.heartbeat "
+                "WHERE leases.owner = excluded.owner OR leases.heartbeat < ?",
+                (study, key, owner, host, pid, now, now - stale_s))
+        if changed:
+            return None
+        rows = self.db.execute("SELECT owner, host, pid, heartbeat FROM leases WHERE study = ? AND key = ?",
+                               (study, key))
+        if not rows:  # released between the two statements: try once more
+            return self.claim(study, key, owner, host, pid, stale_s)
+        holder = rows[0]
+        if holder["host"] == host and not _pid_alive(int(holder["pid"])):
+            with self._write() as c:
+                taken = c.execute_count("UPDATE leases SET owner = ?, host = ?, pid = ?, heartbeat = ? "
+                                        "WHERE study = ? AND key = ? AND owner = ?",
+                                        (owner, host, pid, now, study, key, holder["owner"]))
+            if taken:
+                return None
+        return holder
+
+    def refresh_leases(self, owner: str) -> None:
+        """The heartbeat of every lease `owner` holds."""
+        import time
+
+        with self._write() as c:
+            c.execute_count("UPDATE leases SET heartbeat = ? WHERE owner = ?", (time.time(), owner))
+
+    def release(self, owner: str, study: str | None = None, key: str | None = None) -> None:
+        """Give up one lease (`key`), a study's leases, or all of `owner`'s."""
+        sql, params = "DELETE FROM leases WHERE owner = ?", [owner]
+        if study is not None:
+            sql, params = sql + " AND study = ?", [*params, study]
+        if key is not None:
+            sql, params = sql + " AND key = ?", [*params, key]
+        with self._write() as c:
+            c.execute_count(sql, tuple(params))
+
+    def other_sweeps(self, owner: str, host: str, stale_s: float = LEASE_STALE_S) -> list[str]:
+        """Live sweeps other than `owner` holding points on `host` (measurements now share its CPUs)."""
+        import time
+
+        rows = self.db.execute("SELECT DISTINCT owner, pid FROM leases WHERE owner <> ? AND host = ? AND heartbeat >= ?",
+                               (owner, host, time.time() - stale_s))
+        return sorted({r["owner"] for r in rows if _pid_alive(int(r["pid"]))})
 
     # ---- hosts of a fleet ----
     def add_host(self, study: str, name: str, hardware_fingerprint: str, hardware: dict) -> None:

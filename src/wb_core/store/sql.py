@@ -66,13 +66,25 @@ class SQLiteConnection(Connection):
 
     def __init__(self, path: Path, readonly: bool):
         if readonly:
-            self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+            self.conn = sqlite3.connect(sqlite_uri(path, "ro"), uri=True, timeout=30)
         else:
             self.conn = sqlite3.connect(str(path), timeout=30)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA busy_timeout=30000")
         self.conn.row_factory = sqlite3.Row
+
+    def prepare_writes(self) -> None:
+        """WAL mode for concurrent readers: called once the file is known to be ours (it changes the file)."""
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+
+    def tables(self) -> set[str]:
+        return {r["name"] for r in self.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def application_id(self) -> int:
+        return int(self.execute("PRAGMA application_id")[0]["application_id"])
+
+    def set_application_id(self, value: int) -> None:
+        self.conn.execute(f"PRAGMA application_id = {int(value)}")
 
     def execute(self, sql, params=()):
         return [dict(r) for r in self.conn.execute(sql, params).fetchall()]
@@ -93,6 +105,13 @@ class SQLiteConnection(Connection):
 
     def close(self):
         self.conn.close()
+
+
+def sqlite_uri(path: Path, mode: str) -> str:
+    """A `file:` URI for SQLite with the path percent-quoted (`#`, `?` and `%` are URI syntax)."""
+    from urllib.parse import quote
+
+    return f"file:{quote(str(Path(path).absolute()), safe='/')}?mode={mode}"
 
 
 class PostgresConnection(Connection):
@@ -129,6 +148,19 @@ class PostgresConnection(Connection):
     def columns(self, table):
         rows = self.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?", (table,))
         return {r["column_name"] for r in rows}
+
+    def prepare_writes(self) -> None:
+        pass
+
+    def tables(self) -> set[str]:
+        rows = self.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
+        return {r["table_name"] for r in rows}
+
+    def application_id(self) -> int:
+        return 0
+
+    def set_application_id(self, value: int) -> None:
+        pass
 
     @contextmanager
     def transaction(self):

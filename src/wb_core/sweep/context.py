@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import os
 import platform
+import socket
 import threading
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from wb_core import hardware
 from wb_core.backends.registry import backend_formats, runtime_distributions
-from wb_core.config import InputOptions, MeasureSettings, RunConfig
-from wb_core.errors import ConfigError
-from wb_core.models import detect_format, fingerprint, resolve_int_ranges, resolve_shape
+from wb_core.config import InputOptions, MeasureSettings, RunConfig, check_timeout
+from wb_core.errors import ConfigError, WorkbenchError, printable
+from wb_core.models import detect_format, fingerprint, resolve_int_ranges
 from wb_core.stats import summarize
 from wb_core.store import Store
 from wb_core.variants.convert import inspect_details, inspect_inputs
@@ -42,12 +45,16 @@ class SweepSummary:
     failed: int = 0
     skipped: int = 0
     cancelled: bool = False
+    held_elsewhere: int = 0  # points another live sweep was measuring: left to it
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # things a user should know, e.g. accuracy skipped
 
     def line(self) -> str:
-        return (f"Study '{self.study}' in {self.db}: {self.ok} ok, {self.failed} failed, {self.skipped} skipped, "
-                f"{self.skipped_done} already stored" + (" (cancelled)" if self.cancelled else "") + ".")
+        return (f"Study '{printable(self.study)}' in {printable(self.db)}: "
+                f"{self.ok} ok, {self.failed} failed, {self.skipped} skipped, "
+                f"{self.skipped_done} already stored"
+                + (f", {self.held_elsewhere} left to another sweep measuring them" if self.held_elsewhere else "")
+                + (" (cancelled)" if self.cancelled else "") + ".")
 
 
 def library_versions() -> dict:
@@ -71,6 +78,68 @@ def infeasible_reason(cfg: RunConfig, fmt: str, hw: hardware.Hardware) -> str | 
     if cfg.cores and not set(cfg.cores) <= set(hw.available_cpus):
         return f"cores {cfg.cores} are not available to this process"
     return None
+
+
+# Input element types the backends can generate and feed, with the integer range each one holds.
+FEEDABLE_DTYPES = {"float32": None, "float16": None, "bfloat16": None, "float64": None, "bool": (0, 2),
+                   "int8": (-(2**7), 2**7), "uint8": (0, 2**8), "int16": (-(2**15), 2**15), "uint16": (0, 2**16),
+                   "int32": (-(2**31), 2**31), "uint32": (0, 2**32), "int64": (-(2**63), 2**63 - 1),
+                   "uint64": (0, 2**63 - 1)}
+MAX_POOL_BYTES = 2 << 30  # the random samples one worker draws its batches from
+MIN_REQUESTS = 10  # an open-loop point must expect at least this many requests in its measuring time
+
+
+def check_inputs(specs, inputs: InputOptions, settings: MeasureSettings, configs: list[RunConfig]) -> None:
+    """Refuse, before any worker starts, inputs the backends cannot feed and options that name no input.
+
+    Checks: every input has a rank and a type the workbench can generate; names given in
+    --shape / --int-range exist (the real names are listed); integer ranges fit the input's type;
+    every batch size resolves to a shape; the sample pool fits in memory; an open-loop rate sends
+    enough requests within the measuring time.
+    """
+    from wb_core.models import resolve_shape
+
+    names = [s.name for s in specs]
+    known = set(names) | {n.split(":")[0] for n in names}
+    for what, given in (("--shape", inputs.shapes), ("--int-range", inputs.int_ranges)):
+        for name in given:
+            if name not in known:
+                raise ConfigError(f"{what} names input '{name}', which the model does not have; its inputs are "
+                                  f"{', '.join(repr(n) for n in names) or 'none'}.")
+    for s in specs:
+        if s.dtype not in FEEDABLE_DTYPES:
+            raise ConfigError(f"Input '{s.name}' has type {s.dtype}, which the workbench cannot generate; it feeds "
+                              f"{', '.join(FEEDABLE_DTYPES)}.")
+        if len(s.shape) == 0:
+            raise ConfigError(f"Input '{s.name}' is a scalar (rank 0); the workbench feeds batched inputs whose first "
+                              f"dimension is the batch.")
+        bounds = FEEDABLE_DTYPES[s.dtype]
+        if bounds and s.dtype != "bool":
+            rng = inputs.int_ranges.get(s.name) or inputs.int_ranges.get(s.name.split(":")[0]) or inputs.int_range
+            if rng is None:
+                continue  # the input gets a default by its name
+            lo, hi = rng
+            if lo < bounds[0] or hi > bounds[1]:
+                raise ConfigError(f"Integer range {lo}:{hi} does not fit input '{s.name}' of type {s.dtype} "
+                                  f"({bounds[0]}:{bounds[1]}); give --int-range {s.name}=LOW:HIGH inside it.")
+    sample_bytes = 0
+    for b, seq in sorted({(c.batch_size, c.seq_len or 0) for c in configs}):
+        opts = dataclasses.replace(inputs, dynamic_size=seq) if seq else inputs
+        sample_bytes = 0
+        for s in specs:
+            shape = resolve_shape(s, b, opts)
+            elements = 1
+            for d in shape[1:]:
+                elements *= d
+            sample_bytes += elements * 8
+    if sample_bytes * settings.pool_size > MAX_POOL_BYTES:
+        raise ConfigError(f"A pool of {settings.pool_size} samples of this model's inputs would take "
+                          f"{sample_bytes * settings.pool_size / 2**30:,.1f} GiB (limit "
+                          f"{MAX_POOL_BYTES / 2**30:g} GiB); use a smaller pool_size.")
+    for c in configs:
+        if c.rate and c.rate * settings.max_time_s < MIN_REQUESTS:
+            raise ConfigError(f"Rate {c.rate:g} requests/s would send fewer than {MIN_REQUESTS} requests in the "
+                              f"{settings.max_time_s:g} s measuring time; raise --rate or --max-time.")
 
 
 def point_timeout(settings: MeasureSettings) -> float:
@@ -97,13 +166,21 @@ class SweepContext:
         self.settings = settings or MeasureSettings()
         self.inputs = inputs or InputOptions()
         self.on_point, self.cancel = on_point, cancel
-        self.memory_limit_mb, self.timeout_s = memory_limit_mb, timeout_s
+        self.memory_limit_mb, self.timeout_s = memory_limit_mb, check_timeout(timeout_s, "The worker timeout")
+        if memory_limit_mb is not None:
+            from wb_core.config import check_number
+
+            check_number(memory_limit_mb, "The worker memory limit (MB)", 1, 1 << 24, integer=True)
         self._progress, self._progress_label = progress, progress_label
         self.summary = summary or SweepSummary(study=study, db=str(db))
         self.repeats = check_repeats(repeats)
         self.observations: dict[str, dict] = {}  # key -> the point as recorded, for strategies
         self.store: Store | None = None
         self.bar = None
+        self.host = socket.gethostname()
+        self.owner = f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # this sweep, in the store's leases
+        self._heartbeat_stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
         configs = list(configs)
         self.format = detect_format(self.model)
         self.fingerprint = fingerprint(self.model)
@@ -113,11 +190,7 @@ class SweepContext:
         self.inputs, input_notes = resolve_int_ranges(self.input_specs, self.inputs, self.details.get("embedding_rows"))
         for note in input_notes:
             self.note(note)
-        for b in sorted({c.batch_size for c in configs}):
-            for seq in sorted({c.seq_len for c in configs}, key=lambda v: v or 0):
-                opts = self.inputs if seq is None else dataclasses.replace(self.inputs, dynamic_size=seq)
-                for s in self.input_specs:
-                    resolve_shape(s, b, opts)
+        check_inputs(self.input_specs, self.inputs, self.settings, configs)
         self.planner = VariantPlanner(self.model, self.format, self.fingerprint, precision, self.hardware,
                                       self.input_specs, details=self.details)
         self.planner.check_data(configs)  # data that cannot feed the model stops the study here too
@@ -153,6 +226,15 @@ class SweepContext:
         self.close()
 
     def close(self) -> None:
+        self._heartbeat_stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join(timeout=10)
+            self._heartbeat = None
+        if self.store is not None:
+            try:
+                self.store.release(self.owner)
+            except WorkbenchError:
+                pass
         for note in self.planner.notes:
             if note not in self.summary.notes:
                 self.summary.notes.append(note)
@@ -174,6 +256,49 @@ class SweepContext:
         self.summary.planned += len(configs)
         self.summary.skipped_done += len(configs) - len(todo)
         return todo
+
+    # ---- leases: two sweeps never measure one point ----
+    def claim(self, configs: list[RunConfig]) -> list[RunConfig]:
+        """The configs this sweep may measure: each claimed in the store first. Points another live
+        sweep holds are left to it, counted and said in the summary."""
+        mine, held = [], {}
+        for c in configs:
+            holder = self.store.claim(self.study, c.key, self.owner, self.host, os.getpid())
+            if holder is None:
+                mine.append(c)
+            else:
+                held.setdefault(f"{holder['host']} pid {holder['pid']}", []).append(c)
+        done = self.done_keys() if mine else set()  # stored by another sweep since `todo` looked
+        for c in [c for c in mine if c.key in done]:
+            self.store.release(self.owner, self.study, c.key)
+            mine.remove(c)
+            self.summary.skipped_done += 1
+        for who, cs in held.items():
+            self.summary.held_elsewhere += len(cs)
+            self.summary.notes.append(f"{len(cs)} point(s) were left to another sweep measuring them ({who}); "
+                                      f"rerun once it ends to measure any it could not.")
+        if mine:
+            self._start_heartbeat()
+        return mine
+
+    def _start_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            return
+        from wb_core.store import LEASE_STALE_S
+
+        def beat():
+            store = Store(self.db)
+            try:
+                while not self._heartbeat_stop.wait(LEASE_STALE_S / 6):
+                    try:
+                        store.refresh_leases(self.owner)
+                    except WorkbenchError:
+                        pass
+            finally:
+                store.close()
+
+        self._heartbeat = threading.Thread(target=beat, name="wb-lease-heartbeat", daemon=True)
+        self._heartbeat.start()
 
     def infeasible(self, cfg: RunConfig, hw: hardware.Hardware | None = None) -> str | None:
         """Why `cfg` cannot run (on `hw`, this machine by default), or None."""
@@ -206,8 +331,13 @@ class SweepContext:
         """Store one point now, count it, show it, and keep it as an observation."""
         key = key or cfg.key
         metrics = metrics or {}
+        if status == "ok" and not host:
+            others = self.store.other_sweeps(self.owner, self.host)
+            if others:  # measured while another sweep of ours ran on this machine's CPUs
+                metrics = {**metrics, "contended": True, "concurrent_sweeps": others}
         self.store.add_run(self.study, key, cfg.to_dict(), status, metrics, error, host=host,
                            hardware_fingerprint=hardware_fingerprint)
+        self.store.release(self.owner, self.study, key)
         setattr(self.summary, status, getattr(self.summary, status) + 1)
         if error and status == "failed":
             self.summary.errors.append(f"{cfg.label()}{f' on {where}' if where else ''}: {error}")

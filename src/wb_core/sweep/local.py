@@ -62,7 +62,7 @@ def measure_configs(ctx: SweepContext, configs: list[RunConfig]) -> None:
     if ctx.repeats > 1:
         measure_rounds(ctx, configs)
         return
-    todo = ctx.todo(configs)
+    todo = ctx.claim(ctx.todo(configs))
     ctx.start_progress(len(todo))
     groups: dict[tuple, list[RunConfig]] = collections.OrderedDict()
     for c in todo:
@@ -167,9 +167,12 @@ def run_group(path, members: list[RunConfig], settings: MeasureSettings, inputs:
 
 def _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb, summary, timeout_s=None):
     pending = {c.key: c for c in members}
+    started: list[str] = []  # keys the worker began, in order
     task = worker_task("measure", path, members, settings, inputs)
 
     def on_message(msg: dict):
+        if msg.get("type") == "start" and msg.get("key") in pending:
+            started.append(msg["key"])
         if msg.get("type") == "point" and msg.get("key") in pending:
             cfg = pending.pop(msg["key"])
             record(cfg, msg["status"], msg.get("metrics"), msg.get("error"))
@@ -183,9 +186,17 @@ def _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb,
         reason = outcome.reason()
         tail = outcome.stderr_tail.strip().splitlines()
         detail = f" Last output: {tail[-1][:300]}" if tail and not outcome.timed_out else ""
-        for cfg in pending.values():
-            record(cfg, "failed", error=f"{reason[0].upper()}{reason[1:]}.{detail}",
+        running = [k for k in started if k in pending]
+        # The worker died while measuring a point: that point is what failed. Points it never began
+        # stay unstored, so a rerun measures them; a worker that died before its first point
+        # (loading, compiling) fails them all, since none of them could run.
+        blamed = running[-1:] if started else list(pending)
+        for key in blamed:
+            record(pending.pop(key), "failed", error=f"{reason[0].upper()}{reason[1:]}.{detail}",
                    metrics={"stderr_tail": outcome.stderr_tail[-2000:]})
+        if pending:
+            summary.notes.append(f"{len(pending)} point(s) were not started before the worker died; rerunning "
+                                 f"the same command measures them.")
 
 
 def worker_task(kind: str, path, members: list[RunConfig], settings, inputs) -> dict:
