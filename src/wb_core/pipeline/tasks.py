@@ -91,10 +91,11 @@ def _maybe_crash(inject: dict, role: str) -> None:
 
 def task_pipeline_pre(task: dict) -> None:
     """One preprocessing process: pin, get ready, then fill and post batches of its units."""
-    import psutil
 
     if task.get("cores"):
-        psutil.Process().cpu_affinity(list(task["cores"]))
+        from wb_core.proc.pinning import pin
+
+        pin(task["cores"])
     from wb_core.pipeline.queue import DONE, SlotQueue
     from wb_core.pipeline.source import FrameReader
 
@@ -294,7 +295,9 @@ def task_pipeline_infer(task: dict) -> None:
                 raise failures[0]
     cpu1 = _cpu_s()
     lat = Latency.from_values(lat_ms)
-    occ = np.asarray(samples, dtype=np.float64)
+    # The FIFO also carries the end markers of the preprocessing processes, which are not batches:
+    # a queue never holds more batches than its depth.
+    occ = np.minimum(np.asarray(samples, dtype=np.float64), int(task.get("queue_depth") or 1))
     emit({"type": "infer_done", "frames": stats["frames"], "batches": stats["batches"],
           "start_ns": start, "end_ns": stats["end_ns"] or clock(),
           "infer_s": stats["infer_ns"] / 1e9, "infer_wait_s": stats["wait_ns"] / 1e9,

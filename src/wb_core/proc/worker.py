@@ -20,16 +20,11 @@ from wb_core.proc.channel import emit, flush, open_channel, receive, watch_paren
 
 def _apply_process_settings(cfg: dict, memory_limit_mb: int | None) -> None:
     """Affinity, memory limit and thread variables, before any runtime is imported."""
-    import psutil
 
     if cfg.get("cores"):
-        psutil.Process().cpu_affinity(list(cfg["cores"]))
-        # Threads started before this (the parent watch) follow too: no thread escapes the cores.
-        for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []:
-            try:
-                os.sched_setaffinity(int(tid), list(cfg["cores"]))
-            except OSError:
-                pass
+        from wb_core.proc.pinning import pin
+
+        pin(cfg["cores"])  # the parent watch thread, started before, follows too
     if memory_limit_mb:
         import resource
 

@@ -16,10 +16,11 @@ from wb_core.proc.channel import emit
 
 
 def _apply(task: dict) -> None:
-    import psutil
 
     if task.get("cores"):
-        psutil.Process().cpu_affinity(list(task["cores"]))
+        from wb_core.proc.pinning import pin
+
+        pin(task["cores"])
     if task.get("memory_limit_mb"):
         limit = int(task["memory_limit_mb"]) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
