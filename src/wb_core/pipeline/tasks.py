@@ -36,15 +36,10 @@ def _peak_rss_mb() -> float:
 
 def _placement() -> dict:
     """CPUs every thread of this process may run on (read after the work, when pools exist)."""
-    cpus: set[int] = set()
-    threads = 0
-    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []:
-        try:
-            cpus |= os.sched_getaffinity(int(tid))
-            threads += 1
-        except OSError:
-            continue
-    return {"cpus": sorted(cpus), "threads": threads}
+    from wb_core.proc.pinning import thread_cpus
+
+    cpus, threads = thread_cpus()
+    return {"cpus": cpus, "threads": threads}
 
 
 def _wait_for_go() -> int:

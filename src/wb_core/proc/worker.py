@@ -121,20 +121,11 @@ def task_measure(task: dict) -> None:
 
 
 def _thread_placement() -> dict:
-    """Which CPUs this worker's threads may run on, read per thread after measuring.
+    """Which CPUs this worker's threads may run on, read per thread after measuring."""
+    from wb_core.proc.pinning import thread_cpus
 
-    The runtimes create their pools after pinning; reading every thread's affinity shows that
-    none escaped the cores asked for, whatever else the machine was doing.
-    """
-    cpus: set[int] = set()
-    threads = 0
-    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []:
-        try:
-            cpus |= os.sched_getaffinity(int(tid))
-            threads += 1
-        except OSError:  # the thread ended while we looked
-            continue
-    return {"thread_cpus": sorted(cpus), "process_threads": threads} if threads else {}
+    cpus, threads = thread_cpus()
+    return {"thread_cpus": cpus, "process_threads": threads} if threads else {}
 
 
 def task_instance(task: dict) -> None:
