@@ -15,6 +15,17 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                        "unexpected error.")
 
 
+def report_summary(summary) -> None:
+    """A study's summary line, then its notes and first failures on stderr; exit 1 when nothing ran."""
+    typer.echo(summary.line())
+    for note in summary.notes:
+        typer.echo(f"  note: {printable(note)}", err=True)
+    for e in summary.errors[:10]:
+        typer.echo(f"  failed: {printable(e)}", err=True)
+    if summary.failed and not summary.ok:
+        raise typer.Exit(1)
+
+
 def fail(msg: str, code: int = 2):
     """Print one line on stderr and leave with `code`."""
     typer.echo(f"Error: {one_line(msg)}", err=True)

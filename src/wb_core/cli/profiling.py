@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from wb_core.api import field_help
-from wb_core.cli.app import app
+from wb_core.cli.app import app, report_summary
 from wb_core.cli.app import fail as _fail
 
 
@@ -124,7 +124,6 @@ def profile(
         default_study_name,
         load_spec_file,
         parse_seq_lens,
-        printable,
         resolve_model,
         results_with_notes,
     )
@@ -164,13 +163,7 @@ def profile(
                           cluster=cluster, hosts=hosts, ship_model=ship_model, timeout_s=timeout)
     if not quiet:
         _print_table(*results_with_notes(study, db))
-    typer.echo(summary.line())
-    for note in summary.notes:
-        typer.echo(f"  note: {printable(note)}", err=True)
-    for e in summary.errors[:10]:
-        typer.echo(f"  failed: {printable(e)}", err=True)
-    if summary.failed and not summary.ok:
-        raise typer.Exit(1)
+    report_summary(summary)
 
 
 def _find_max_rate(path, spec, p99_ms, db, study, settings, inputs):

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli.app import app
+from wb_core.cli.app import app, report_summary
 from wb_core.cli.app import fail as _fail
 
 PIPELINE_TABLE = [("pre_workers", "pre"), ("pre_cores", "pre cores"), ("cores", "infer cores"), ("batch_size", "batch"),
@@ -43,16 +43,6 @@ def _table(df, columns) -> str:
 def _write_figures(figs: dict, out: Path) -> None:
     html = "".join(f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs.values()))
     out.write_text("<html><head><meta charset='utf-8'></head><body>" + html + "</body></html>", encoding="utf-8")
-
-
-def _report(summary, quiet: bool) -> None:
-    typer.echo(summary.line())
-    for note in summary.notes:
-        typer.echo(f"  note: {note}", err=True)
-    for e in summary.errors[:10]:
-        typer.echo(f"  failed: {e}", err=True)
-    if summary.failed and not summary.ok:
-        raise typer.Exit(1)
 
 
 @app.command()
@@ -116,7 +106,7 @@ def pipeline(
 
         _write_figures(pipeline_figures(df), plot)
         typer.echo(f"Wrote the figures to {plot}.")
-    _report(summary, quiet)
+    report_summary(summary)
 
 
 @app.command("train-profile")
@@ -171,4 +161,4 @@ def train_profile(
 
         _write_figures(training_figures(df), plot)
         typer.echo(f"Wrote the figures to {plot}.")
-    _report(summary, quiet)
+    report_summary(summary)
