@@ -422,6 +422,14 @@ def _peak_gflops(ops: dict[str, int], physical_cores: int, ghz: float | None) ->
     return {p: round(physical_cores * (ghz or 0) * o, 1) for p, o in ops.items()}
 
 
+def _compute_fields(cpu: CpuIdentity, pm: PeakModel, cores: int, ghz: float | None) -> dict:
+    """The `Hardware` fields that follow from the CPU's flags and its peak model."""
+    return {"flags": {f: f in cpu.flags for f in FLAGS_OF_INTEREST}, "fma_units": pm.fma_units,
+            "ops_per_cycle": pm.ops_per_cycle, "peak_gflops": _peak_gflops(pm.ops_per_cycle, cores, ghz),
+            "microarchitecture": pm.microarchitecture, "fma_width_bits": pm.fma_width_bits,
+            "peak_assumption": pm.assumption}
+
+
 def hardware_from_cpuinfo(cpuinfo_text: str | bytes | None, cores: int = 2, ghz: float | None = 2.0,
                           memory_gb: float = 0.0) -> Hardware:
     """A `Hardware` for the CPU described by a /proc/cpuinfo text, with `cores` cores at `ghz`.
@@ -446,14 +454,8 @@ def hardware_from_cpuinfo(cpuinfo_text: str | bytes | None, cores: int = 2, ghz:
         l2_kb=None,
         l3_kb=None,
         base_ghz=ghz,
-        flags={f: f in cpu.flags for f in FLAGS_OF_INTEREST},
         memory_gb=memory_gb,
-        fma_units=pm.fma_units,
-        ops_per_cycle=pm.ops_per_cycle,
-        peak_gflops=_peak_gflops(pm.ops_per_cycle, cores, ghz),
-        microarchitecture=pm.microarchitecture,
-        fma_width_bits=pm.fma_width_bits,
-        peak_assumption=pm.assumption,
+        **_compute_fields(cpu, pm, cores, ghz),
     )
 
 
@@ -524,14 +526,8 @@ def detect() -> Hardware:
         l2_kb=_cache_kb(2, ("Unified", "Data")),
         l3_kb=_cache_kb(3, ("Unified", "Data")),
         base_ghz=round(freq, 3) if freq else None,
-        flags={f: f in cpu.flags for f in FLAGS_OF_INTEREST},
         memory_gb=round(psutil.virtual_memory().total / 2**30, 1),
-        fma_units=pm.fma_units,
-        ops_per_cycle=pm.ops_per_cycle,
-        peak_gflops=_peak_gflops(pm.ops_per_cycle, physical, freq),
-        microarchitecture=pm.microarchitecture,
-        fma_width_bits=pm.fma_width_bits,
-        peak_assumption=pm.assumption,
+        **_compute_fields(cpu, pm, physical, freq),
     )
 
 
