@@ -1,11 +1,12 @@
-"""The dashboard: the four panels in tabs over one shared DashboardState.
+"""The dashboard: the panels in tabs over one shared DashboardState.
 
-Explore and Export need the analysis and export modules; if those cannot be imported, their
-tabs say so and the Model and Sweep tabs still work.
+`TABS` lists them in order: (title, module in wb_core.ui, class). A tab whose module cannot be
+imported says so in place, and the others still work.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import ipywidgets as w
@@ -13,36 +14,39 @@ import ipywidgets as w
 from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import message_html
 
-TAB_TITLES = ("Model", "Sweep", "Explore", "Export")
+TABS = (
+    ("Model", "model_panel", "ModelPanel"),
+    ("Sweep", "sweep_panel", "SweepPanel"),
+    ("Explore", "explore_panel", "ExplorePanel"),
+    ("Export", "export_panel", "ExportPanel"),
+)
+TAB_TITLES = tuple(t[0] for t in TABS)
 
 
-def _panel(factory, session: DashboardState, name: str):
+def panel_class(module: str, name: str):
+    return getattr(importlib.import_module(f"wb_core.ui.{module}"), name)
+
+
+def _panel(session: DashboardState, title: str, module: str, name: str):
     try:
-        return factory(session)
+        return panel_class(module, name)(session)
     except ImportError as e:  # a missing optional module must not take the whole page down
-        return w.HTML(message_html(f"The {name} tab is unavailable: {e}.", "error"))
+        return w.HTML(message_html(f"The {title} tab is unavailable: {e}.", "error"))
 
 
 def dashboard(db: str | Path | None = None, demo: str | None = None) -> w.Tab:
     """The whole app. `db` defaults to `$WB_DB` (else ./wb.db); `demo` preselects a demo model,
     and the database's latest study (if any) is opened."""
-    from wb_core.ui.explore_panel import ExplorePanel
-    from wb_core.ui.export_panel import ExportPanel
-    from wb_core.ui.model_panel import ModelPanel
-    from wb_core.ui.sweep_panel import SweepPanel
-
     session = DashboardState(db)
-    model = ModelPanel(session)
-    sweep = SweepPanel(session)
+    panels = {title: _panel(session, title, module, name) for title, module, name in TABS}
+    model, sweep = panels["Model"], panels["Sweep"]
     studies = session.studies()
     if studies:
         sweep.studies.value = studies[-1]["name"]
         sweep._on_open()
     elif demo:
         model.demo.value = demo
-    explore = _panel(ExplorePanel, session, "Explore")
-    export = _panel(ExportPanel, session, "Export")
-    tabs = w.Tab(children=[model, sweep, explore, export], titles=TAB_TITLES)
+    tabs = w.Tab(children=list(panels.values()), titles=TAB_TITLES)
     tabs.add_class("wb-dashboard")
     tabs.session = session
     return tabs

@@ -1,0 +1,114 @@
+"""How the dashboard names things for people who do not read code: column headers in words with
+units, numbers rounded to what measurement noise allows, a run named by its settings.
+
+Every panel shows results through `label()`, `rounded()`, `run_name()` and `results_table()`, so
+one word or one unit is the same on every tab.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+# Result and config columns as the dashboard names them (units in brackets).
+LABELS = {
+    "backend": "Runtime",
+    "precision": "Precision",
+    "executed_precision": "Executed as",
+    "batch_size": "Batch",
+    "threads": "Threads",
+    "inter_op_threads": "Inter-op threads",
+    "streams": "Streams",
+    "cores": "Cores pinned",
+    "concurrency": "Requests in flight",
+    "instances": "Instances",
+    "cores_per_instance": "Cores per instance",
+    "rate": "Arrival rate (req/s)",
+    "hint": "OpenVINO hint",
+    "seq_len": "Sequence length",
+    "latency_ms_p50": "p50 latency (ms)",
+    "latency_ms_p90": "p90 latency (ms)",
+    "latency_ms_p95": "p95 latency (ms)",
+    "latency_ms_p99": "p99 latency (ms)",
+    "latency_ms_mean": "Mean latency (ms)",
+    "throughput": "Throughput (samples/s)",
+    "throughput_per_core": "Throughput per core (samples/s)",
+    "cpu_util": "CPU cores busy",
+    "rss_mb": "Peak memory (MB)",
+    "accuracy": "Accuracy",
+    "accuracy_drop": "Accuracy drop",
+    "vs_fp32": "Speed vs FP32 (×)",
+    "status": "Status",
+    "error": "Problem",
+    "key": "Run id",
+}
+
+# Significant digits a measured value deserves: run-to-run noise on a shared CPU is a few percent,
+# so a fourth digit of a latency or throughput is noise.
+DIGITS = {"latency": 3, "throughput": 3, "cpu_util": 2, "rss_mb": 3, "accuracy": 4, "vs_fp32": 3}
+
+
+def label(column: str) -> str:
+    """The column's name in words with its unit (the column itself when it has none)."""
+    return LABELS.get(column, column.replace("_", " "))
+
+
+def rounded(value, column: str = "") -> str:
+    """`value` as text with as many significant digits as its kind of measurement deserves."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int) or float(value).is_integer() and not column.startswith(("latency", "accuracy")):
+        return f"{int(value):,}"
+    digits = next((d for prefix, d in DIGITS.items() if column.startswith(prefix)), 3)
+    if value == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(0, digits - 1 - magnitude)
+    return f"{round(value, decimals):,.{decimals}f}"
+
+
+def _present(v) -> bool:
+    return v is not None and v == v and v != ""
+
+
+def run_name(run) -> str:
+    """A run named by what a user chose: `OpenVINO · INT8 · batch 8 · 2 threads · cores 0-1`."""
+    g = run.get if hasattr(run, "get") else (lambda k, d=None: getattr(run, k, d))
+    backend = {"openvino": "OpenVINO", "tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime"}.get(
+        str(g("backend")), str(g("backend")))
+    parts = [backend, str(g("precision") or "fp32").upper()]
+    if _present(g("batch_size")):
+        parts.append(f"batch {int(g('batch_size'))}")
+    threads = g("threads")
+    parts.append(f"{int(threads)} threads" if _present(threads) and threads else "auto threads")
+    if _present(g("streams")) and g("streams"):
+        parts.append(f"{int(g('streams'))} streams")
+    cores = g("cores")
+    parts.append(f"cores {cores}" if _present(cores) and str(cores) not in ("none", "None") else "not pinned")
+    for column, word in (("instances", "instances"), ("concurrency", "in flight")):
+        v = g(column)
+        if _present(v) and float(v) > 1:
+            parts.append(f"{int(v)} {word}")
+    if _present(g("rate")) and g("rate"):
+        parts.append(f"{rounded(float(g('rate')))} req/s")
+    if _present(g("seq_len")) and g("seq_len"):
+        parts.append(f"length {int(g('seq_len'))}")
+    return " · ".join(parts)
+
+
+def results_table(df, columns: list[str], max_rows: int = 200, highlight: set[str] | None = None) -> str:
+    """Some columns of a results frame as an HTML table with worded headers and rounded numbers.
+
+    `highlight` names columns whose cells are marked (e.g. the settings that differ between runs).
+    """
+    cols = [c for c in columns if c in df.columns]
+    highlight = highlight or set()
+    head = "".join(f"<th>{html.escape(label(c))}</th>" for c in cols)
+    rows = []
+    for _, row in df[cols].tail(max_rows).iterrows():
+        cells = "".join(
+            f"<td{' class=wb-diff' if c in highlight else ''}>{html.escape(rounded(row[c], c))}</td>" for c in cols)
+        rows.append(f"<tr>{cells}</tr>")
+    return f'<table class="wb-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
