@@ -29,6 +29,9 @@ CSS = """
 .wb-table th, .wb-table td { border-bottom: 1px solid #ddd; padding: 2px 8px; text-align: right; }
 .wb-table th { background: #f4f4f4; }
 .wb-kv td { padding: 1px 10px 1px 0; font-size: 13px; vertical-align: top; }
+.wb-help { color: #555; font-size: 12px; margin: -2px 0 6px 158px; line-height: 1.3; }
+.wb-diff { background: #fff3c4; font-weight: bold; }
+.wb-caption { color: #444; font-size: 12px; margin: 2px 0 8px 0; }
 .wb-pre { font-family: monospace; font-size: 12px; white-space: pre; max-height: 420px; overflow: auto;
           background: #f8f8f8; border: 1px solid #ddd; padding: 8px; }
 </style>
@@ -131,3 +134,19 @@ def frame_html(df, columns: list[str], max_rows: int = 200) -> str:
             view[c] = view[c].map(lambda v: f"{v:,.1f}" if isinstance(v, (int, float)) and v == v else v)
     view = view.astype(object).where(view.notna(), "-")
     return view.to_html(index=False, classes="wb-table", border=0, escape=True)
+
+
+def with_help(control, help_text: str) -> w.VBox:
+    """`control` with a plain-words help line under it (hover tooltips are easy to miss).
+
+    The returned box keeps the control as `.control`, so panels read `box.control.value`.
+    """
+    box = w.VBox([control, w.HTML(f'<div class="wb-help">{html.escape(help_text)}</div>')])
+    box.control = control
+    box.add_class("wb-field")
+    return box
+
+
+def caption(text: str) -> w.HTML:
+    """A line under a plot saying how to read it."""
+    return w.HTML(f'<div class="wb-caption">{html.escape(text)}</div>')
