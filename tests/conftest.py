@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("WB_CACHE_DIR", str(ROOT / ".wb-cache" / "test"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from browser_support import page, server  # noqa: E402,F401  (the browser tests' fixtures)
 from wb_core.config import MeasureSettings  # noqa: E402
 
 # Short windows: the tests check mechanics and orders of magnitude, not final numbers.
