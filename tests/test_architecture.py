@@ -2,7 +2,7 @@
 
 Layers, lowest first (a module may import its own layer and those below, never above):
   0 foundations   version, errors, paths, config, hardware, backends.registry
-  1 data          models, accuracy, measure, store, backends (sessions)
+  1 data          models, accuracy, measure, store, text (tokenized text), backends (sessions)
   2 processes     proc, variants, demo, data (datasets, demo data included)
   3 sweeps        sweep, fleet (the executor and the coordinator), pipeline and training studies
   4 results       analysis, plots, report, export, fleet.compare and fleet.plots (reading fleet studies)
@@ -25,7 +25,7 @@ SRC = ROOT / "src" / "wb_core"
 LAYERS = [
     {"wb_core.version", "wb_core.errors", "wb_core.paths", "wb_core.config", "wb_core.hardware", "wb_core.stats",
      "wb_core.backends.registry", "wb_core.backends"},
-    {"wb_core.models", "wb_core.accuracy", "wb_core.measure", "wb_core.store",
+    {"wb_core.models", "wb_core.accuracy", "wb_core.measure", "wb_core.store", "wb_core.text",
      "wb_core.backends.base", "wb_core.backends.openvino", "wb_core.backends.tensorflow"},
     {"wb_core.proc", "wb_core.variants", "wb_core.demo", "wb_core.data"},
     {"wb_core.sweep", "wb_core.fleet", "wb_core.pipeline", "wb_core.training"},

@@ -141,3 +141,82 @@ def test_a_slower_int8_is_said_plainly_with_the_cpu_reason():
     assert "1 of 2" in note and "0.78x" in note and "no VNNI" in note
     (note,) = slowdown_notes(df, {"avx2": True, "avx_vnni": True})
     assert "VNNI" not in note
+
+
+# ---- real text through a local tokenizer ----
+
+LINES = ["The train was late again, so she read on the platform.", "A processor runs many threads at once.",
+         "Rain fell softly on the roof while the children slept upstairs, and the river rose in the night.",
+         "Good software measures before it optimises.", "He bought bread, butter and honey at the market."] * 8
+
+
+@pytest.fixture(scope="module")
+def text_setup(tmp_path_factory):
+    """A WordPiece tokenizer trained here, an encoder sized to its vocabulary, and a text file."""
+    from wb_core.demo import build_text_encoder, train_tokenizer
+
+    d = tmp_path_factory.mktemp("text")
+    tok = train_tokenizer(LINES, d / "tokenizer.json", vocab_size=200)
+    from tokenizers import Tokenizer
+
+    vocab = Tokenizer.from_file(str(tok)).get_vocab_size()
+    model = build_text_encoder(d / "enc.xml", vocab=vocab)
+    (d / "text.txt").write_text("\n".join(LINES) + "\n\n")
+    return model, tok, d / "text.txt"
+
+
+def test_text_is_tokenized_per_sequence_length_and_measured(text_setup, db, fast):
+    from tokenizers import Tokenizer
+
+    from wb_core.models import make_batches
+    from wb_core.text import prepare_text
+
+    model, tok, text = text_setup
+    s = run_sweep(model, SweepSpec(precisions="fp32,int8", seq_lens="8,32"), db, "txt", settings=fast,
+                  inputs=InputOptions(text=str(text), tokenizer=str(tok)),
+                  precision=PrecisionOptions(output="sentence_embedding", subset_size=16))
+    assert s.ok == 4, s.errors
+    df = load_results(db, "txt")
+    assert sorted(df["seq_len"]) == [8, 8, 32, 32]
+    assert (df["data_source"] == f"'{text}'").all() and (df["accuracy_metric"] == "cosine vs fp32").all()
+    assert 0.5 < df[df["precision"] == "int8"]["accuracy"].iloc[0] < 1.0
+    (note,) = [n for n in s.notes if "lines of text" in n]
+    assert "40 lines" in note and "8, 32 tokens" in note and "at 32 tokens" in note
+    assert not any("gets values" in n for n in s.notes)  # text fills the inputs: no random ranges
+    # The workers' batches are the text, tokenized to the point's length ([CLS] ... [SEP], padded).
+    ts = prepare_text(text, tok, SPECS, [8, 32])
+    b = make_batches(SPECS, 4, InputOptions(dynamic_size=8, samples=str(ts.path)))[0]
+    want = Tokenizer.from_file(str(tok)).encode(LINES[0]).ids
+    assert b["input_ids"].shape == (4, 8) and b["input_ids"][0, 0] == want[0] and b["input_ids"][0, -1] == want[-1]
+    long = make_batches(SPECS, 4, InputOptions(dynamic_size=32, samples=str(ts.path)))[0]
+    assert long["input_ids"][0, :len(want)].tolist() == want and long["attention_mask"][0].sum() == len(want)
+    assert (long["input_ids"][0, len(want):] == 0).all()  # [PAD]
+
+
+def test_bad_text_inputs_are_one_sentence(text_setup, db, tmp_path):
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    from wb_core.errors import ModelError
+
+    model, tok, text = text_setup
+    fake = tmp_path / "tokenizer.json"
+    fake.write_text('{"hello": 1}')
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    run = lambda m, **kw: run_sweep(m, SweepSpec(), db, "bad", inputs=InputOptions(dynamic_size=8, **kw))  # noqa: E731
+    with pytest.raises(ConfigError, match="is not a tokenizer file the tokenizers package can read"):
+        run(model, text=str(text), tokenizer=str(fake))
+    with pytest.raises(ConfigError, match="holds no lines of text"):
+        run(model, text=str(empty), tokenizer=str(tok))
+    x = ops.parameter([-1, 4], ov.Type.f32, name="features")
+    plain = tmp_path / "plain.xml"
+    ov.save_model(ov.Model([ops.relu(x)], [x], "plain"), str(plain))
+    with pytest.raises(ModelError, match="no token-ids input \\(its inputs: features\\)"):
+        run(plain, text=str(text), tokenizer=str(tok))
+    with pytest.raises(ConfigError, match="give both --text FILE and --tokenizer"):
+        InputOptions(text=str(text))
+    assert not db.exists()  # refused before anything was stored
+    bad = subprocess.run([sys.executable, "-m", "wb_core", "profile", str(model), "--dynamic-size", "8", "--text",
+                          str(text), "--tokenizer", str(fake), "--db", str(db)], capture_output=True, text=True)
+    assert bad.returncode != 0 and "not a tokenizer file" in bad.stderr and "Traceback" not in bad.stderr

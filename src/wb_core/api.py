@@ -101,7 +101,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             output: str | None = None, input_map: dict | None = None,
             precision_options=None, search: str = "grid", p99_ms: float | None = None,
             budget: int | None = None, cluster: str | None = None, hosts=None, ship_model: bool = False,
-            timeout_s: float | None = None, memory_limit_mb: int | None = None, repeats: int = 1):
+            timeout_s: float | None = None, memory_limit_mb: int | None = None, repeats: int = 1,
+            text: str | Path | None = None, tokenizer: str | Path | None = None):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
     Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
@@ -124,6 +125,11 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     `cluster` (a Dask scheduler address) runs the study on that cluster's hosts (or only `hosts`),
     once per hardware type; `ship_model` sends the model to hosts that do not share its path.
 
+    Real text: `text` (a file, one sample per line) and `tokenizer` (a local tokenizer.json) fill
+    the model's token inputs by name (input_ids, attention_mask, token_type_ids), padded or
+    truncated to each sequence length; the text is then the measured inputs, the INT8 calibration
+    data and the accuracy data (against the FP32 outputs), in place of `data`.
+
     `search="smart"` measures only part of the grid, climbing towards the highest throughput whose
     p99 stays under `p99_ms`, in at most `budget` configurations (see `wb_core.sweep.search`).
 
@@ -143,6 +149,11 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
                              seq_lens=parse_seq_lens(seq_lens), allow_oversubscribe=allow_oversubscribe,
                              repeats=repeats)
     settings = settings or MeasureSettings(max_time_s=max_time)
+    if text is not None or tokenizer is not None:
+        import dataclasses
+
+        inputs = dataclasses.replace(inputs or InputOptions(), text=None if text is None else str(text),
+                                     tokenizer=None if tokenizer is None else str(tokenizer))
     db = db or default_db()
     study = study or default_study_name(path)
     prec = precision_options or PrecisionOptions(data=data, preprocess=preprocess, metric=metric,

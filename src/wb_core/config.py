@@ -290,10 +290,16 @@ class InputOptions:
     shapes: dict = field(default_factory=dict)  # input name -> full shape (batch dim may be -1)
     int_range: tuple[int, int] | None = None  # [low, high) for integer inputs such as token ids
     int_ranges: dict = field(default_factory=dict)  # input name -> (low, high)
+    text: str | None = None  # a text file, one sample per line, tokenized into the model's inputs
+    tokenizer: str | None = None  # the local tokenizer.json that tokenizes `text`
+    samples: str | None = None  # set by the sweep: the tokenized text (.npz, arrays LENGTH.INPUT) workers feed
 
     MAX_DIM = 10**7
 
     def __post_init__(self):
+        if (self.text is None) != (self.tokenizer is None):
+            raise ConfigError("Text and a tokenizer go together: give both --text FILE and --tokenizer "
+                              "tokenizer.json.")
         if self.dynamic_size is not None:
             object.__setattr__(self, "dynamic_size", check_number(
                 self.dynamic_size, "The size for dynamic dimensions (--dynamic-size)", 1, self.MAX_DIM, integer=True))
@@ -332,9 +338,11 @@ class InputOptions:
         return None
 
     def to_dict(self) -> dict:
-        return {"dynamic_size": self.dynamic_size, "shapes": {k: list(v) for k, v in self.shapes.items()},
-                "int_range": list(self.int_range) if self.int_range is not None else None,
-                "int_ranges": {k: list(v) for k, v in self.int_ranges.items()}}
+        out = {"dynamic_size": self.dynamic_size, "shapes": {k: list(v) for k, v in self.shapes.items()},
+               "int_range": list(self.int_range) if self.int_range is not None else None,
+               "int_ranges": {k: list(v) for k, v in self.int_ranges.items()}}
+        out.update({k: getattr(self, k) for k in ("text", "tokenizer", "samples") if getattr(self, k)})
+        return out
 
     @classmethod
     def from_dict(cls, d: dict | None, where: str = "inputs") -> InputOptions:
@@ -343,7 +351,7 @@ class InputOptions:
         if not isinstance(d, dict):
             raise ConfigError(f"The {where} section must be a mapping with dynamic_size, shapes, int_range and "
                               f"int_ranges; got {type(d).__name__}.")
-        known = ("dynamic_size", "shapes", "int_range", "int_ranges")
+        known = ("dynamic_size", "shapes", "int_range", "int_ranges", "text", "tokenizer", "samples")
         unknown = sorted(set(map(str, d)) - set(known))
         if unknown:
             raise ConfigError(f"Unknown field(s) {', '.join(unknown)} in {where}; known: {', '.join(known)}.")
@@ -355,7 +363,8 @@ class InputOptions:
         return cls(dynamic_size=d.get("dynamic_size"),
                    shapes={str(k): (tuple(v) if isinstance(v, list) else v) for k, v in shapes.items()},
                    int_range=_text_range(d.get("int_range")) if d.get("int_range") else None,
-                   int_ranges={str(k): _text_range(v) for k, v in ranges.items()})
+                   int_ranges={str(k): _text_range(v) for k, v in ranges.items()},
+                   **{k: str(d[k]) for k in ("text", "tokenizer", "samples") if d.get(k)})
 
     @classmethod
     def parse(cls, dynamic_size=None, shapes: list[str] | None = None,

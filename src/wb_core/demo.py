@@ -5,9 +5,14 @@
   as `data.npz` (arrays `x`, `y`) for calibration and accuracy.
 - `mobilenet-v2`: the Keras MobileNetV2 architecture at 224x224x3 with random weights: the speed
   of a real vision model, not its accuracy.
+- `text-encoder`: a small BERT-style sentence encoder (OpenVINO IR built with the opset API,
+  random weights) with a WordPiece `tokenizer.json` trained here on the English corpus shipped in
+  `wb_core/demo_text/corpus.txt`, and `sample.txt` (one sample per line, a few words to a few
+  hundred tokens) to profile it on real text.
 
-Each demo is a directory holding `saved_model/` (what the workbench profiles), `model.keras` and,
-where it has labels, `data.npz`. Building needs TensorFlow, so the parent asks a child process.
+Each Keras demo is a directory holding `saved_model/` (what the workbench profiles), `model.keras`
+and, where it has labels, `data.npz`; the text demo holds `model.xml` (+ `.bin`), `tokenizer.json`,
+`corpus.txt` and `sample.txt`. Building runs in a child process (the Keras demos import TensorFlow).
 """
 
 from __future__ import annotations
@@ -23,7 +28,12 @@ from wb_core.paths import cache_dir
 DEMOS = {
     "lenet-digits": "LeNet-5 trained on scikit-learn's digits (8x8x1 input, 10 classes)",
     "mobilenet-v2": "MobileNetV2 architecture, random weights (224x224x3 input, 1000 classes)",
+    "text-encoder": "BERT-style 2-layer encoder, random weights, with a WordPiece tokenizer trained here "
+                    "(input_ids, attention_mask, token_type_ids)",
 }
+# The file the workbench profiles, inside each demo's directory.
+MAIN_FILES = {"text-encoder": "model.xml"}
+TEXT_VOCAB = 2000
 BUILD_VERSION = 1  # bump to rebuild cached demos when the recipe changes
 
 
@@ -36,7 +46,7 @@ def ensure_demo(name: str) -> Path:
     if name not in DEMOS:
         raise ModelError(f"Unknown demo model '{name}'; choose from {', '.join(DEMOS)}.")
     out = demo_dir(name)
-    if (out / "saved_model" / "saved_model.pb").exists():
+    if (out / "info.json").exists():  # written last: the demo is complete
         return out
     from wb_core.proc.parent import run_task
 
@@ -52,8 +62,8 @@ def ensure_demo(name: str) -> Path:
 
 
 def demo_model_path(name: str) -> Path:
-    """The path the workbench profiles for a demo (its SavedModel)."""
-    return ensure_demo(name) / "saved_model"
+    """The path the workbench profiles for a demo (its SavedModel, or the text demo's IR)."""
+    return ensure_demo(name) / MAIN_FILES.get(name, "saved_model")
 
 
 def write_demo(name: str, out_dir: str | Path) -> Path:
@@ -76,7 +86,7 @@ def resolve_model(model: str | Path) -> Path:
 def demo_name_of(path: str | Path) -> str | None:
     p = Path(path).resolve()
     for name in DEMOS:
-        if p in (demo_dir(name).resolve(), (demo_dir(name) / "saved_model").resolve()):
+        if p in (demo_dir(name).resolve(), (demo_dir(name) / MAIN_FILES.get(name, "saved_model")).resolve()):
             return name
     return None
 
@@ -93,6 +103,8 @@ def default_study_name(model: str | Path) -> str:
 
 
 def build_demo(name: str, out: str | Path) -> dict:
+    if name == "text-encoder":
+        return build_text_demo(out)
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -207,3 +219,62 @@ def build_text_encoder(path: str | Path, vocab: int = 1000, hidden: int = 32, la
     path.parent.mkdir(parents=True, exist_ok=True)
     ov.save_model(model, str(path), compress_to_fp16=False)
     return path
+
+
+def demo_corpus() -> str:
+    """The plain English text shipped with the workbench (written for it), one sentence per line."""
+    from importlib import resources
+
+    return resources.files("wb_core").joinpath("demo_text/corpus.txt").read_text(encoding="utf-8")
+
+
+def train_tokenizer(lines, path: str | Path, vocab_size: int = TEXT_VOCAB) -> Path:
+    """A BERT-style WordPiece tokenizer (lower case, [CLS] ... [SEP]) trained on `lines`, saved as JSON."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(list(lines), trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                                                       special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    from tokenizers import decoders
+
+    tok.decoder = decoders.WordPiece()
+    path = Path(path)
+    tok.save(str(path))
+    return path
+
+
+def sample_lines(corpus_lines: list[str], n: int = 96, seed: int = 0) -> list[str]:
+    """Samples of mixed length from the corpus: mostly one sentence, some short paragraphs, a few
+    long ones (past 128 tokens), as questions and documents reaching a text service would be."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        k = 1 if i % 4 else (3 if i % 16 else 16)
+        start = int(rng.integers(0, len(corpus_lines) - k))
+        out.append(" ".join(corpus_lines[start:start + k]))
+    return out
+
+
+def build_text_demo(out: str | Path) -> dict:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    text = demo_corpus()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    (out / "corpus.txt").write_text(text, encoding="utf-8")
+    tok_path = train_tokenizer(lines, out / "tokenizer.json")
+    from tokenizers import Tokenizer
+
+    vocab = Tokenizer.from_file(str(tok_path)).get_vocab_size()
+    (out / "sample.txt").write_text("\n".join(sample_lines(lines)) + "\n", encoding="utf-8")
+    build_text_encoder(out / "model.xml", vocab=vocab, hidden=64, layers=2, ffn=256)
+    info = {"name": "text-encoder", "description": DEMOS["text-encoder"], "build_version": BUILD_VERSION,
+            "vocab_size": vocab, "corpus_lines": len(lines)}
+    (out / "info.json").write_text(json.dumps(info, indent=2))
+    return info

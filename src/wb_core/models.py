@@ -276,8 +276,12 @@ def make_batches(specs: list[InputSpec], batch_size: int, opts: InputOptions, po
     shapes = {s.name: resolve_shape(s, batch_size, opts) for s in specs}
     sample_bytes = sum(int(np.prod(sh[1:] or (1,))) * 4 for sh in shapes.values())
     n_batches = max(1, min(max_batches, max_bytes // max(1, sample_bytes * batch_size)))
-    pool = {}
+    pool = _text_pool(specs, shapes, opts)
+    if pool:
+        pool_size = len(next(iter(pool.values())))
     for s in specs:
+        if pool:
+            break
         sample_shape = (pool_size,) + shapes[s.name][1:]
         dtype = np.dtype("float32" if s.dtype == "bfloat16" else s.dtype)
         if s.dtype in _INT_DTYPES:
@@ -293,6 +297,21 @@ def make_batches(specs: list[InputSpec], batch_size: int, opts: InputOptions, po
         idx = (np.arange(batch_size) + j * batch_size) % pool_size
         batches.append({name: np.ascontiguousarray(arr[idx]) for name, arr in pool.items()})
     return batches
+
+
+def _text_pool(specs: list[InputSpec], shapes: dict, opts: InputOptions) -> dict[str, np.ndarray] | None:
+    """Tokenized text for these shapes, when the sweep has some (see wb_core.text); else None."""
+    if not opts.samples:
+        return None
+    from wb_core.text import sample_arrays
+
+    lengths = {sh[1] for sh in shapes.values() if len(sh) == 2}
+    if len(lengths) != 1:
+        return None
+    arrays = sample_arrays(opts.samples, lengths.pop())
+    if not arrays or any(s.name not in arrays for s in specs):
+        return None
+    return {s.name: np.ascontiguousarray(arrays[s.name].astype(np.dtype(s.dtype), copy=False)) for s in specs}
 
 
 def resolve_int_ranges(specs: list[InputSpec], opts: InputOptions,

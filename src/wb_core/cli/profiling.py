@@ -23,13 +23,18 @@ def hw(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of
 
 
 @app.command("demo-model")
-def demo_model(name: str = typer.Argument(..., help="lenet-digits or mobilenet-v2"),
+def demo_model(name: str = typer.Argument(..., help="lenet-digits, mobilenet-v2 or text-encoder"),
                out: Path = typer.Option(Path("."), "--out", help="Folder to write the model into.")):
     """Build (or take from the cache) a bundled demo model and write it to a folder."""
     from wb_core.api import write_demo
 
     dest = write_demo(name, out)
-    typer.echo(f"Wrote {name} to {dest} (SavedModel in {dest / 'saved_model'}, Keras file {dest / 'model.keras'}).")
+    if (dest / "model.xml").exists():
+        typer.echo(f"Wrote {name} to {dest} (OpenVINO IR {dest / 'model.xml'}, tokenizer {dest / 'tokenizer.json'}, "
+                   f"sample text {dest / 'sample.txt'}).")
+    else:
+        typer.echo(f"Wrote {name} to {dest} (SavedModel in {dest / 'saved_model'}, Keras file "
+                   f"{dest / 'model.keras'}).")
 
 
 @app.command()
@@ -86,6 +91,11 @@ def profile(
                                         "every integer input but masks and token type ids (repeatable, merged). "
                                         "Default: masks all ones, token type ids zeros, token ids within the "
                                         "model's vocabulary."),
+    text: Optional[Path] = typer.Option(None, "--text", help="A text file, one sample per line, tokenized with "
+                                        "--tokenizer into the model's inputs (input_ids, attention_mask, "
+                                        "token_type_ids) at each --dynamic-size: the measured inputs and the "
+                                        "calibration and accuracy data."),
+    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for --text."),
     spec_file: Optional[Path] = typer.Option(None, "--spec", help="Sweep spec YAML (replaces the sweep flags)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a silent worker is given before it is killed."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
@@ -143,6 +153,11 @@ def profile(
     if spec_file:
         spec, file_settings, file_inputs = load_spec_file(spec_file)
         settings, inputs = file_settings or settings, file_inputs or inputs
+    if text is not None or tokenizer is not None:
+        import dataclasses
+
+        inputs = dataclasses.replace(inputs, text=str(text) if text else inputs.text,
+                                     tokenizer=str(tokenizer) if tokenizer else inputs.tokenizer)
     check_timeout(timeout, "--timeout")
     path = resolve_model(model)
     db = db or default_db()

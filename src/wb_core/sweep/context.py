@@ -187,13 +187,42 @@ class SweepContext:
         self.hardware = hardware.detect()
         self.details = inspect_details(self.model, timeout_s)
         self.input_specs = inspect_inputs(self.model, timeout_s)
+        if self.inputs.text:
+            precision = self._prepare_text(configs, precision)
         self.inputs, input_notes = resolve_int_ranges(self.input_specs, self.inputs, self.details.get("embedding_rows"))
-        for note in input_notes:
+        for note in input_notes if not self.inputs.samples else ():  # text fills every input
             self.note(note)
         check_inputs(self.input_specs, self.inputs, self.settings, configs)
         self.planner = VariantPlanner(self.model, self.format, self.fingerprint, precision, self.hardware,
                                       self.input_specs, details=self.details)
         self.planner.check_data(configs)  # data that cannot feed the model stops the study here too
+
+    def _prepare_text(self, configs: list[RunConfig], precision: PrecisionOptions | None) -> PrecisionOptions:
+        """Tokenize the text at every sequence length of the sweep: the workers' inputs, and the data
+        for calibration and accuracy (at the longest length)."""
+        from wb_core.data import Dataset
+        from wb_core.text import input_role, prepare_text
+
+        lengths = {c.seq_len for c in configs if c.seq_len}
+        if not lengths and self.inputs.dynamic_size:
+            lengths = {self.inputs.dynamic_size}
+        if not lengths:  # a model with a fixed sequence length, or one given with --shape
+            for s in self.input_specs:
+                shape = self.inputs.shapes.get(s.name) or s.shape
+                if input_role(s.name) == "ids" and len(shape) == 2 and shape[1] > 0:
+                    lengths = {shape[1]}
+        if not lengths:
+            raise ConfigError("Text needs a sequence length to pad or truncate to: give --dynamic-size N (or several, "
+                              "e.g. 32,128,384, as a sweep axis).")
+        prec = precision or PrecisionOptions()
+        if prec.data is not None:
+            raise ConfigError("Give the text (--text) or the data (--data), not both: the text is the data.")
+        ts = prepare_text(self.inputs.text, self.inputs.tokenizer, self.input_specs, sorted(lengths),
+                          self.details.get("embedding_rows"))
+        self.inputs = dataclasses.replace(self.inputs, samples=str(ts.path))
+        for n in ts.notes:
+            self.note(n)
+        return dataclasses.replace(prec, data=Dataset(x=ts.data, source=ts.source), input_map={})
 
     def note(self, text: str) -> None:
         """Something the user should know about this study; each note is kept once."""
