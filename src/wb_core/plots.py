@@ -15,7 +15,8 @@ from plotly.subplots import make_subplots
 
 from wb_core.analysis.recommend import pareto_mask, run_label, successful, uses_accuracy
 
-HOVER_COLUMNS = (("latency_ms_p50", "p50 ms"), ("latency_ms_p99", "p99 ms"), ("throughput", "samples/s"),
+HOVER_COLUMNS = (("seq_len", "sequence length"),
+                 ("latency_ms_p50", "p50 ms"), ("latency_ms_p99", "p99 ms"), ("throughput", "samples/s"),
                  ("cpu_util", "CPU busy (cores)"), ("rss_mb", "memory MB"), ("executed_precision", "ran in"),
                  ("accuracy", "accuracy"), ("key", "key"))
 
@@ -128,6 +129,44 @@ def cores_curves(df: pd.DataFrame) -> go.Figure:
                    "Cores: throughput, run time and CPU utilisation (best run at each core count)")
 
 
+def has_seq_axis(df: pd.DataFrame) -> bool:
+    """The study measured more than one sequence length (a `seq_len` axis)."""
+    return "seq_len" in df.columns and df["seq_len"].dropna().nunique() > 1
+
+
+def seq_len_curves(df: pd.DataFrame) -> go.Figure:
+    """p50 and p99 latency and throughput against sequence length, one line per batch size and
+    precision (and backend, when there are several): the best run of each at each length."""
+    title = "Sequence length: latency and throughput (best run at each length)"
+    ok = _ok(df)
+    ok = ok[ok["seq_len"].notna()] if "seq_len" in ok.columns else ok.iloc[0:0]
+    if ok.empty:
+        return _empty(title, "No successful runs with a sequence length to plot.")
+    several = ok["backend"].nunique() > 1
+    ok = ok.assign(_series=ok.apply(lambda r: (f"{r['backend']} " if several else "")
+                                    + f"{r['precision']}, batch {int(r['batch_size'])}", axis=1))
+    idx = ok.groupby(["_series", "seq_len"])["throughput"].idxmax()
+    best = ok.loc[idx.values].sort_values(["precision", "batch_size", "seq_len"])
+    rows = [("latency_ms_p50", "p50 latency (ms)"), ("latency_ms_p99", "p99 latency (ms)"),
+            ("throughput", "throughput (samples/s)")]
+    fig = make_subplots(rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.07,
+                        subplot_titles=[name for _, name in rows])
+    order = list(dict.fromkeys(best["_series"]))
+    colours = _colours(order)
+    for series in order:
+        part = best[best["_series"] == series]
+        dash = "dot" if str(part["precision"].iloc[0]) != "fp32" else "solid"
+        for i, (col, name) in enumerate(rows, start=1):
+            fig.add_trace(go.Scatter(x=part["seq_len"], y=part[col], mode="lines+markers", name=series,
+                                     legendgroup=series, showlegend=(i == 1), text=_hover(part), hoverinfo="text",
+                                     line={"color": colours[series], "dash": dash}), row=i, col=1)
+            fig.update_yaxes(title_text=name, row=i, col=1)
+    fig.update_xaxes(title_text="sequence length (tokens)", type="log", row=len(rows), col=1)
+    fig.update_xaxes(tickvals=sorted(best["seq_len"].unique().tolist()))
+    fig.update_layout(title=title, height=240 * len(rows) + 80, legend_title="precision, batch")
+    return fig
+
+
 def accuracy_tradeoff(df: pd.DataFrame) -> go.Figure | None:
     """Accuracy against throughput per precision; None when the study has no accuracy."""
     ok = _ok(df)
@@ -214,6 +253,8 @@ def study_figures(df: pd.DataFrame) -> dict[str, go.Figure]:
     """Every study-level figure that has data, by a short name (for reports and notebooks)."""
     figs = {"latency_throughput": latency_throughput(df), "batch": batch_curves(df), "threads": threads_curves(df),
             "cores": cores_curves(df)}
+    if has_seq_axis(df):
+        figs["seq_len"] = seq_len_curves(df)
     acc = accuracy_tradeoff(df)
     if acc is not None:
         figs["accuracy"] = acc

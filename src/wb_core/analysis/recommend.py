@@ -241,7 +241,7 @@ def rank(df: pd.DataFrame, objective: str) -> pd.DataFrame:
 
 def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objective: str = "throughput",
               runners_up: int = 3, hardware: dict | None = None,
-              allow_unmeasured_accuracy: bool = False) -> Recommendation:
+              allow_unmeasured_accuracy: bool = False, seq_mix=None) -> Recommendation:
     """The best successful run under `constraints` for `objective`, with a one-sentence reason.
 
     Noise: runs measured in repeated rounds carry 95% intervals; runs whose intervals overlap the
@@ -255,11 +255,23 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
 
     Raises WorkbenchError for a study without successful runs, and NoRunMeetsConstraints (naming
     the closest run and what it misses) when no run meets the constraints.
+
+    `seq_mix` ("128:0.8,384:0.2" or {128: 0.8, 384: 0.2}) weighs each configuration over the
+    sequence lengths of the mix (see wb_core.analysis.seq_mix): the pick is a configuration, its
+    figures the mix's; configurations missing a length are left out, with a note.
     """
     constraints = constraints or Constraints()
     objective = check_objective(objective)
     if df is None or df.empty:
         raise WorkbenchError("The study has no runs yet; profile the model first with `wb profile`.")
+    mix_notes: list[str] = []
+    if seq_mix is not None:
+        from wb_core.analysis.seq_mix import describe_mix, mix_lengths, parse_seq_mix
+
+        mix = parse_seq_mix(seq_mix)
+        df, mix_notes = mix_lengths(df, mix)
+        mix_notes.insert(0, f"Figures are for the sequence-length mix {describe_mix(mix)}: mean and p50 latency "
+                            f"and time per sample weighed over the lengths, p99 the worst length's.")
     ok = successful(df)
     ok = ok[ok["throughput"].notna() & ok["latency_ms_p99"].notna()]
     if ok.empty:
@@ -275,7 +287,7 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
     allowed = ok[[constraints.allows(r) for _, r in ok.iterrows()]]
     if allowed.empty:
         raise NoRunMeetsConstraints(_nothing_meets(ok, constraints))
-    notes: list[str] = []
+    notes: list[str] = list(mix_notes)
     unmeasured = _accuracy_unknown(allowed)
     if unmeasured.any() and not allow_unmeasured_accuracy and not unmeasured.all():
         top = rank(allowed, objective).iloc[0]
@@ -400,6 +412,8 @@ def run_label(run) -> str:
         parts.append(f"c{_int(g('concurrency'))}")
     if (_float(g("instances")) or 1) > 1:
         parts.append(f"x{_int(g('instances'))}")
+    if _float(g("seq_len")):
+        parts.append(f"seq{_int(g('seq_len'))}")
     return " ".join(parts)
 
 

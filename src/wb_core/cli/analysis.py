@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from wb_core.cli.app import app
+from wb_core.cli.app import fail as _fail
 
 OBJECTIVE_HELP = "throughput, latency or throughput_per_core."
 
@@ -37,7 +38,10 @@ OBJECTIVE = typer.Option("throughput", "--objective", help=OBJECTIVE_HELP)
 def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
               max_p99_ms: Optional[float] = MAX_P99, max_accuracy_drop: Optional[float] = MAX_DROP,
               max_memory_mb: Optional[float] = MAX_MEM, max_cores: Optional[int] = MAX_CORES,
-              objective: str = OBJECTIVE, top: int = typer.Option(3, "--top", help="Runners-up to show.")):
+              objective: str = OBJECTIVE, top: int = typer.Option(3, "--top", help="Runners-up to show."),
+              seq_mix: Optional[str] = typer.Option(None, "--seq-mix", help="Weigh each configuration over a mix "
+                                                    "of sequence lengths, LENGTH:WEIGHT,..., e.g. 128:0.8,384:0.2 "
+                                                    "(a study swept with --dynamic-size).")):
     """Pick the best run under constraints and say why it won."""
     from wb_core.api import Store, run_label, study_flops, with_efficiency
     from wb_core.api import recommend as _recommend
@@ -47,8 +51,11 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
         df = store.to_frame(study)
     df = with_efficiency(df, info.get("hardware"), study_flops(info) if not df.empty else None)
     rec = _recommend(df, _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), objective,
-                     runners_up=top, hardware=info.get("hardware"))
-    typer.echo(f"Best: {run_label(rec.best)}  (key {rec.key})")
+                     runners_up=top, hardware=info.get("hardware"), seq_mix=seq_mix)
+    if seq_mix:
+        typer.echo(f"Best for the mix: {run_label(rec.best)}  (keys {rec.best['mix_keys']})")
+    else:
+        typer.echo(f"Best: {run_label(rec.best)}  (key {rec.key})")
     typer.echo(rec.reason)
     for i, r in enumerate(rec.runners_up, start=2):
         typer.echo(f"  {i}. {run_label(r)}: p99 {r['latency_ms_p99']:.3g} ms, {r['throughput']:,.0f} samples/s "
@@ -72,6 +79,22 @@ def report(study: str = typer.Option(..., "--study"), out: Path = typer.Option(P
         profile = _recommended_layers(_db(db), study, constraints, check_objective(objective))
     path = write_report(_db(db), study, out, constraints=constraints, objective=objective, layer_profile=profile)
     typer.echo(f"Wrote {path}")
+
+
+@app.command()
+def plot(study: str = typer.Option(..., "--study"), out: Path = typer.Option(Path("plots.html"), "--out"),
+         db: Optional[Path] = typer.Option(None, "--db")):
+    """Write a study's figures to one HTML file: latency vs throughput, batch, threads, cores, and
+    sequence length when the study swept it."""
+    from wb_core.api import load_results, plots
+
+    df = load_results(_db(db), study)
+    if df.empty:
+        _fail(f"Study '{study}' has no runs to plot.")
+    figs = plots.study_figures(df)
+    html = "".join(f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs.values()))
+    out.write_text("<html><head><meta charset='utf-8'></head><body>" + html + "</body></html>", encoding="utf-8")
+    typer.echo(f"Wrote {len(figs)} figures ({', '.join(figs)}) to {out}.")
 
 
 def _recommended_layers(db, study, constraints, objective):
