@@ -220,3 +220,28 @@ def test_bad_text_inputs_are_one_sentence(text_setup, db, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "wb_core", "profile", str(model), "--dynamic-size", "8", "--text",
                           str(text), "--tokenizer", str(fake), "--db", str(db)], capture_output=True, text=True)
     assert bad.returncode != 0 and "not a tokenizer file" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_reference_outputs_in_the_data_are_the_accuracy_reference(encoder, db, fast, tmp_path):
+    import openvino as ov
+
+    from wb_core.accuracy import BUILTIN
+
+    path = _text_data(tmp_path / "t.npz", n=16, seq=8)
+    with np.load(path) as f:
+        arrays = {k: f[k] for k in f.files}
+    compiled = ov.Core().compile_model(str(encoder), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    out = compiled(arrays)[compiled.output("sentence_embedding")]
+    ref = out + np.random.default_rng(1).normal(0, 0.3, out.shape).astype(np.float32)  # another model's outputs
+    np.savez(path, **arrays, **{"ref.sentence_embedding": ref})
+    s = run_sweep(encoder, SweepSpec(precisions="fp32"), db, "ref", settings=fast, inputs=InputOptions(dynamic_size=8),
+                  precision=PrecisionOptions(data=str(path), output="sentence_embedding"))
+    assert s.ok == 1, s.errors
+    row = load_results(db, "ref").iloc[0]
+    assert row["accuracy_metric"] == "cosine vs reference"
+    assert row["accuracy"] == pytest.approx(BUILTIN["cosine"](out, ref), abs=1e-4) and row["accuracy"] < 0.99
+    assert any("'ref.sentence_embedding'" in n for n in s.notes)
+    np.savez(path, **arrays, **{"ref.sentence_embedding": ref[:, :5]})
+    with pytest.raises(ConfigError, match="reference outputs 'sentence_embedding'.*shape \\(5,\\).*gives \\(32,\\)"):
+        run_sweep(encoder, SweepSpec(precisions="fp32"), db, "ref2", settings=fast, inputs=InputOptions(dynamic_size=8),
+                  precision=PrecisionOptions(data=str(path), output="sentence_embedding"))

@@ -10,7 +10,9 @@ Sources:
 - `path/to/data.npz`: arrays `x` and optional `y`; `x_calib` (or `x_train`) if present is used for
   calibration, else calibration draws from `x`. For a model with several inputs: one array per
   input, named after it (`input_ids`, `attention_mask`, ...), optional `y`, and optional
-  calibration arrays named `calib.NAME`.
+  calibration arrays named `calib.NAME`. Either kind may carry reference outputs, one array per
+  model output named `ref.OUTPUT` (e.g. `ref.sentence_embedding`): accuracy then compares every
+  variant with them (instead of the FP32 variant's outputs) when there are no labels.
 - `path/to/folder/`: one subfolder per class holding images; labels are the sorted class names'
   indices. Images are resized to `image_size` and scaled by `scale`.
 - `demo:NAME` (or nothing, when profiling a demo model): the demo's bundled data.
@@ -79,6 +81,7 @@ class ImageOptions:
 
 RESERVED = ("y", "x", "x_calib", "x_train", "y_train")
 CALIB_PREFIX = "calib."
+REF_PREFIX = "ref."
 
 
 @dataclass
@@ -91,6 +94,7 @@ class Dataset:
     x_calib: Any = None
     source: str = "arrays"
     meta: dict = field(default_factory=dict)
+    refs: dict = field(default_factory=dict)  # model output name -> reference outputs, one row per sample
 
     def __post_init__(self):
         self.x = _as_inputs(self.x, "x", self.source)
@@ -102,6 +106,11 @@ class Dataset:
                 raise ConfigError(f"The data from {self.source} has {self.size} samples but {len(self.y)} labels.")
         if self.x_calib is not None:
             self.x_calib = _as_inputs(self.x_calib, "x_calib", self.source)
+        self.refs = {str(k): _as_array(v, REF_PREFIX + str(k)) for k, v in (self.refs or {}).items()}
+        for k, v in self.refs.items():
+            if len(v) != self.size:
+                raise ConfigError(f"The data from {self.source} has {self.size} samples but {len(v)} reference "
+                                  f"outputs in '{REF_PREFIX}{k}'.")
 
     @property
     def named(self) -> bool:
@@ -122,7 +131,7 @@ class Dataset:
 
     def head(self, n: int) -> Dataset:
         return Dataset(x=_take(self.x, slice(0, n)), y=None if self.y is None else self.y[:n], x_calib=self.x_calib,
-                       source=self.source, meta=self.meta)
+                       source=self.source, meta=self.meta, refs={k: v[:n] for k, v in self.refs.items()})
 
     def renamed(self, mapping: dict[str, str]) -> Dataset:
         """Arrays renamed to model inputs: `mapping` is model input -> array name in the data."""
@@ -144,7 +153,8 @@ class Dataset:
             return out
 
         calib = self.x_calib if self.x_calib is None or all(a in self.x_calib for a in mapping.values()) else None
-        return Dataset(x=rename(self.x), y=self.y, x_calib=rename(calib), source=self.source, meta=self.meta)
+        return Dataset(x=rename(self.x), y=self.y, x_calib=rename(calib), source=self.source, meta=self.meta,
+                       refs=self.refs)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Flat named arrays, as `save` writes them and `load_npz` reads them back."""
@@ -160,6 +170,7 @@ class Dataset:
                 out.update({CALIB_PREFIX + k: v for k, v in self.x_calib.items()})
             else:
                 out["x_calib"] = self.x_calib
+        out.update({REF_PREFIX + k: v for k, v in self.refs.items()})
         return out
 
     def fingerprint(self) -> str:
@@ -267,7 +278,7 @@ def load_dataset(source: Any, *, preprocess: Callable | None = None, image: Imag
     if preprocess is not None:
         ds = Dataset(x=_apply(preprocess, ds.x), y=ds.y,
                      x_calib=None if ds.x_calib is None else _apply(preprocess, ds.x_calib),
-                     source=ds.source, meta=ds.meta)
+                     source=ds.source, meta=ds.meta, refs=ds.refs)
     if limit:
         ds = ds.head(limit)
     return ds
@@ -276,15 +287,17 @@ def load_dataset(source: Any, *, preprocess: Callable | None = None, image: Imag
 def _from_arrays(arrays: dict, source: str) -> Dataset:
     """`x` (+ `y`, `x_calib` / `x_train`), or one array per model input named after it (+ `y`,
     `calib.NAME` for calibration)."""
+    refs = {k[len(REF_PREFIX):]: v for k, v in arrays.items() if k.startswith(REF_PREFIX)}
     if "x" in arrays:
         calib = arrays.get("x_calib", arrays.get("x_train"))
-        return Dataset(x=arrays["x"], y=arrays.get("y"), x_calib=calib, source=source)
-    named = {k: v for k, v in arrays.items() if k not in RESERVED and not k.startswith(CALIB_PREFIX)}
+        return Dataset(x=arrays["x"], y=arrays.get("y"), x_calib=calib, source=source, refs=refs)
+    named = {k: v for k, v in arrays.items()
+             if k not in RESERVED and not k.startswith((CALIB_PREFIX, REF_PREFIX))}
     if not named:
         raise ConfigError(f"The data from {source} has no input arrays: give 'x', or one array per model input "
                           f"named after it (it has: {', '.join(arrays) or 'nothing'}).")
     calib = {k[len(CALIB_PREFIX):]: v for k, v in arrays.items() if k.startswith(CALIB_PREFIX)}
-    return Dataset(x=named, y=arrays.get("y"), x_calib=calib or None, source=source)
+    return Dataset(x=named, y=arrays.get("y"), x_calib=calib or None, source=source, refs=refs)
 
 
 def _apply(fn: Callable, x: np.ndarray) -> np.ndarray:

@@ -276,12 +276,11 @@ def make_batches(specs: list[InputSpec], batch_size: int, opts: InputOptions, po
     shapes = {s.name: resolve_shape(s, batch_size, opts) for s in specs}
     sample_bytes = sum(int(np.prod(sh[1:] or (1,))) * 4 for sh in shapes.values())
     n_batches = max(1, min(max_batches, max_bytes // max(1, sample_bytes * batch_size)))
-    pool = _text_pool(specs, shapes, opts)
-    if pool:
-        pool_size = len(next(iter(pool.values())))
-    for s in specs:
-        if pool:
-            break
+    text = _text_pool(specs, shapes, opts)
+    pool = text or {}
+    if text:
+        pool_size = len(next(iter(text.values())))
+    for s in specs if not text else ():
         sample_shape = (pool_size,) + shapes[s.name][1:]
         dtype = np.dtype("float32" if s.dtype == "bfloat16" else s.dtype)
         if s.dtype in _INT_DTYPES:

@@ -233,9 +233,25 @@ class VariantPlanner:
         if "outputs" not in cur or "outputs" not in ref:
             return {"accuracy_note": cur.get("note") or ref.get("note")}
         self._note_output(ref.get("output_names") or [])
+        names = ref.get("output_names") or []
+        read = self.options.output or (names[0] if names else None)
+        given = ds.refs.get(read) if read else None
+        if given is None and len(ds.refs) == 1 and len(names) <= 1:
+            given = next(iter(ds.refs.values()))  # one reference, one output
         if ds.has_labels:
             metric = resolve_metric(self.options.metric, ds.y, ref["outputs"].shape)
             targets, name = ds.y, None
+        elif given is not None:
+            given = np.asarray(given)[:len(ref["outputs"])]
+            if given.reshape(len(given), -1).shape != ref["outputs"].reshape(len(ref["outputs"]), -1).shape:
+                raise ConfigError(f"The reference outputs '{read}' in the data from {ds.source} have samples of shape "
+                                  f"{tuple(given.shape[1:])}, but the model's output gives "
+                                  f"{tuple(ref['outputs'].shape[1:])}.")
+            given = given.reshape(ref["outputs"].shape).astype(np.float32)
+            metric, targets = reference_targets(self.options.metric, given)
+            name = f"{metric.name} vs reference"
+            self._note(f"Accuracy is each variant's {metric.name} against the reference outputs 'ref.{read}' in "
+                       f"the data from {ds.source}.")
         else:
             if callable(self.options.metric) and not isinstance(self.options.metric, Metric):
                 raise ConfigError("Without labels, accuracy compares with the FP32 outputs using a built-in metric "
