@@ -36,6 +36,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SHRINK = {"max_time": 0.3}
 SHRINK_PER_NOTEBOOK = {
     "03-batch-size": {"batch_sizes": "1,4"},
+    "08-text-model": {"seq_lens": "16,64", "batch_sizes": "1"},
     "06-pipeline": {"model": "lenet-digits", "frames": 24, "width": 160, "height": 96, "image_scale": "unit",
                     "pre_workers": "0,1", "batch": 4, "batch_sizes": "1,4", "rounds": 1},
 }
@@ -46,6 +47,8 @@ SLOW = {"07-training-threads"}
 # These quantize afresh instead of reusing the test cache's INT8 IR, so the quantizing worker
 # runs under the kernel's environment every time.
 FRESH_INT8 = {"04-int8-accuracy"}
+# The demo this notebook needs built before the kernel starts (built once per test cache).
+DEMOS_NEEDED = {"08-text-model": "text-encoder"}
 SUMMARY_MARK = "WB-NOTEBOOK-SUMMARY "
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
@@ -382,6 +385,33 @@ def check_training(nb, cwd: Path) -> None:
     assert "core" in stdout(nb).lower()  # the recommendation of cores per job is printed
 
 
+def check_text_model(nb, cwd: Path) -> None:
+    from wb_core.hardware import detect
+
+    rows = summary(nb)
+    lengths = [int(n) for n in SHRINK_PER_NOTEBOOK["08-text-model"]["seq_lens"].split(",")]
+    assert sorted({r["seq_len"] for r in rows}) == lengths, rows
+    int8_native = detect().supports("int8")[0]
+    for r in rows:
+        if r["precision"] == "fp32" or int8_native:
+            assert r["status"] == "ok", r
+            assert r["accuracy_metric"] == "cosine vs fp32" and r["data_source"].endswith("sample.txt'"), r
+    assert "samples in sample.txt" in stdout(nb, "ensure_demo(")
+    table = find_table(nb, {"precision", "seq_len", "batch_size", "latency_ms_p99", "throughput", "accuracy"})
+    assert sorted(int(n) for n in table.column("seq_len")) == sorted(r["seq_len"] for r in rows)
+    fig = find_figure(nb, "Sequence length: latency and throughput")
+    series = {t["name"] for t in fig["traces"]}
+    assert "fp32, batch 1" in series and all(t["x"] == lengths for t in fig["traces"]), fig["traces"]
+    assert all(y > 0 for t in fig["traces"] for y in t["y"])
+    if int8_native:
+        assert "int8, batch 1" in series
+        found = re.search(r"INT8 cosine similarity to FP32 \(sentence_embedding\): ([0-9.]+)", stdout(nb))
+        assert found and 0.5 < float(found[1]) <= 1.0, stdout(nb)
+        assert find_table(nb, {"fp32", "int8", "int8 speed-up"}).rows
+    reason = stdout(nb, "recommend(df, seq_mix")
+    assert f"80% at {lengths[0]}, 20% at {lengths[-1]}" in reason, reason
+
+
 # Per notebook: what the summary cell prints (None: no summary cell), and the check.
 CHECKS = {
     "01-quickstart": (None, check_quickstart),
@@ -394,6 +424,8 @@ CHECKS = {
                     ".to_dict('records')", check_pipeline),
     "07-training-threads": ("cores[['status', 'epoch_s', 'cores_given', 'throughput_per_core']].to_dict('records')",
                             check_training),
+    "08-text-model": ("df[['precision', 'seq_len', 'batch_size', 'status', 'accuracy', 'accuracy_metric', "
+                      "'data_source']].to_dict('records')", check_text_model),
 }
 
 
@@ -409,7 +441,7 @@ def test_injection_refuses_a_notebook_without_parameters():
 def test_every_notebook_is_here_and_checked():
     names = [p.stem for p in NOTEBOOKS]
     assert names == ["01-quickstart", "02-threads-and-cores", "03-batch-size", "04-int8-accuracy", "05-export",
-                     "06-pipeline", "07-training-threads"]
+                     "06-pipeline", "07-training-threads", "08-text-model"]
     assert sorted(CHECKS) == names
 
 
@@ -459,6 +491,10 @@ def test_notebook_shows_its_results(path, tmp_path, monkeypatch, request, lenet_
         append_summary(nb, expression)
     if path.stem in FRESH_INT8:
         request.getfixturevalue("cache_without_int8")
+    if path.stem in DEMOS_NEEDED:
+        from wb_core.demo import ensure_demo
+
+        ensure_demo(DEMOS_NEEDED[path.stem])
     execute(nb, tmp_path, monkeypatch)
     assert (tmp_path / "nb.db").exists()
     check(nb, tmp_path)
