@@ -78,7 +78,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "text.db"
         for r in range(a.rounds):
-            def measure_ours():
+            def measure_ours(r=r):
                 got, said = run_ours(xml, lengths, threads, a.seconds, inputs, db, f"round-{r}")
                 notes.extend(n for n in said if n not in notes)
                 for n in lengths:
