@@ -245,3 +245,35 @@ def test_reference_outputs_in_the_data_are_the_accuracy_reference(encoder, db, f
     with pytest.raises(ConfigError, match="reference outputs 'sentence_embedding'.*shape \\(5,\\).*gives \\(32,\\)"):
         run_sweep(encoder, SweepSpec(precisions="fp32"), db, "ref2", settings=fast, inputs=InputOptions(dynamic_size=8),
                   precision=PrecisionOptions(data=str(path), output="sentence_embedding"))
+
+
+def test_shapes_are_a_sweep_axis(db, fast, tmp_path):
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    from wb_core.config import RunConfig, parse_shape_axis
+
+    x = ops.parameter([-1, 3, -1, -1], ov.Type.f32, name="image")
+    pooled = ops.reduce_mean(ops.relu(x), ops.constant(np.array([2, 3], np.int64)), False)
+    model = tmp_path / "conv.xml"
+    ov.save_model(ov.Model([pooled], [x], "pool"), str(model))
+    assert parse_shape_axis(["image=1x3x8x8,1x3x16x16", "other=1x4"]) == (["other=1x4"],
+                                                                            ["image=1x3x8x8", "image=1x3x16x16"])
+    with pytest.raises(ConfigError, match="as many shapes each"):
+        parse_shape_axis(["a=1x2,1x3", "b=1x2,1x3,1x4"])
+    with pytest.raises(ConfigError, match="must look like NAME=1x3x224x224"):
+        SweepSpec(shapes=["1x3x8x8"])
+    # A run without a shape keeps the key it always had.
+    assert RunConfig("openvino").key == RunConfig("openvino", shape=None).key
+    s = run_sweep(model, SweepSpec(shapes=["image=1x3x8x8", "image=1x3x16x16"], batch_sizes="1,2"), db, "shapes",
+                  settings=fast)
+    assert s.ok == 4, s.errors
+    df = load_results(db, "shapes")
+    assert sorted(zip(df["shape"], df["batch_size"])) == [("image=1x3x16x16", 1), ("image=1x3x16x16", 2),
+                                                           ("image=1x3x8x8", 1), ("image=1x3x8x8", 2)]
+    res = CliRunner().invoke(app, ["profile", str(model), "--shape", "image=1x3x8x8,1x3x12x12", "--db", str(db),
+                                   "--study", "cli-shapes", "--max-time", "0.5", "--warmup", "0.1", "--window", "0.1",
+                                   "--tolerance", "0.5"])
+    assert res.exit_code == 0, res.output
+    assert sorted(load_results(db, "cli-shapes")["shape"]) == ["image=1x3x12x12", "image=1x3x8x8"]
+    assert re.search(r"precision\s+shape\s+batch_size", res.output), res.output

@@ -17,7 +17,15 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from wb_core.config import InputOptions, MeasureSettings, SweepSpec, check_number, check_timeout, parse_seq_lens  # noqa: F401
+from wb_core.config import (  # noqa: F401 - public
+    InputOptions,
+    MeasureSettings,
+    SweepSpec,
+    check_number,
+    check_timeout,
+    parse_seq_lens,
+    parse_shape_axis,
+)
 from wb_core.demo import default_study_name, resolve_model
 from wb_core.errors import (  # noqa: F401 - public
     ConfigError,
@@ -102,7 +110,7 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             precision_options=None, search: str = "grid", p99_ms: float | None = None,
             budget: int | None = None, cluster: str | None = None, hosts=None, ship_model: bool = False,
             timeout_s: float | None = None, memory_limit_mb: int | None = None, repeats: int = 1,
-            text: str | Path | None = None, tokenizer: str | Path | None = None):
+            text: str | Path | None = None, tokenizer: str | Path | None = None, shapes=None):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
     Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
@@ -111,7 +119,9 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     SweepSpec, e.g. from `load_spec_file`) replaces the sweep arguments. Points already stored in
     the study are skipped. `timeout_s`: seconds a silent worker is given before it is killed.
     `seq_lens` (e.g. "32,128,384") sweeps the size of the dynamic non-batch dimensions (the
-    sequence length of a text model), one `seq_len` column.
+    sequence length of a text model), one `seq_len` column. `shapes` sweeps input shapes, one
+    `shape` column: a list like ["image=1x3x224x224", "image=1x3x320x320"] or the CLI's form
+    "image=1x3x224x224,1x3x320x320" (several inputs: ';' within one value).
 
     Precision variants and accuracy (see docs/precision-and-accuracy.md): `data` is a path (.npz,
     image folder, `demo:NAME`), a `wb_core.data.Dataset`, `(x, y)`, an array, a dict of arrays named
@@ -147,6 +157,7 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
                              hints=hints, onednn=onednn, cpu_pinning=cpu_pinning, instances=instances,
                              cores_per_instance=cores_per_instance, rates=rates,
                              seq_lens=parse_seq_lens(seq_lens), allow_oversubscribe=allow_oversubscribe,
+                             shapes=_shape_axis(shapes),
                              repeats=repeats)
     settings = settings or MeasureSettings(max_time_s=max_time)
     if text is not None or tokenizer is not None:
@@ -178,6 +189,13 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
                              inputs=inputs, on_point=on_point, progress=progress, cancel=cancel, precision=prec,
                              timeout_s=timeout_s, memory_limit_mb=memory_limit_mb)
     return load_results(db, study) if return_frame else summary
+
+
+def _shape_axis(shapes) -> list:
+    if isinstance(shapes, str):
+        single, axis = parse_shape_axis([shapes])
+        return axis if axis != [None] else single
+    return list(shapes) if shapes else [None]
 
 
 def find_max_rate(model: str | Path, config, p99_ms: float, *, db: str | Path | None = None,
@@ -473,7 +491,7 @@ __all__ = sorted([
     "inspect_model", "hardware_info", "describe_hardware", "list_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
-    "default_db", "cache_dir", "parse_seq_lens", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
+    "default_db", "cache_dir", "parse_seq_lens", "parse_shape_axis", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
     "WorkerError", "check_number", "check_timeout", "printable",
     *_REEXPORTS, *_MODULES,
 ])

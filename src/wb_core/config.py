@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -412,6 +413,71 @@ class InputOptions:
                                       f"(its inputs: {have}).")
 
 
+def parse_shape_map(text) -> dict[str, tuple[int, ...]]:
+    """`image=1x3x224x224` (several inputs joined by ';') as {name: shape}; a mapping passes through, checked."""
+    if isinstance(text, dict):
+        items = [(str(k), v) for k, v in text.items()]
+    else:
+        items = []
+        for part in str(text).split(";"):
+            if not part.strip():
+                continue
+            name, eq, dims = part.strip().partition("=")
+            if not eq or not name.strip():
+                raise ConfigError(f"Shape '{part.strip()}' must look like NAME=1x3x224x224.")
+            try:
+                items.append((name.strip(), tuple(int(d) for d in dims.lower().split("x") if d.strip())))
+            except ValueError:
+                raise ConfigError(f"Shape '{part.strip()}' must list whole numbers, like NAME=1x3x224x224.") from None
+    if not items:
+        raise ConfigError("A shape of the shape axis names no input; give NAME=1x3x224x224.")
+    out = {}
+    for name, dims in items:
+        dims = tuple(dims)
+        if not dims or any(isinstance(d, bool) or not isinstance(d, int) or d == 0 or d < -1 or d > 10**7
+                           for d in dims):
+            raise ConfigError(f"Shape {name}={'x'.join(map(str, dims))} has a dimension that is zero, negative or "
+                              f"absurd.")
+        out[name] = dims
+    return out
+
+
+def format_shape_map(shapes: dict[str, tuple[int, ...]]) -> str:
+    return ";".join(f"{k}={'x'.join(map(str, v))}" for k, v in sorted(shapes.items()))
+
+
+def parse_shape_axis(items: list[str] | None) -> tuple[list[str], list[str | None]]:
+    """`--shape` flags: those with one shape stay input options; those listing several
+    (`image=1x3x224x224,1x3x320x320`) become the shape axis, paired by position across inputs.
+    Returns (single shapes as NAME=DIMS, the axis values or [None])."""
+    single, listed = [], {}
+    for item in items or []:
+        name, eq, dims = item.partition("=")
+        values = [v.strip() for v in dims.split(",") if v.strip()]
+        if eq and len(values) > 1:
+            listed[name.strip()] = values
+        else:
+            single.append(item)
+    if not listed:
+        return single, [None]
+    counts = {len(v) for v in listed.values()}
+    if len(counts) > 1:
+        detail = ", ".join(f"{k}: {len(v)}" for k, v in listed.items())
+        raise ConfigError(f"Inputs swept over shapes must list as many shapes each, paired by position; got {detail}.")
+    axis = [";".join(f"{k}={v[i]}" for k, v in listed.items()) for i in range(counts.pop())]
+    return single, axis
+
+
+def with_point_shapes(opts: InputOptions, cfg: RunConfig) -> InputOptions:
+    """The input options of one point: its sequence length sizes every dynamic non-batch
+    dimension, and its shapes (a shape sweep) replace those given for the same inputs."""
+    if cfg.seq_len:
+        opts = dataclasses.replace(opts, dynamic_size=cfg.seq_len)
+    if cfg.shape:
+        opts = dataclasses.replace(opts, shapes={**opts.shapes, **parse_shape_map(cfg.shape)})
+    return opts
+
+
 def parse_seq_lens(text) -> list[int | None]:
     """`--dynamic-size 32,128,384`: sizes of the dynamic (sequence) dimensions, one sweep axis."""
     if text is None or (isinstance(text, str) and not text.strip()):
@@ -456,6 +522,7 @@ class RunConfig:
     cores_per_instance: int | None = None  # with instances > 1: each instance's own disjoint cores
     rate: float | None = None  # open-loop Poisson arrivals (requests/s); None = closed loop
     seq_len: int | None = None  # size of the dynamic non-batch dimensions; None: from the input options
+    shape: str | None = None  # input shapes of a shape sweep, "NAME=1x3x224x224" (";" between inputs)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -519,8 +586,9 @@ class RunConfig:
     def legacy_key(self) -> str:
         """The key databases written before stable keys used (every field hashed); for migration."""
         d = self.to_dict()
-        if d.get("seq_len") is None:  # added after stable keys: legacy databases never had it
-            d.pop("seq_len", None)
+        for late in ("seq_len", "shape"):  # added after stable keys: legacy databases never had them
+            if d.get(late) is None:
+                d.pop(late, None)
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -554,6 +622,8 @@ class RunConfig:
             parts.append(f"rate={self.rate:g}/s")
         if self.seq_len:
             parts.append(f"seq{self.seq_len}")
+        if self.shape:
+            parts.append(f"shape {self.shape}")
         if self.onednn is False:
             parts.append("onednn=off")
         return " ".join(parts)
@@ -594,6 +664,8 @@ class SweepSpec:
     rates: list[float | None] = _axis([None], "Poisson arrival rates in requests/s (server scenario).")
     seq_lens: list[int | None] = _axis([None], "Sequence lengths: sizes of the dynamic non-batch dimensions, "
                                                "e.g. 32,128,384 (one sweep axis).")
+    shapes: list[str | None] = _axis([None], "Input shapes as a sweep axis, each NAME=1x3x224x224 (several inputs "
+                                             "joined by ';'), e.g. image=1x3x224x224 and image=1x3x320x320.")
     allow_oversubscribe: bool = field(default=False, metadata={"help": "Run instances x cores beyond this "
                                                                        "machine's cores."})
     repeats: int = field(default=1, metadata={"help": "Rounds per configuration, each in a fresh worker, "
@@ -629,6 +701,8 @@ class SweepSpec:
         self.repeats = parse_repeats(self.repeats)
         self.seq_lens = _ints_or_none(self.seq_lens if not isinstance(self.seq_lens, int) else str(self.seq_lens),
                                       "Sequence length", 10**7)
+        self.shapes = _unique([None if v is None else format_shape_map(parse_shape_map(v))
+                               for v in ([self.shapes] if isinstance(self.shapes, str) else self.shapes)]) or [None]
         if not isinstance(self.allow_oversubscribe, bool):
             raise ConfigError(f"allow_oversubscribe takes true or false; got {self.allow_oversubscribe!r}.")
         self.check_size()
@@ -642,7 +716,7 @@ class SweepSpec:
         for backend in self.backends:
             reads = set(get(backend).settings)
             n = (len(self.precisions) * placements * len(self.concurrency) * len(self.rates) * len(self.batch_sizes)
-                 * len(self.seq_lens))
+                 * len(self.seq_lens) * len(self.shapes))
             for name, values in (("threads", self.threads), ("inter_op_threads", self.inter_op_threads),
                                  ("onednn", self.onednn), ("cpu_pinning", self.cpu_pinning)):
                 if name in reads:
@@ -704,9 +778,10 @@ class SweepSpec:
                                             for conc_asked in self.concurrency:
                                                 conc = conc_asked or st or 1
                                                 for rate in self.rates:
-                                                    for seq in self.seq_lens:
+                                                    for seq, shape in itertools.product(self.seq_lens,
+                                                                                        self.shapes):
                                                         for b in self.batch_sizes:
-                                                            rc = RunConfig(
+                                                            rc = RunConfig(shape=shape,
                                                                 backend=backend, precision=prec, batch_size=b,
                                                                 threads=thr, inter_op_threads=inter, streams=st,
                                                                 cores=cores, instances=n, concurrency=conc,

@@ -8,7 +8,7 @@ import pandas as pd
 from wb_core.hardware import int8_speed_note
 
 # Settings a point is matched on, besides precision.
-MATCH = ("backend", "batch_size", "seq_len", "threads", "inter_op_threads", "streams", "cores", "instances",
+MATCH = ("backend", "batch_size", "seq_len", "shape", "threads", "inter_op_threads", "streams", "cores", "instances",
          "concurrency", "hint", "rate", "host")
 
 

@@ -86,7 +86,8 @@ def profile(
     dynamic_size: Optional[str] = typer.Option(None, "--dynamic-size", help="Size of dynamic non-batch dimensions "
                                                "(the sequence length); several, e.g. 32,128,384, are a sweep axis "
                                                "(column seq_len)."),
-    shape: list[str] = typer.Option([], "--shape", help="Input shape, NAME=1x128 (repeatable)."),
+    shape: list[str] = typer.Option([], "--shape", help="Input shape, NAME=1x128 (repeatable); several, e.g. "
+                                    "image=1x3x224x224,1x3x320x320, are a sweep axis (column shape)."),
     int_range: list[str] = typer.Option([], "--int-range", help="Integer input range NAME=LOW:HIGH, or LOW:HIGH for "
                                         "every integer input but masks and token type ids (repeatable, merged). "
                                         "Default: masks all ones, token type ids zeros, token ids within the "
@@ -134,12 +135,14 @@ def profile(
         default_study_name,
         load_spec_file,
         parse_seq_lens,
+        parse_shape_axis,
         resolve_model,
         results_with_notes,
     )
     from wb_core.api import profile as run_profile
 
-    spec = SweepSpec(backends=backend, precisions=precision, batch_sizes=batch, threads=threads,
+    single_shapes, shape_axis = parse_shape_axis(shape)
+    spec = SweepSpec(shapes=shape_axis, backends=backend, precisions=precision, batch_sizes=batch, threads=threads,
                      inter_op_threads=inter_op_threads, streams=streams, cores=cores, concurrency=concurrency,
                      hints=hint, onednn=onednn, cpu_pinning=cpu_pinning, instances=instances,
                      cores_per_instance=cores_per_instance, allow_oversubscribe=allow_oversubscribe, rates=rate,
@@ -148,7 +151,7 @@ def profile(
     seq_lens = parse_seq_lens(dynamic_size)
     if len(seq_lens) > 1:  # several sizes: a sweep axis with its own column
         spec.seq_lens = seq_lens
-    inputs = InputOptions.parse(dynamic_size=seq_lens[0] if len(seq_lens) == 1 else None, shapes=shape,
+    inputs = InputOptions.parse(dynamic_size=seq_lens[0] if len(seq_lens) == 1 else None, shapes=single_shapes,
                                 int_range=int_range)
     if spec_file:
         spec, file_settings, file_inputs = load_spec_file(spec_file)
@@ -227,7 +230,7 @@ def studies(db: Optional[Path] = typer.Option(None, "--db")):
                        f"{row['failed'] or 0} failed)  {printable(row['model_path'])}")
 
 
-TABLE_COLUMNS = ["backend", "precision", "seq_len", "batch_size", "threads", "inter_op_threads", "streams", "cores",
+TABLE_COLUMNS = ["backend", "precision", "seq_len", "shape", "batch_size", "threads", "inter_op_threads", "streams", "cores",
                  "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99", "throughput", "vs_fp32",
                  "cpu_util", "rss_mb",
                  "executed_precision", "variant", "accuracy", "accuracy_metric", "accuracy_drop", "status", "error",

@@ -25,15 +25,11 @@ def collect_layer_times(model_path: str, config: dict, inputs: dict | None, iter
     import openvino as ov
 
     from wb_core.backends.openvino import compile_properties
-    from wb_core.config import InputOptions, RunConfig
+    from wb_core.config import InputOptions, RunConfig, with_point_shapes
     from wb_core.models import make_batches, ov_inputs, read_ov_model, resolve_shape
 
     cfg = RunConfig.from_dict(config)
-    opts = InputOptions.from_dict(inputs)
-    if cfg.seq_len:
-        import dataclasses
-
-        opts = dataclasses.replace(opts, dynamic_size=cfg.seq_len)
+    opts = with_point_shapes(InputOptions.from_dict(inputs), cfg)
     model = read_ov_model(model_path)
     specs = ov_inputs(model)
     shapes = {s.name: resolve_shape(s, cfg.batch_size, opts) for s in specs}

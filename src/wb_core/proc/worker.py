@@ -50,10 +50,9 @@ def _open(task: dict, cores=None):
     settings = MeasureSettings(**task["settings"])
     opts = InputOptions.from_dict(task.get("inputs"))
     cfg = RunConfig.from_dict({**task["group"], "batch_size": task["points"][0]["batch_size"]})
-    if cfg.seq_len:  # a sequence length of the sweep sizes every dynamic non-batch dimension
-        import dataclasses
+    from wb_core.config import with_point_shapes
 
-        opts = dataclasses.replace(opts, dynamic_size=cfg.seq_len)
+    opts = with_point_shapes(opts, cfg)
     t0 = time.perf_counter()
     session = open_session(task["model_path"], cfg)
     emit({"type": "loaded", "load_s": time.perf_counter() - t0, "inputs": [s.to_dict() for s in session.inputs]})

@@ -123,8 +123,10 @@ def check_inputs(specs, inputs: InputOptions, settings: MeasureSettings, configs
                 raise ConfigError(f"Integer range {lo}:{hi} does not fit input '{s.name}' of type {s.dtype} "
                                   f"({bounds[0]}:{bounds[1]}); give --int-range {s.name}=LOW:HIGH inside it.")
     sample_bytes = 0
-    for b, seq in sorted({(c.batch_size, c.seq_len or 0) for c in configs}):
-        opts = dataclasses.replace(inputs, dynamic_size=seq) if seq else inputs
+    from wb_core.config import with_point_shapes
+
+    for b, seq, shape in sorted({(c.batch_size, c.seq_len or 0, c.shape or "") for c in configs}):
+        opts = with_point_shapes(inputs, RunConfig("openvino", seq_len=seq or None, shape=shape or None))
         sample_bytes = 0
         for s in specs:
             shape = resolve_shape(s, b, opts)
