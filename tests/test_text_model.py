@@ -277,3 +277,21 @@ def test_shapes_are_a_sweep_axis(db, fast, tmp_path):
     assert res.exit_code == 0, res.output
     assert sorted(load_results(db, "cli-shapes")["shape"]) == ["image=1x3x12x12", "image=1x3x8x8"]
     assert re.search(r"precision\s+shape\s+batch_size", res.output), res.output
+
+
+def test_text_encoder_demo_is_built_here_with_its_tokenizer(tmp_path):
+    from tokenizers import Tokenizer
+
+    from wb_core.variants.convert import inspect_details
+
+    res = CliRunner().invoke(app, ["demo-model", "text-encoder", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    d = tmp_path / "text-encoder"
+    assert "tokenizer" in res.output and (d / "model.xml").exists() and (d / "corpus.txt").exists()
+    tok = Tokenizer.from_file(str(d / "tokenizer.json"))
+    enc = tok.encode("The river flows past the old mill.")
+    assert enc.tokens[0] == "[CLS]" and enc.tokens[-1] == "[SEP]" and "[UNK]" not in enc.tokens
+    assert inspect_details(d / "model.xml")["embedding_rows"]["input_ids"] == tok.get_vocab_size()
+    lines = (d / "sample.txt").read_text().splitlines()
+    lengths = [len(e.ids) for e in tok.encode_batch(lines)]
+    assert len(lines) >= 64 and min(lengths) < 32 and max(lengths) > 128  # short questions and long documents

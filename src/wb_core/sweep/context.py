@@ -202,10 +202,15 @@ class SweepContext:
     def _prepare_text(self, configs: list[RunConfig], precision: PrecisionOptions | None) -> PrecisionOptions:
         """Tokenize the text at every sequence length of the sweep: the workers' inputs, and the data
         for calibration and accuracy (at the longest length)."""
+        from wb_core.config import parse_shape_map
         from wb_core.data import Dataset
         from wb_core.text import input_role, prepare_text
 
         lengths = {c.seq_len for c in configs if c.seq_len}
+        for c in configs:  # a shape axis: the length its token-ids input takes
+            for name, dims in (parse_shape_map(c.shape) if c.shape else {}).items():
+                if input_role(name) == "ids" and len(dims) == 2 and dims[1] > 0:
+                    lengths.add(dims[1])
         if not lengths and self.inputs.dynamic_size:
             lengths = {self.inputs.dynamic_size}
         if not lengths:  # a model with a fixed sequence length, or one given with --shape

@@ -41,6 +41,9 @@ LABELS = {
     "status": "Status",
     "error": "Problem",
     "key": "Run id",
+    "shape": "Input shape",
+    "seq_mix": "Sequence-length mix",
+    "accuracy_metric": "Accuracy measured as",
 }
 
 # Significant digits a measured value deserves: run-to-run noise on a shared CPU is a few percent,
