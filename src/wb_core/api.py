@@ -17,7 +17,17 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from wb_core.config import InputOptions, MeasureSettings, SweepSpec, check_number, check_timeout, parse_seq_lens  # noqa: F401
+from wb_core.config import (  # noqa: F401
+    InputOptions,
+    MeasureSettings,
+    SweepSpec,
+    check_ci_target,
+    check_max_rounds,
+    check_number,
+    check_timeout,
+    parse_ci_target,
+    parse_seq_lens,
+)
 from wb_core.demo import default_study_name, resolve_model
 from wb_core.errors import (  # noqa: F401 - public
     ConfigError,
@@ -27,6 +37,7 @@ from wb_core.errors import (  # noqa: F401 - public
     WorkerError,
     printable,
 )
+from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT  # noqa: F401
 from wb_core.paths import cache_dir, default_db  # noqa: F401 - public
 from wb_core.store import load_results
 from wb_core.sweep.context import SweepSummary  # noqa: F401 - public
@@ -101,7 +112,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             output: str | None = None, input_map: dict | None = None,
             precision_options=None, search: str = "grid", p99_ms: float | None = None,
             budget: int | None = None, cluster: str | None = None, hosts=None, ship_model: bool = False,
-            timeout_s: float | None = None, memory_limit_mb: int | None = None, repeats: int = 1):
+            timeout_s: float | None = None, memory_limit_mb: int | None = None, repeats: int = 1,
+            remeasure_busy: bool = False, ci_target: float | None = None, max_rounds: int = 10):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
     Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
@@ -129,6 +141,15 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
 
     `repeats=N` measures every configuration in N interleaved rounds, each in a fresh worker; the
     results then carry the median, a 95% interval and the CV of throughput and p99 per config.
+
+    Every point records what else ran on its cores while it was measured (`other_cpu`: cores'
+    worth of CPU used by other processes; `steal_pct`: the hypervisor's steal) and is flagged
+    `busy` beyond a threshold (see docs/noise.md). `remeasure_busy=True` measures the points (or
+    rounds) stored as busy again; otherwise a stored point counts as done.
+
+    `ci_target=0.03` measures in rounds (at least 3), then adds rounds to the leading configs
+    (those whose throughput intervals overlap the best's) until each one's 95% interval is within
+    +-3% of its median, or `max_rounds` extra rounds are spent; the summary says which reached it.
     """
     from wb_core.variants.planner import PrecisionOptions
 
@@ -148,6 +169,11 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     prec = precision_options or PrecisionOptions(data=data, preprocess=preprocess, metric=metric,
                                                  subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
                                                  accuracy=accuracy, output=output, input_map=dict(input_map or {}))
+    check_ci_target(ci_target)
+    if ci_target is not None:
+        check_max_rounds(max_rounds)
+    if cluster and (remeasure_busy or ci_target is not None):
+        raise ConfigError("Re-measuring busy points and interval targets run on this machine; leave out the cluster.")
     if cluster and spec.repeats > 1:
         raise ConfigError("Repeated rounds run on this machine; leave out the cluster, or measure once.")
     if search == "grid" and p99_ms is None and budget is None:
@@ -157,7 +183,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
         with open_executor(cluster, hosts, ship_model) as executor:
             summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
                                 progress=progress, cancel=cancel, precision=prec, executor=executor,
-                                timeout_s=timeout_s, memory_limit_mb=memory_limit_mb)
+                                timeout_s=timeout_s, memory_limit_mb=memory_limit_mb, remeasure_busy=remeasure_busy,
+                                ci_target=ci_target, max_rounds=max_rounds)
     else:
         from wb_core.sweep.search import run_search
 
@@ -165,7 +192,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             raise ConfigError("The smart search runs on this machine; leave out the cluster, or search with a grid.")
         summary = run_search(path, spec, db, study, search=search, p99_ms=p99_ms, budget=budget, settings=settings,
                              inputs=inputs, on_point=on_point, progress=progress, cancel=cancel, precision=prec,
-                             timeout_s=timeout_s, memory_limit_mb=memory_limit_mb)
+                             timeout_s=timeout_s, memory_limit_mb=memory_limit_mb, remeasure_busy=remeasure_busy,
+                             ci_target=ci_target, max_rounds=max_rounds)
     return load_results(db, study) if return_frame else summary
 
 
@@ -463,6 +491,7 @@ __all__ = sorted([
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
     "default_db", "cache_dir", "parse_seq_lens", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
-    "WorkerError", "check_number", "check_timeout", "printable",
+    "WorkerError", "check_number", "check_timeout", "printable", "parse_ci_target", "check_ci_target",
+    "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
     *_REEXPORTS, *_MODULES,
 ])

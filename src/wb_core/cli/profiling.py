@@ -70,6 +70,12 @@ def profile(
                                help="grid (every configuration) or smart (climbs to the best in far fewer runs)."),
     budget: Optional[int] = typer.Option(None, "--budget", help="Most configurations to measure."),
     repeats: str = typer.Option("1", "--repeats", help=field_help("repeats")),
+    ci: Optional[str] = typer.Option(None, "--ci", help="Interval target, e.g. 3%: after the first rounds (at least "
+                                     "3), add rounds to the leading configurations until each one's 95% throughput "
+                                     "interval is within this share of its median, or --max-rounds are spent."),
+    max_rounds: int = typer.Option(10, "--max-rounds", help="Most extra rounds --ci may add."),
+    remeasure_busy: bool = typer.Option(False, "--remeasure-busy", help="Measure again the points stored as measured "
+                                        "on a busy machine (others used their cores, or the hypervisor stole time)."),
     onednn: str = typer.Option("auto", "--onednn", help=field_help("onednn")),
     cpu_pinning: str = typer.Option("auto", "--ov-pinning", help=field_help("cpu_pinning")),
     study: Optional[str] = typer.Option(None, "--study", help="Study name (default: the model's name)."),
@@ -119,10 +125,12 @@ def profile(
         InputOptions,
         MeasureSettings,
         SweepSpec,
+        check_max_rounds,
         check_timeout,
         default_db,
         default_study_name,
         load_spec_file,
+        parse_ci_target,
         parse_seq_lens,
         resolve_model,
         results_with_notes,
@@ -144,6 +152,9 @@ def profile(
         spec, file_settings, file_inputs = load_spec_file(spec_file)
         settings, inputs = file_settings or settings, file_inputs or inputs
     check_timeout(timeout, "--timeout")
+    ci_target = parse_ci_target(ci)
+    if ci_target is not None:
+        check_max_rounds(max_rounds)
     path = resolve_model(model)
     db = db or default_db()
     study = study or default_study_name(path)
@@ -160,7 +171,8 @@ def profile(
                                       output, data_input)
     summary = run_profile(path, spec=spec, db=db, study=study, settings=settings, inputs=inputs, progress=not quiet,
                           return_frame=False, precision_options=prec, search=search, p99_ms=p99_ms, budget=budget,
-                          cluster=cluster, hosts=hosts, ship_model=ship_model, timeout_s=timeout)
+                          cluster=cluster, hosts=hosts, ship_model=ship_model, timeout_s=timeout,
+                          remeasure_busy=remeasure_busy, ci_target=ci_target, max_rounds=max_rounds)
     if not quiet:
         _print_table(*results_with_notes(study, db))
     report_summary(summary)
