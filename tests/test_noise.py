@@ -204,6 +204,18 @@ def test_a_point_sharing_its_core_with_a_busy_loop_is_flagged_busy_and_can_be_me
     assert row["other_cpu"] > 0.25 and row["busy"]  # the loop had about half of the core
     _flag_follows_numbers(row)
     assert summary.busy and any("--remeasure-busy" in n for n in summary.notes)
+    # shown: a column and a note in `wb results`, a section in the report
+    import subprocess
+    import sys
+
+    from wb_core.report import build_report
+
+    r = subprocess.run([sys.executable, "-m", "wb_core.cli", "results", "--study", "busy", "--db", str(db)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "other_cpu" in r.stdout and " busy" in r.stdout
+    assert "measured on a busy machine" in r.stdout and "--remeasure-busy" in r.stdout
+    page = build_report(db, "busy")
+    assert "<h2>Busy machine</h2>" in page and "<th>other_cpu</th>" in page
     # a plain rerun keeps the busy point; --remeasure-busy measures it again and replaces it
     again = run_sweep(lenet_ir, spec, db, "busy", settings=fast)
     assert again.ok == 0 and again.skipped_done == 1
@@ -291,3 +303,43 @@ def test_an_interval_target_reports_each_leader_by_its_own_interval(lenet_ir, db
     assert all(ci.half_widths[lab] > 0.5 for lab in ci.missed)
     assert ci.extra_rounds == 2 if ci.missed else ci.extra_rounds <= 2
     assert set(load_results(db, "loose")["rounds"]) <= {3, 4, 5}
+
+
+def test_results_and_report_show_intervals_and_ties_as_columns(lenet_ir, db, fast):
+    import subprocess
+    import sys
+
+    from wb_core.api import results_with_notes
+    from wb_core.config import SweepSpec
+    from wb_core.report import build_report
+    from wb_core.sweep.local import run_sweep
+
+    run_sweep(lenet_ir, SweepSpec(backends="openvino", threads="1,2", batch_sizes="1", repeats=2), db, "cols",
+              settings=fast)
+    df, _ = results_with_notes("cols", db)
+    assert list(df["tied_with_best"]).count("best") == 1
+    assert set(df["tied_with_best"]) <= {"best", "yes", "no"}
+    best = df[df["tied_with_best"] == "best"].iloc[0]
+    assert best["throughput"] == df["throughput"].max()
+    for _, row in df[df["tied_with_best"] != "best"].iterrows():  # the tie follows the intervals
+        overlap = row["throughput_ci_low"] <= best["throughput_ci_high"] and \
+            best["throughput_ci_low"] <= row["throughput_ci_high"]
+        assert (row["tied_with_best"] == "yes") == overlap
+    r = subprocess.run([sys.executable, "-m", "wb_core.cli", "results", "--study", "cols", "--db", str(db)],
+                       capture_output=True, text=True)
+    header = r.stdout.splitlines()[0].split()
+    for col in ("throughput_ci_low", "throughput_ci_high", "latency_ms_p99_ci_low", "latency_ms_p99_ci_high",
+                "tied_with_best", "rounds", "other_cpu", "busy"):
+        assert col in header
+    page = build_report(db, "cols")
+    for col in ("throughput_ci_low", "throughput_ci_high", "latency_ms_p99_ci_high", "tied_with_best"):
+        assert f"<th>{col}</th>" in page
+    assert "<td>best</td>" in page
+
+
+def test_every_new_column_has_a_worded_label():
+    from wb_core.ui.words import LABELS
+
+    for col in ("throughput_ci_low", "throughput_ci_high", "latency_ms_p99_ci_low", "latency_ms_p99_ci_high",
+                "tied_with_best", "other_cpu", "steal_pct", "busy"):
+        assert col in LABELS and "_" not in LABELS[col]

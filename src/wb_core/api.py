@@ -37,7 +37,7 @@ from wb_core.errors import (  # noqa: F401 - public
     WorkerError,
     printable,
 )
-from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT  # noqa: F401
+from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
 from wb_core.paths import cache_dir, default_db  # noqa: F401 - public
 from wb_core.store import load_results
 from wb_core.sweep.context import SweepSummary  # noqa: F401 - public
@@ -463,16 +463,29 @@ def results_with_notes(study: str, db: str | Path | None = None):
     """A study's results with `vs_fp32` (throughput over the FP32 point of the same settings) and the
     notes a table should show: lower precisions that ran slower than FP32, with the CPU's reason."""
     from wb_core.analysis.precision import slowdown_notes, vs_fp32
+    from wb_core.analysis.recommend import tied_with_best
     from wb_core.store import Store
 
     db = db or default_db()
     df = load_results(db, study)
     if df.empty:
         return df, []
-    df = df.assign(vs_fp32=vs_fp32(df))
+    df = df.assign(vs_fp32=vs_fp32(df), tied_with_best=tied_with_best(df))
     with Store(db, readonly=True) as s:
         hw = (s.get_study(study) or {}).get("hardware") or {}
-    return df, slowdown_notes(df, hw.get("flags"))
+    return df, slowdown_notes(df, hw.get("flags")) + busy_notes(df)
+
+
+def busy_notes(df) -> list[str]:
+    """A note naming how many stored points were measured on a busy machine, and how to measure them again."""
+    if "busy" not in df.columns:
+        return []
+    n = int((df["busy"].astype(object).map(lambda v: v is True or v == 1) & (df["status"] == "ok")).sum())
+    if not n:
+        return []
+    return [f"{n} point(s) were measured on a busy machine (others used more than {BUSY_OTHER_CPU:g} cores' worth "
+            f"of CPU on their cores, or steal above {BUSY_STEAL_PCT:g}%): re-measure them with the same "
+            f"`wb profile ...` command plus --remeasure-busy."]
 
 
 def serve_check(study: str, run: str, db: str | Path | None = None, **options):

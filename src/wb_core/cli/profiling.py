@@ -225,8 +225,10 @@ def studies(db: Optional[Path] = typer.Option(None, "--db")):
 
 
 TABLE_COLUMNS = ["backend", "precision", "seq_len", "batch_size", "threads", "inter_op_threads", "streams", "cores",
-                 "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99", "throughput", "vs_fp32",
-                 "cpu_util", "rss_mb",
+                 "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99",
+                 "latency_ms_p99_ci_low", "latency_ms_p99_ci_high", "throughput", "throughput_ci_low",
+                 "throughput_ci_high", "rounds", "tied_with_best", "vs_fp32", "cpu_util", "other_cpu", "steal_pct",
+                 "busy", "rss_mb",
                  "executed_precision", "variant", "accuracy", "accuracy_metric", "accuracy_drop", "status", "error",
                  "host"]
 
@@ -254,9 +256,13 @@ def _print_table(df, notes=()) -> None:
         df = df.drop(columns="vs_fp32")  # only fp32: nothing to compare
     cols = [c for c in TABLE_COLUMNS if c in df.columns and df[c].notna().any()]
     view = df[cols].copy()
-    for c in ("latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb"):
+    for c in ("latency_ms_p50", "latency_ms_p99", "latency_ms_p99_ci_low", "latency_ms_p99_ci_high", "throughput",
+              "throughput_ci_low", "throughput_ci_high", "cpu_util", "other_cpu", "steal_pct", "rss_mb"):
         if c in view:
-            view[c] = view[c].astype(float).round(2 if c.startswith(("latency", "cpu")) else 1)
+            view[c] = view[c].astype(float).round(2 if c.startswith(("latency", "cpu", "other", "steal")) else 1)
+    if "busy" in view:
+        view["busy"] = view["busy"].map(lambda b: "busy" if b is True or b == 1 else ("-" if b is None or b != b
+                                                                                      else "no"))
     for c in ("accuracy", "accuracy_drop"):
         if c in view:
             view[c] = view[c].astype(float).round(4)
