@@ -236,7 +236,8 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
     The defaults are measured at the recommended batch size. When no default is beaten beyond
     noise, the best default is recommended instead: a recommendation is never worse than a default
     beyond noise. Returns {"recommended", "tuned", "defaults", "gain", "tuned_is_better", "verdict",
-    "study", "frame"}; `gain` is a wb_core.stats.Ratio (tuned over the best default) or None.
+    "study", "frame", "busy"}; `gain` is a wb_core.stats.Ratio (tuned over the best default) or None;
+    `busy` names the configurations with rounds measured on a busy machine (the verdict says so).
     """
     from wb_core.analysis.recommend import recommend, run_label, with_efficiency
     from wb_core.backends.registry import backend_formats
@@ -303,6 +304,10 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
         how = gain.percent() if gain is not None else "unknown"
         out["verdict"] = (f"The default {pick} is as good within noise: the tuned {run_label(t)} differs by {how} "
                           f"on {word}; recommending the default.")
+    out["busy"] = [label for label, r in ok.items() if r.get("busy") is True]
+    if out["busy"]:
+        out["verdict"] += (f" Some rounds of {', '.join(out['busy'])} ran on a busy machine (other processes on "
+                           f"their cores); confirm again when it is quieter.")
     return out
 
 
