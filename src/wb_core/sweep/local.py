@@ -208,8 +208,9 @@ class CiOutcome:
         if self.reached:
             out += f"{len(self.reached)} leading configuration(s) reached it: {named(self.reached)}"
         if self.missed:
-            out += ("; " if self.reached else "") + (f"{len(self.missed)} did not (the round budget ran out): "
-                                                     f"{named(self.missed)}; raise --max-rounds to go on")
+            out += ("; " if self.reached else "") + (f"{len(self.missed)} leading configuration(s) did not reach "
+                                                     f"it (the round budget ran out): {named(self.missed)}; raise "
+                                                     f"--max-rounds to go on")
         return out + "."
 
 
