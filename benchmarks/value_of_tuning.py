@@ -1,8 +1,13 @@
 """Value of tuning: the best configuration the smart search finds against what a user gets without us.
 
-    python benchmarks/value_of_tuning.py [--models lenet-digits,mobilenet-v2] [--p99-ms X] [--rounds R] [--quick]
+    python benchmarks/value_of_tuning.py [--models lenet-digits,mobilenet-v2,transformer] [--p99-ms X] [--rounds R]
+                                         [--quick]
 
-For each demo model, the smart search looks for the highest fp32 throughput on OpenVINO over
+Models: the demos by name, and `transformer`, a transformer-shaped encoder IR built here with
+openvino's opset API (benchmarks/synthetic_model.py: 2 BERT-style blocks, 4 heads, hidden 128,
+64 tokens; 32 with --quick). It has no SavedModel, so it has no TensorFlow default.
+
+For each model, the smart search looks for the highest fp32 throughput on OpenVINO over
 threads 1..N x streams 1..N x requests in flight 1..N x batch 1..32 (N = CPUs available). The
 defaults, each measured at batch 1 and at the batch size the search chose:
 - TensorFlow with its default threads (the SavedModel as a user would serve it);
@@ -26,6 +31,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
+import synthetic_model
 from bench_util import print_table
 
 from wb_core.api import confirm
@@ -36,9 +42,10 @@ from wb_core.sweep.local import run_sweep
 from wb_core.sweep.search import run_search
 
 
-def defaults(n: int, batches: str) -> dict[str, SweepSpec]:
+def defaults(n: int, batches: str, tensorflow: bool = True) -> dict[str, SweepSpec]:
     return {
-        "TensorFlow, default threads": SweepSpec(backends="tensorflow", batch_sizes=batches),
+        **({"TensorFlow, default threads": SweepSpec(backends="tensorflow", batch_sizes=batches)} if tensorflow
+           else {}),
         "OpenVINO LATENCY hint": SweepSpec(backends="openvino", batch_sizes=batches, hints="latency"),
         f"OpenVINO THROUGHPUT hint, {n} requests": SweepSpec(backends="openvino", batch_sizes=batches,
                                                              hints="throughput", concurrency=str(n)),
@@ -47,14 +54,15 @@ def defaults(n: int, batches: str) -> dict[str, SweepSpec]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default="lenet-digits,mobilenet-v2")
+    ap.add_argument("--models", default="lenet-digits,mobilenet-v2,transformer")
     ap.add_argument("--p99-ms", type=float, default=None, help="p99 target for the search (default: none)")
     ap.add_argument("--max-time", type=float, default=1.5, help="measuring time limit per point, seconds")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the confirmation")
-    ap.add_argument("--quick", action="store_true", help="lenet-digits only, very short windows: a smoke test")
+    ap.add_argument("--quick", action="store_true", help="lenet-digits and a shorter transformer, very short "
+                    "windows: a smoke test")
     a = ap.parse_args()
     if a.quick:
-        a.models, a.max_time = "lenet-digits", 0.4
+        a.models, a.max_time = "lenet-digits,transformer", 0.4
     settings = MeasureSettings(warmup_s=a.max_time / 4, window_s=a.max_time / 4, max_time_s=a.max_time,
                                min_windows=3, tolerance=0.05)
     n = len(available_cpus())
@@ -63,7 +71,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "value.db"
         for name in a.models.split(","):
-            model = demo_model_path(name)
+            synthetic = name == "transformer"
+            model = (synthetic_model.build_transformer(Path(tmp) / "transformer.xml", seq=32 if a.quick else 64)
+                     if synthetic else demo_model_path(name))
             space = SweepSpec(backends="openvino", threads=ladder, streams=ladder, concurrency=ladder,
                               batch_sizes="1,2,4,8,16,32")
             found = run_search(model, space, db, f"{name}-search", search="smart", p99_ms=a.p99_ms, settings=settings)
@@ -73,7 +83,7 @@ def main() -> None:
             tuned = found.best.config
             batches = ",".join(str(b) for b in sorted({1, tuned.batch_size}))
             measured = {}
-            for label, spec in defaults(n, batches).items():
+            for label, spec in defaults(n, batches, tensorflow=not synthetic).items():
                 study = f"{name}-{label}"
                 run_sweep(model, spec, db, study, settings=settings)
                 for r in load_results(db, study).to_dict("records"):

@@ -159,3 +159,187 @@ def test_smart_search_does_not_move_on_a_gain_within_noise():
     assert not goal.beats(Observation(spec.expand()[1], "ok", 1100.0, 1.0, (950, 1250)),
                           Observation(spec.expand()[0], "ok", 1000.0, 1.0, (850, 1150)), 0.03)
     drive(smart(spec.expand(), goal), evaluate(True))  # runs to the end without raising
+
+
+def _loaded_core(cpu: int):
+    """A busy-loop process pinned to one CPU, started and spinning before it is returned."""
+    import subprocess
+    import sys
+    import time
+
+    code = (f"import os, sys\nos.sched_setaffinity(0, {{{cpu}}})\nsys.stdout.write('go\\n')\nsys.stdout.flush()\n"
+            "while True:\n    pass\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "go"
+    time.sleep(0.2)
+    return p
+
+
+def _flag_follows_numbers(row):
+    from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
+
+    assert isinstance(row["other_cpu"], float) and isinstance(row["steal_pct"], float)
+    assert row["other_cpu"] >= 0 and 0 <= row["steal_pct"] <= 100
+    assert bool(row["busy"]) == (row["other_cpu"] > BUSY_OTHER_CPU or row["steal_pct"] > BUSY_STEAL_PCT)
+
+
+def test_a_point_sharing_its_core_with_a_busy_loop_is_flagged_busy_and_can_be_measured_again(lenet_ir, db, fast):
+    import os
+
+    from wb_core.config import SweepSpec
+    from wb_core.store import load_results
+    from wb_core.sweep.local import run_sweep
+
+    cpu = min(os.sched_getaffinity(0))
+    spec = SweepSpec(backends="openvino", threads="1", cores=str(cpu), batch_sizes="1")
+    hog = _loaded_core(cpu)
+    try:
+        summary = run_sweep(lenet_ir, spec, db, "busy", settings=fast)
+    finally:
+        hog.kill()
+        hog.wait()
+        hog.stdout.close()
+    row = load_results(db, "busy").iloc[0]
+    assert row["status"] == "ok" and list(row["load_cores"]) == [cpu]
+    assert row["other_cpu"] > 0.25 and row["busy"]  # the loop had about half of the core
+    _flag_follows_numbers(row)
+    assert summary.busy and any("--remeasure-busy" in n for n in summary.notes)
+    # shown: a column and a note in `wb results`, a section in the report
+    import subprocess
+    import sys
+
+    from wb_core.report import build_report
+
+    r = subprocess.run([sys.executable, "-m", "wb_core.cli", "results", "--study", "busy", "--db", str(db)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "other_cpu" in r.stdout and " busy" in r.stdout
+    assert "measured on a busy machine" in r.stdout and "--remeasure-busy" in r.stdout
+    page = build_report(db, "busy")
+    assert "<h2>Busy machine</h2>" in page and "<th>other_cpu</th>" in page
+    # a plain rerun keeps the busy point; --remeasure-busy measures it again and replaces it
+    again = run_sweep(lenet_ir, spec, db, "busy", settings=fast)
+    assert again.ok == 0 and again.skipped_done == 1
+    redo = run_sweep(lenet_ir, spec, db, "busy", settings=fast, remeasure_busy=True)
+    assert redo.ok == 1
+    fresh = load_results(db, "busy").iloc[0]
+    assert fresh["created_at"] != row["created_at"]
+    _flag_follows_numbers(fresh)
+
+
+def test_an_unloaded_point_carries_its_load_numbers_and_the_flag_follows_them(lenet_ir, db, fast):
+    from wb_core.config import SweepSpec
+    from wb_core.store import Store, load_results
+    from wb_core.sweep.local import run_sweep
+
+    run_sweep(lenet_ir, SweepSpec(backends="openvino", threads="1", batch_sizes="1", repeats=2), db, "idle",
+              settings=fast)
+    row = load_results(db, "idle").iloc[0]
+    _flag_follows_numbers(row)
+    with Store(db) as s:
+        rounds = s.rounds("idle")
+    assert all("other_cpu" in r["metrics"] and "busy" in r["metrics"] for r in rounds)
+    assert bool(row["busy"]) == any(r["metrics"]["busy"] for r in rounds)
+
+
+def test_bad_interval_targets_and_budgets_get_one_sentence(lenet_ir, db):
+    import subprocess
+    import sys
+
+    from wb_core.api import profile
+    from wb_core.config import check_max_rounds, parse_ci_target
+    from wb_core.errors import ConfigError
+
+    assert parse_ci_target("3%") == pytest.approx(0.03) and parse_ci_target("12.5") == pytest.approx(0.125)
+    for text, words in (("0%", "above 0%"), ("150%", "at most 100%"), ("three", "percentage such as 3%")):
+        with pytest.raises(ConfigError, match=words):
+            parse_ci_target(text)
+    for bad in (0, -1):
+        with pytest.raises(ConfigError, match="at least one round"):
+            check_max_rounds(bad)
+    with pytest.raises(ConfigError, match="above 0%"):
+        profile(lenet_ir, db=db, ci_target=0.0)
+    with pytest.raises(ConfigError, match="at least one round"):
+        profile(lenet_ir, db=db, ci_target=0.03, max_rounds=0)
+    for args, words in ((["--ci", "0%"], "above 0%"), (["--ci", "101%"], "at most 100%"),
+                        (["--ci", "3%", "--max-rounds", "0"], "at least one round")):
+        r = subprocess.run([sys.executable, "-m", "wb_core.cli", "profile", str(lenet_ir), "--db", str(db), "-q",
+                            *args], capture_output=True, text=True)
+        out = r.stdout + r.stderr
+        assert r.returncode == 2 and words in out and "Traceback" not in out and len(out.strip().splitlines()) == 1
+    assert not db.exists()  # nothing was measured, nothing stored
+
+
+def test_an_interval_target_adds_rounds_until_the_budget_is_spent(lenet_ir, db, fast):
+    from wb_core.config import SweepSpec
+    from wb_core.store import Store, load_results
+    from wb_core.sweep.local import run_sweep
+
+    spec = SweepSpec(backends="openvino", threads="1", batch_sizes="1")
+    # an unreachable target: the leader (the only config, so the best) gets the whole budget
+    tight = run_sweep(lenet_ir, spec, db, "tight", settings=fast, ci_target=1e-6, max_rounds=1)
+    assert tight.ok == 1 and tight.ci.extra_rounds == 1 and tight.ci.missed == [spec.expand()[0].label()]
+    assert not tight.ci.reached and tight.ci.half_widths[tight.ci.missed[0]] > 1e-6
+    assert any("did not" in n and "--max-rounds" in n for n in tight.notes)
+    with Store(db) as s:
+        rounds = s.rounds("tight")
+    assert sorted(r["round"] for r in rounds) == [0, 1, 2, 3]  # 3 first rounds, then 1 extra
+    row = load_results(db, "tight").iloc[0]
+    assert row["rounds"] == 4 and row["rounds_planned"] == 4 and len(row["round_throughput"]) == 4
+
+
+@pytest.mark.slow
+def test_an_interval_target_reports_each_leader_by_its_own_interval(lenet_ir, db, fast):
+    from wb_core.config import SweepSpec
+    from wb_core.store import load_results
+    from wb_core.sweep.local import run_sweep
+
+    spec = SweepSpec(backends="openvino", threads="1,2", batch_sizes="1")
+    # whatever the noise, each leader is reported by whether its interval met the target, and
+    # rounds stop being added only when all did or the budget ran out
+    loose = run_sweep(lenet_ir, spec, db, "loose", settings=fast, ci_target=0.5, max_rounds=2)
+    ci = loose.ci
+    assert ci.reached or ci.missed
+    assert all(ci.half_widths[lab] <= 0.5 for lab in ci.reached)
+    assert all(ci.half_widths[lab] > 0.5 for lab in ci.missed)
+    assert ci.extra_rounds == 2 if ci.missed else ci.extra_rounds <= 2
+    assert set(load_results(db, "loose")["rounds"]) <= {3, 4, 5}
+
+
+def test_results_and_report_show_intervals_and_ties_as_columns(lenet_ir, db, fast):
+    import subprocess
+    import sys
+
+    from wb_core.api import results_with_notes
+    from wb_core.config import SweepSpec
+    from wb_core.report import build_report
+    from wb_core.sweep.local import run_sweep
+
+    run_sweep(lenet_ir, SweepSpec(backends="openvino", threads="1,2", batch_sizes="1", repeats=2), db, "cols",
+              settings=fast)
+    df, _ = results_with_notes("cols", db)
+    assert list(df["tied_with_best"]).count("best") == 1
+    assert set(df["tied_with_best"]) <= {"best", "yes", "no"}
+    best = df[df["tied_with_best"] == "best"].iloc[0]
+    assert best["throughput"] == df["throughput"].max()
+    for _, row in df[df["tied_with_best"] != "best"].iterrows():  # the tie follows the intervals
+        overlap = row["throughput_ci_low"] <= best["throughput_ci_high"] and \
+            best["throughput_ci_low"] <= row["throughput_ci_high"]
+        assert (row["tied_with_best"] == "yes") == overlap
+    r = subprocess.run([sys.executable, "-m", "wb_core.cli", "results", "--study", "cols", "--db", str(db)],
+                       capture_output=True, text=True)
+    header = r.stdout.splitlines()[0].split()
+    for col in ("throughput_ci_low", "throughput_ci_high", "latency_ms_p99_ci_low", "latency_ms_p99_ci_high",
+                "tied_with_best", "rounds", "other_cpu", "busy"):
+        assert col in header
+    page = build_report(db, "cols")
+    for col in ("throughput_ci_low", "throughput_ci_high", "latency_ms_p99_ci_high", "tied_with_best"):
+        assert f"<th>{col}</th>" in page
+    assert "<td>best</td>" in page
+
+
+def test_every_new_column_has_a_worded_label():
+    from wb_core.ui.words import LABELS
+
+    for col in ("throughput_ci_low", "throughput_ci_high", "latency_ms_p99_ci_low", "latency_ms_p99_ci_high",
+                "tied_with_best", "other_cpu", "steal_pct", "busy"):
+        assert col in LABELS and "_" not in LABELS[col]

@@ -21,8 +21,11 @@ from wb_core.config import (  # noqa: F401 - public
     InputOptions,
     MeasureSettings,
     SweepSpec,
+    check_ci_target,
+    check_max_rounds,
     check_number,
     check_timeout,
+    parse_ci_target,
     parse_seq_lens,
     parse_shape_axis,
 )
@@ -35,6 +38,7 @@ from wb_core.errors import (  # noqa: F401 - public
     WorkerError,
     printable,
 )
+from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
 from wb_core.paths import cache_dir, default_db  # noqa: F401 - public
 from wb_core.store import load_results
 from wb_core.sweep.context import SweepSummary  # noqa: F401 - public
@@ -110,7 +114,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             precision_options=None, search: str = "grid", p99_ms: float | None = None,
             budget: int | None = None, cluster: str | None = None, hosts=None, ship_model: bool = False,
             timeout_s: float | None = None, memory_limit_mb: int | None = None, repeats: int = 1,
-            text: str | Path | None = None, tokenizer: str | Path | None = None, shapes=None):
+            text: str | Path | None = None, tokenizer: str | Path | None = None, shapes=None,
+            remeasure_busy: bool = False, ci_target: float | None = None, max_rounds: int = 10):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
     Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
@@ -145,6 +150,15 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
 
     `repeats=N` measures every configuration in N interleaved rounds, each in a fresh worker; the
     results then carry the median, a 95% interval and the CV of throughput and p99 per config.
+
+    Every point records what else ran on its cores while it was measured (`other_cpu`: cores'
+    worth of CPU used by other processes; `steal_pct`: the hypervisor's steal) and is flagged
+    `busy` beyond a threshold (see docs/noise.md). `remeasure_busy=True` measures the points (or
+    rounds) stored as busy again; otherwise a stored point counts as done.
+
+    `ci_target=0.03` measures in rounds (at least 3), then adds rounds to the leading configs
+    (those whose throughput intervals overlap the best's) until each one's 95% interval is within
+    +-3% of its median, or `max_rounds` extra rounds are spent; the summary says which reached it.
     """
     from wb_core.variants.planner import PrecisionOptions
 
@@ -170,6 +184,11 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     prec = precision_options or PrecisionOptions(data=data, preprocess=preprocess, metric=metric,
                                                  subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
                                                  accuracy=accuracy, output=output, input_map=dict(input_map or {}))
+    check_ci_target(ci_target)
+    if ci_target is not None:
+        check_max_rounds(max_rounds)
+    if cluster and (remeasure_busy or ci_target is not None):
+        raise ConfigError("Re-measuring busy points and interval targets run on this machine; leave out the cluster.")
     if cluster and spec.repeats > 1:
         raise ConfigError("Repeated rounds run on this machine; leave out the cluster, or measure once.")
     if search == "grid" and p99_ms is None and budget is None:
@@ -179,7 +198,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
         with open_executor(cluster, hosts, ship_model) as executor:
             summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
                                 progress=progress, cancel=cancel, precision=prec, executor=executor,
-                                timeout_s=timeout_s, memory_limit_mb=memory_limit_mb)
+                                timeout_s=timeout_s, memory_limit_mb=memory_limit_mb, remeasure_busy=remeasure_busy,
+                                ci_target=ci_target, max_rounds=max_rounds)
     else:
         from wb_core.sweep.search import run_search
 
@@ -187,7 +207,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             raise ConfigError("The smart search runs on this machine; leave out the cluster, or search with a grid.")
         summary = run_search(path, spec, db, study, search=search, p99_ms=p99_ms, budget=budget, settings=settings,
                              inputs=inputs, on_point=on_point, progress=progress, cancel=cancel, precision=prec,
-                             timeout_s=timeout_s, memory_limit_mb=memory_limit_mb)
+                             timeout_s=timeout_s, memory_limit_mb=memory_limit_mb, remeasure_busy=remeasure_busy,
+                             ci_target=ci_target, max_rounds=max_rounds)
     return load_results(db, study) if return_frame else summary
 
 
@@ -237,7 +258,8 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
     The defaults are measured at the recommended batch size. When no default is beaten beyond
     noise, the best default is recommended instead: a recommendation is never worse than a default
     beyond noise. Returns {"recommended", "tuned", "defaults", "gain", "tuned_is_better", "verdict",
-    "study", "frame"}; `gain` is a wb_core.stats.Ratio (tuned over the best default) or None.
+    "study", "frame", "busy"}; `gain` is a wb_core.stats.Ratio (tuned over the best default) or None;
+    `busy` names the configurations with rounds measured on a busy machine (the verdict says so).
     """
     from wb_core.analysis.recommend import recommend, run_label, with_efficiency
     from wb_core.backends.registry import backend_formats
@@ -304,6 +326,10 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
         how = gain.percent() if gain is not None else "unknown"
         out["verdict"] = (f"The default {pick} is as good within noise: the tuned {run_label(t)} differs by {how} "
                           f"on {word}; recommending the default.")
+    out["busy"] = [label for label, r in ok.items() if r.get("busy") is True]
+    if out["busy"]:
+        out["verdict"] += (f" Some rounds of {', '.join(out['busy'])} ran on a busy machine (other processes on "
+                           f"their cores); confirm again when it is quieter.")
     return out
 
 
@@ -464,16 +490,29 @@ def results_with_notes(study: str, db: str | Path | None = None):
     """A study's results with `vs_fp32` (throughput over the FP32 point of the same settings) and the
     notes a table should show: lower precisions that ran slower than FP32, with the CPU's reason."""
     from wb_core.analysis.precision import slowdown_notes, vs_fp32
+    from wb_core.analysis.recommend import tied_with_best
     from wb_core.store import Store
 
     db = db or default_db()
     df = load_results(db, study)
     if df.empty:
         return df, []
-    df = df.assign(vs_fp32=vs_fp32(df))
+    df = df.assign(vs_fp32=vs_fp32(df), tied_with_best=tied_with_best(df))
     with Store(db, readonly=True) as s:
         hw = (s.get_study(study) or {}).get("hardware") or {}
-    return df, slowdown_notes(df, hw.get("flags"))
+    return df, slowdown_notes(df, hw.get("flags")) + busy_notes(df)
+
+
+def busy_notes(df) -> list[str]:
+    """A note naming how many stored points were measured on a busy machine, and how to measure them again."""
+    if "busy" not in df.columns:
+        return []
+    n = int((df["busy"].astype(object).map(lambda v: v is True or v == 1) & (df["status"] == "ok")).sum())
+    if not n:
+        return []
+    return [f"{n} point(s) were measured on a busy machine (others used more than {BUSY_OTHER_CPU:g} cores' worth "
+            f"of CPU on their cores, or steal above {BUSY_STEAL_PCT:g}%): re-measure them with the same "
+            f"`wb profile ...` command plus --remeasure-busy."]
 
 
 def serve_check(study: str, run: str, db: str | Path | None = None, **options):
@@ -493,5 +532,6 @@ __all__ = sorted([
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
     "default_db", "cache_dir", "parse_seq_lens", "parse_shape_axis", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
     "WorkerError", "check_number", "check_timeout", "printable",
+    "parse_ci_target", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
     *_REEXPORTS, *_MODULES,
 ])

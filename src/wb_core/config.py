@@ -840,6 +840,47 @@ def parse_repeats(value) -> int:
     return n
 
 
+MAX_EXTRA_ROUNDS = 1000
+
+
+def check_ci_target(value) -> float | None:
+    """An interval target as a fraction of the median (0.03: the 95% interval within +-3%); None: no target."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise ConfigError(f"The interval target must be a number such as 0.03 (3%); got {value!r}.")
+    if value <= 0:
+        raise ConfigError(f"The interval target must be above 0% (an interval of zero width is never reached); "
+                          f"got {100 * value:g}%.")
+    if value > 1:
+        raise ConfigError(f"The interval target must be at most 100% of the median; got {100 * value:g}%.")
+    return float(value)
+
+
+def parse_ci_target(text) -> float | None:
+    """`--ci 3%` (or `3`) as the fraction 0.03; empty or None: no target."""
+    if text is None or str(text).strip() == "":
+        return None
+    t = str(text).strip().removesuffix("%").strip()
+    try:
+        pct = float(t)
+    except ValueError:
+        raise ConfigError(f"--ci must be a percentage such as 3%; got {str(text)!r}.") from None
+    return check_ci_target(pct / 100)
+
+
+def check_max_rounds(value) -> int:
+    """The budget of extra rounds a `--ci` target may add: a whole number of at least one round."""
+    if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
+        raise ConfigError(f"The extra-round budget (--max-rounds) must be a whole number of rounds; got {value!r}.")
+    if value < 1:
+        raise ConfigError(f"The extra-round budget (--max-rounds) must allow at least one round; got {int(value)}.")
+    if value > MAX_EXTRA_ROUNDS:
+        raise ConfigError(f"The extra-round budget of {int(value)} is beyond the supported maximum of "
+                          f"{MAX_EXTRA_ROUNDS}.")
+    return int(value)
+
+
 MIN_RATE = 0.01  # requests/s: slower arrivals send too few requests to measure within any time limit
 
 

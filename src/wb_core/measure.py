@@ -6,6 +6,7 @@ workbench reads those fields.
 
 from __future__ import annotations
 
+import os
 import resource
 import threading
 import time
@@ -18,6 +19,77 @@ import psutil
 from wb_core.config import MeasureSettings
 
 Infer = Callable[[dict], object]
+
+# A point is measured on a busy machine when, during its window, other processes used more than
+# this many cores' worth of CPU time on the cores it ran on, or the hypervisor stole more than
+# this share of those cores' time.
+BUSY_OTHER_CPU = 0.25
+BUSY_STEAL_PCT = 5.0
+
+
+@dataclass(frozen=True)
+class LoadSnapshot:
+    """Per-CPU time counters of /proc/stat for some cores, with our own process's CPU time, at one instant."""
+
+    wall_s: float
+    own_cpu_s: float
+    cpus: tuple[int, ...]
+    busy_ticks: int  # user + nice + system + irq + softirq + steal, summed over `cpus`
+    steal_ticks: int
+    total_ticks: int  # busy + idle + iowait
+
+
+def load_snapshot(cpus=None) -> LoadSnapshot | None:
+    """Counters for `cpus` (default: the CPUs this process may run on); None where /proc/stat is unreadable."""
+    cpus = tuple(sorted(os.sched_getaffinity(0) if cpus is None else cpus))
+    wanted = {f"cpu{c}" for c in cpus}
+    busy = steal = total = 0
+    seen = 0
+    t = os.times()
+    wall = time.perf_counter()
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            for line in f:
+                name, _, rest = line.partition(" ")
+                if name not in wanted:
+                    continue
+                v = [int(x) for x in rest.split()[:8]] + [0] * 8
+                user, nice, system, idle, iowait, irq, softirq, st = v[:8]
+                b = user + nice + system + irq + softirq + st
+                busy += b
+                steal += st
+                total += b + idle + iowait
+                seen += 1
+    except (OSError, ValueError):
+        return None
+    if seen != len(cpus):
+        return None
+    return LoadSnapshot(wall, t.user + t.system, cpus, busy, steal, total)
+
+
+def machine_load(a: LoadSnapshot | None, b: LoadSnapshot | None) -> dict:
+    """What else ran on our cores between two snapshots.
+
+    `other_cpu`: cores' worth of CPU time used by other processes (and stolen by the hypervisor)
+    on the cores watched, our own process's CPU time subtracted; `steal_pct`: the share of those
+    cores' time the hypervisor gave to other guests; `busy`: either beyond its threshold
+    (BUSY_OTHER_CPU, BUSY_STEAL_PCT). Empty when the counters could not be read.
+    """
+    if a is None or b is None or a.cpus != b.cpus or b.wall_s <= a.wall_s:
+        return {}
+    tick = float(os.sysconf("SC_CLK_TCK"))
+    wall = b.wall_s - a.wall_s
+    others_s = max(0.0, (b.busy_ticks - a.busy_ticks) / tick - (b.own_cpu_s - a.own_cpu_s))
+    total = b.total_ticks - a.total_ticks
+    other_cpu = others_s / wall
+    steal_pct = 100.0 * (b.steal_ticks - a.steal_ticks) / total if total > 0 else 0.0
+    return {"other_cpu": round(other_cpu, 4), "steal_pct": round(steal_pct, 3), "load_cores": list(a.cpus),
+            "busy": is_busy(other_cpu, steal_pct)}
+
+
+def is_busy(other_cpu, steal_pct) -> bool:
+    """The busy-machine rule: others used more than BUSY_OTHER_CPU cores, or steal above BUSY_STEAL_PCT."""
+    return bool((other_cpu or 0.0) > BUSY_OTHER_CPU or (steal_pct or 0.0) > BUSY_STEAL_PCT)
 
 
 @dataclass
@@ -143,6 +215,7 @@ def _measure_threads(infers: list[Infer], batches, batch_size, settings, window_
         t.start()
     time.sleep(settings.warmup_s)
     cpu0 = proc.cpu_times()
+    load0 = load_snapshot()
     wall0 = time.perf_counter_ns()
     measuring.set()
     windows = _windows_until_stable(
@@ -151,11 +224,13 @@ def _measure_threads(infers: list[Infer], batches, batch_size, settings, window_
     measuring.clear()
     end = time.perf_counter_ns()
     cpu1 = proc.cpu_times()
+    load1 = load_snapshot()
     stop.set()
     for t in threads:
         t.join(timeout=60)
     lat = [v / 1e6 for e, v in records if e <= end]
-    return _result(lat, windows, batch_size, (end - wall0) / 1e9, cpu0, cpu1, first_ms, settings)
+    return _result(lat, windows, batch_size, (end - wall0) / 1e9, cpu0, cpu1, first_ms, settings,
+                   machine_load(load0, load1))
 
 
 def _measure_async(make_async, batches, batch_size, settings, concurrency, window_s, proc, first_ms, heartbeat):
@@ -185,15 +260,18 @@ def _measure_async(make_async, batches, batch_size, settings, concurrency, windo
         i += 1
     queue.wait_all()
     cpu0 = proc.cpu_times()
+    load0 = load_snapshot()
     wall0 = perf()
     measuring[0] = True
     windows = _windows_until_stable(records, submit_until, batch_size, settings, window_s, wall0, heartbeat)
     end = perf()
     cpu1 = proc.cpu_times()
+    load1 = load_snapshot()
     measuring[0] = False
     queue.wait_all()
     lat = [v / 1e6 for e, v in records if e <= end]
-    return _result(lat, windows, batch_size, (end - wall0) / 1e9, cpu0, cpu1, first_ms, settings)
+    return _result(lat, windows, batch_size, (end - wall0) / 1e9, cpu0, cpu1, first_ms, settings,
+                   machine_load(load0, load1))
 
 
 def _measure_inline(infer, batches, batch_size, settings, window_s, proc, first_ms, heartbeat):
@@ -205,6 +283,7 @@ def _measure_inline(infer, batches, batch_size, settings, window_s, proc, first_
     lat: list[int] = []
     windows: list[float] = []
     cpu0 = proc.cpu_times()
+    load0 = load_snapshot()
     wall0 = perf()
     while True:
         w_start = perf()
@@ -226,10 +305,12 @@ def _measure_inline(infer, batches, batch_size, settings, window_s, proc, first_
             break
     end = perf()
     cpu1 = proc.cpu_times()
-    return _result([v / 1e6 for v in lat], windows, batch_size, (end - wall0) / 1e9, cpu0, cpu1, first_ms, settings)
+    load1 = load_snapshot()
+    return _result([v / 1e6 for v in lat], windows, batch_size, (end - wall0) / 1e9, cpu0, cpu1, first_ms, settings,
+                   machine_load(load0, load1))
 
 
-def _result(lat_ms, windows, batch_size, wall_s, cpu0, cpu1, first_ms, settings) -> dict:
+def _result(lat_ms, windows, batch_size, wall_s, cpu0, cpu1, first_ms, settings, load: dict | None = None) -> dict:
     stats = Latency.from_values(lat_ms)
     busy = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     spread = 0.0
@@ -250,6 +331,7 @@ def _result(lat_ms, windows, batch_size, wall_s, cpu0, cpu1, first_ms, settings)
         "p99_supported": stats.count >= P99_MIN_REQUESTS,
         "first_inference_ms": first_ms,
         "latency_hist": latency_histogram(lat_ms),
+        **(load or {}),
     }
 
 
@@ -297,8 +379,10 @@ def measure_window(make_infer: Callable[[], Infer], batches: list, batch_size: i
         if now < start_ns:
             time.sleep((start_ns - now) / 1e9)
         cpu["start"] = proc.cpu_times()
+        cpu["load0"] = load_snapshot()
         time.sleep(max(0.0, (end_ns - time.perf_counter_ns()) / 1e9))
         cpu["end"] = proc.cpu_times()
+        cpu["load1"] = load_snapshot()
 
     threads = [threading.Thread(target=loop, args=(inf, k), daemon=True) for k, inf in enumerate(infers)]
     sampler = threading.Thread(target=sample_cpu, daemon=True)
@@ -312,6 +396,7 @@ def measure_window(make_infer: Callable[[], Infer], batches: list, batch_size: i
     return {**stats.as_columns(), "requests": stats.count, "samples": stats.count * batch_size,
             "throughput": stats.count * batch_size / wall, "measure_s": wall,
             "cpu_util": ((c1.user - c0.user) + (c1.system - c0.system)) / wall, "rss_mb": peak_rss_mb(),
+            **machine_load(cpu["load0"], cpu["load1"]),
             "latencies_ms": [round(v / 1e6, 4) for _, v in records]}
 
 
@@ -370,6 +455,7 @@ def measure_poisson(make_infer: Callable[[], Infer], batches: list, batch_size: 
             i += 1
 
     cpu0 = proc.cpu_times()
+    load0 = load_snapshot()
     threads = [threading.Thread(target=dispatch, daemon=True)]
     threads += [threading.Thread(target=execute, args=(inf, k), daemon=True) for k, inf in enumerate(infers)]
     for t in threads:
@@ -377,6 +463,7 @@ def measure_poisson(make_infer: Callable[[], Infer], batches: list, batch_size: 
     for t in threads:
         t.join(timeout=duration + 60)
     cpu1 = proc.cpu_times()
+    load1 = load_snapshot()
     finished = [(a, e) for a, e in done if e <= end]
     arrived = len(arrivals)
     backlog = arrived - len(finished)
@@ -392,7 +479,7 @@ def measure_poisson(make_infer: Callable[[], Infer], batches: list, batch_size: 
     return {**cols, "throughput": achieved * batch_size, "target_rate": rate, "achieved_rate": achieved,
             "arrived": arrived, "backlog": backlog, "saturated": saturated, "requests": len(finished),
             "cpu_util": ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / wall,
-            "rss_mb": peak_rss_mb(), "measure_s": wall, "stable": not saturated}
+            "rss_mb": peak_rss_mb(), "measure_s": wall, "stable": not saturated, **machine_load(load0, load1)}
 
 
 HIST_BINS = 50

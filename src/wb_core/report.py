@@ -16,9 +16,10 @@ import pandas as pd
 from wb_core.errors import WorkbenchError
 
 TABLE_COLUMNS = ("key", "backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
-                 "concurrency", "latency_ms_p50", "latency_ms_p99", "throughput", "throughput_per_core",
-                 "pct_peak_flops", "cpu_util", "rss_mb", "executed_precision", "accuracy", "accuracy_drop",
-                 "oversubscribed", "pareto", "status", "error")
+                 "concurrency", "latency_ms_p50", "latency_ms_p99", "latency_ms_p99_ci_low", "latency_ms_p99_ci_high",
+                 "throughput", "throughput_ci_low", "throughput_ci_high", "rounds", "tied_with_best",
+                 "throughput_per_core", "pct_peak_flops", "cpu_util", "other_cpu", "steal_pct", "busy", "rss_mb",
+                 "executed_precision", "accuracy", "accuracy_drop", "oversubscribed", "pareto", "status", "error")
 
 CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -39,7 +40,13 @@ def build_report(db: str | Path, study: str, constraints=None, objective: str = 
                  layer_profile=None) -> str:
     """The report of a study as one HTML string (see write_report)."""
     from wb_core import plots
-    from wb_core.analysis.recommend import NoRunMeetsConstraints, pareto_mask, recommend, with_efficiency
+    from wb_core.analysis.recommend import (
+        NoRunMeetsConstraints,
+        pareto_mask,
+        recommend,
+        tied_with_best,
+        with_efficiency,
+    )
     from wb_core.analysis.study_model import study_flops, study_model_paths
     from wb_core.store import Store
 
@@ -51,6 +58,7 @@ def build_report(db: str | Path, study: str, constraints=None, objective: str = 
     flops = study_flops(info, study_model_paths(info).get("ir_path"))
     df = with_efficiency(df, info.get("hardware"), flops)
     df["pareto"] = pareto_mask(df)
+    df["tied_with_best"] = tied_with_best(df)
 
     sections = [_header(info, df), _hardware(info), _model(info, flops)]
     best = None
@@ -71,6 +79,9 @@ def build_report(db: str | Path, study: str, constraints=None, objective: str = 
     sections.append("<h2>Trade-offs</h2>" + _figures_html(figures))
     if layer_profile is not None:
         sections.append(_layers(layer_profile))
+    busy = _busy(df)
+    if busy:
+        sections.append(busy)
     sections.append(_runs_table(df))
     title = f"{_e(study)}: CPU inference report"
     return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
@@ -157,6 +168,24 @@ def _layers(profile) -> str:
     return (f"<h2>Per-layer profile</h2><p>{_e(profile.label)}, mean of {profile.iterations} inferences, "
             f"{profile.total_ms:.4f} ms of layer time per inference.</p><table><tr><th class='text'>type</th>"
             f"<th>layers</th><th>ms</th><th>share</th><th class='text'>executed in</th></tr>{body}</table>")
+
+
+def _busy(df: pd.DataFrame) -> str:
+    """A warning naming the points measured while other processes used their cores (or steal was high)."""
+    from wb_core.analysis.recommend import run_label
+    from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
+
+    if "busy" not in df.columns:
+        return ""
+    busy = df[(df["status"] == "ok") & df["busy"].astype(object).map(lambda v: v is True or v == 1)]
+    if busy.empty:
+        return ""
+    items = "".join(f"<li>{_e(run_label(r))}: others used {_fmt(r.get('other_cpu'))} cores, steal "
+                    f"{_fmt(r.get('steal_pct'))}%</li>" for _, r in busy.iterrows())
+    return (f"<h2>Busy machine</h2><div class='warn'><p>{len(busy)} point(s) were measured while other processes "
+            f"used more than {BUSY_OTHER_CPU:g} cores' worth of CPU on their cores, or the hypervisor stole more "
+            f"than {BUSY_STEAL_PCT:g}% of their time; their figures may be low. Re-measure them with the same "
+            f"<code>wb profile ...</code> command plus <code>--remeasure-busy</code>.</p><ul>{items}</ul></div>")
 
 
 def _runs_table(df: pd.DataFrame) -> str:

@@ -365,6 +365,32 @@ def _tied(ranked: pd.DataFrame, objective: str) -> list:
     return out
 
 
+def tied_with_best(df: pd.DataFrame, objective: str = "throughput") -> pd.Series:
+    """Per run: "best" for the best successful run of `objective`, "yes" for runs whose 95%
+    interval overlaps the best's (tied within noise), "no" for runs with an interval beyond it,
+    and None where nothing is known (no interval, or not ok)."""
+    out = pd.Series([None] * len(df), index=df.index, dtype=object)
+    ok = successful(df)
+    if ok.empty:
+        return out
+    ok = ok[ok["throughput"].notna()] if objective != "latency" else ok[ok["latency_ms_p99"].notna()]
+    if ok.empty:
+        return out
+    if objective == "throughput_per_core" and "throughput_per_core" not in ok.columns:
+        objective = "throughput"
+    ranked = rank(ok, objective)
+    tied = set(_tied(ranked, objective))
+    top = _interval(ranked.iloc[0], objective)
+    for i, run in ranked.iterrows():
+        if i == ranked.index[0]:
+            out[i] = "best"
+        elif i in tied:
+            out[i] = "yes"
+        elif top is not None and _interval(run, objective) is not None:
+            out[i] = "no"
+    return out
+
+
 def _simplicity(run, objective) -> tuple:
     """Sort key among tied runs: fewer cores, runtime defaults (auto threads, no pinning, auto
     streams, no hint), then the better other metric."""

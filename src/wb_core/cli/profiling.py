@@ -75,6 +75,12 @@ def profile(
                                help="grid (every configuration) or smart (climbs to the best in far fewer runs)."),
     budget: Optional[int] = typer.Option(None, "--budget", help="Most configurations to measure."),
     repeats: str = typer.Option("1", "--repeats", help=field_help("repeats")),
+    ci: Optional[str] = typer.Option(None, "--ci", help="Interval target, e.g. 3%: after the first rounds (at least "
+                                     "3), add rounds to the leading configurations until each one's 95% throughput "
+                                     "interval is within this share of its median, or --max-rounds are spent."),
+    max_rounds: int = typer.Option(10, "--max-rounds", help="Most extra rounds --ci may add."),
+    remeasure_busy: bool = typer.Option(False, "--remeasure-busy", help="Measure again the points stored as measured "
+                                        "on a busy machine (others used their cores, or the hypervisor stole time)."),
     onednn: str = typer.Option("auto", "--onednn", help=field_help("onednn")),
     cpu_pinning: str = typer.Option("auto", "--ov-pinning", help=field_help("cpu_pinning")),
     study: Optional[str] = typer.Option(None, "--study", help="Study name (default: the model's name)."),
@@ -130,10 +136,12 @@ def profile(
         InputOptions,
         MeasureSettings,
         SweepSpec,
+        check_max_rounds,
         check_timeout,
         default_db,
         default_study_name,
         load_spec_file,
+        parse_ci_target,
         parse_seq_lens,
         parse_shape_axis,
         resolve_model,
@@ -162,6 +170,9 @@ def profile(
         inputs = dataclasses.replace(inputs, text=str(text) if text else inputs.text,
                                      tokenizer=str(tokenizer) if tokenizer else inputs.tokenizer)
     check_timeout(timeout, "--timeout")
+    ci_target = parse_ci_target(ci)
+    if ci_target is not None:
+        check_max_rounds(max_rounds)
     path = resolve_model(model)
     db = db or default_db()
     study = study or default_study_name(path)
@@ -178,7 +189,8 @@ def profile(
                                       output, data_input)
     summary = run_profile(path, spec=spec, db=db, study=study, settings=settings, inputs=inputs, progress=not quiet,
                           return_frame=False, precision_options=prec, search=search, p99_ms=p99_ms, budget=budget,
-                          cluster=cluster, hosts=hosts, ship_model=ship_model, timeout_s=timeout)
+                          cluster=cluster, hosts=hosts, ship_model=ship_model, timeout_s=timeout,
+                          remeasure_busy=remeasure_busy, ci_target=ci_target, max_rounds=max_rounds)
     if not quiet:
         _print_table(*results_with_notes(study, db))
     report_summary(summary)
@@ -231,8 +243,10 @@ def studies(db: Optional[Path] = typer.Option(None, "--db")):
 
 
 TABLE_COLUMNS = ["backend", "precision", "seq_len", "shape", "batch_size", "threads", "inter_op_threads", "streams", "cores",
-                 "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99", "throughput", "vs_fp32",
-                 "cpu_util", "rss_mb",
+                 "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99",
+                 "latency_ms_p99_ci_low", "latency_ms_p99_ci_high", "throughput", "throughput_ci_low",
+                 "throughput_ci_high", "rounds", "tied_with_best", "vs_fp32", "cpu_util", "other_cpu", "steal_pct",
+                 "busy", "rss_mb",
                  "executed_precision", "variant", "accuracy", "accuracy_metric", "accuracy_drop", "status", "error",
                  "host"]
 
@@ -260,9 +274,13 @@ def _print_table(df, notes=()) -> None:
         df = df.drop(columns="vs_fp32")  # only fp32: nothing to compare
     cols = [c for c in TABLE_COLUMNS if c in df.columns and df[c].notna().any()]
     view = df[cols].copy()
-    for c in ("latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb"):
+    for c in ("latency_ms_p50", "latency_ms_p99", "latency_ms_p99_ci_low", "latency_ms_p99_ci_high", "throughput",
+              "throughput_ci_low", "throughput_ci_high", "cpu_util", "other_cpu", "steal_pct", "rss_mb"):
         if c in view:
-            view[c] = view[c].astype(float).round(2 if c.startswith(("latency", "cpu")) else 1)
+            view[c] = view[c].astype(float).round(2 if c.startswith(("latency", "cpu", "other", "steal")) else 1)
+    if "busy" in view:
+        view["busy"] = view["busy"].map(lambda b: "busy" if b is True or b == 1 else ("-" if b is None or b != b
+                                                                                      else "no"))
     for c in ("accuracy", "accuracy_drop"):
         if c in view:
             view[c] = view[c].astype(float).round(4)

@@ -288,6 +288,18 @@ class Store:
         )
         return {r["key"] for r in rows}
 
+    def busy_keys(self, study: str) -> set[str]:
+        """Keys of ok points measured on a busy machine (their metrics say `busy`)."""
+        rows = self.db.execute("SELECT key, metrics_json FROM runs WHERE study = ? AND status = ?", (study, "ok"))
+        out = set()
+        for r in rows:
+            try:
+                if json.loads(r["metrics_json"] or "{}").get("busy"):
+                    out.add(r["key"])
+            except (ValueError, AttributeError):
+                continue
+        return out
+
     def add_run(self, study: str, key: str, config: dict, status: str, metrics: dict | None = None,
                 error: str | None = None, host: str | None = None, hardware_fingerprint: str | None = None,
                 replace: bool = False) -> bool:

@@ -25,6 +25,7 @@ from wb_core import hardware
 from wb_core.backends.registry import backend_formats, runtime_distributions
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, check_timeout
 from wb_core.errors import ConfigError, WorkbenchError, printable
+from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
 from wb_core.models import detect_format, fingerprint, resolve_int_ranges
 from wb_core.stats import summarize
 from wb_core.store import Store
@@ -46,6 +47,8 @@ class SweepSummary:
     skipped: int = 0
     cancelled: bool = False
     held_elsewhere: int = 0  # points another live sweep was measuring: left to it
+    busy: list[str] = field(default_factory=list)  # labels of points measured while others used our cores
+    ci: object = None  # what an interval target gave (sweep.local.CiOutcome), when one was set
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # things a user should know, e.g. accuracy skipped
 
@@ -162,7 +165,7 @@ class SweepContext:
                  precision: PrecisionOptions | None = None, on_point: Callable[[dict], None] | None = None,
                  progress: bool = False, progress_label: str = "profiling", cancel: threading.Event | None = None,
                  memory_limit_mb: int | None = None, timeout_s: float | None = None,
-                 summary: SweepSummary | None = None, repeats: int = 1):
+                 summary: SweepSummary | None = None, repeats: int = 1, remeasure_busy: bool = False):
         self.model = Path(model)
         self.db, self.study = db, study
         self.settings = settings or MeasureSettings()
@@ -176,6 +179,9 @@ class SweepContext:
         self._progress, self._progress_label = progress, progress_label
         self.summary = summary or SweepSummary(study=study, db=str(db))
         self.repeats = check_repeats(repeats)
+        self.remeasure_busy = bool(remeasure_busy)
+        self._busy_stored: set[str] | None = None  # keys stored as busy when this sweep began
+        self._remeasured: set[str] = set()
         self.observations: dict[str, dict] = {}  # key -> the point as recorded, for strategies
         self.store: Store | None = None
         self.bar = None
@@ -271,6 +277,7 @@ class SweepContext:
                 self.store.release(self.owner)
             except WorkbenchError:
                 pass
+        self._note_busy()
         for note in self.planner.notes:
             if note not in self.summary.notes:
                 self.summary.notes.append(note)
@@ -281,9 +288,29 @@ class SweepContext:
             self.store.close()
             self.store = None
 
+    def _note_busy(self) -> None:
+        """Say which points of this run were measured on a busy machine, and how to measure them again."""
+        busy = [p for p in self.observations.values() if p["status"] == "ok" and (p.get("metrics") or {}).get("busy")]
+        if not busy or self.summary.busy:
+            return
+        self.summary.busy = [p["config"].label() if hasattr(p["config"], "label") else p["key"] for p in busy]
+        self.note(f"{len(busy)} point(s) were measured on a busy machine (other processes used more than "
+                  f"{BUSY_OTHER_CPU:g} cores' worth of CPU on their cores, or the hypervisor stole more than "
+                  f"{BUSY_STEAL_PCT:g}%): re-measure them with the same `wb profile ...` command plus "
+                  f"--remeasure-busy (api.profile(..., remeasure_busy=True)).")
+
     # ---- planning ----
+    def busy_stored(self) -> set[str]:
+        """Keys stored as measured on a busy machine, when this sweep re-measures them (else none)."""
+        if not self.remeasure_busy:
+            return set()
+        if self._busy_stored is None:
+            self._busy_stored = self.store.busy_keys(self.study)
+        return self._busy_stored - self._remeasured
+
     def done_keys(self) -> set[str]:
-        return self.store.done_keys(self.study)
+        """Keys stored as done; with `remeasure_busy`, a point stored as busy is not done."""
+        return self.store.done_keys(self.study) - self.busy_stored()
 
     def todo(self, configs: list[RunConfig]) -> list[RunConfig]:
         """The configs not stored yet (counted as planned; the stored ones as already done)."""
@@ -371,8 +398,10 @@ class SweepContext:
             others = self.store.other_sweeps(self.owner, self.host)
             if others:  # measured while another sweep of ours ran on this machine's CPUs
                 metrics = {**metrics, "contended": True, "concurrent_sweeps": others}
+        redo = key in self.busy_stored()  # a busy point measured again replaces the stored one
+        self._remeasured.add(key)
         self.store.add_run(self.study, key, cfg.to_dict(), status, metrics, error, host=host,
-                           hardware_fingerprint=hardware_fingerprint)
+                           hardware_fingerprint=hardware_fingerprint, replace=redo and status == "ok")
         self.store.release(self.owner, self.study, key)
         setattr(self.summary, status, getattr(self.summary, status) + 1)
         if error and status == "failed":
@@ -398,9 +427,10 @@ class SweepContext:
         key = cfg.key
         self.store.add_round(self.study, key, round_no, status, metrics or {}, error)
         rounds = self.store.rounds(self.study, key)
-        status, summary_metrics, error = aggregate_rounds(rounds, self.repeats)
+        status, summary_metrics, error = aggregate_rounds(rounds, max(self.repeats, len(rounds)))
         self.store.add_run(self.study, key, cfg.to_dict(), status, summary_metrics, error, replace=True)
-        if len(rounds) >= self.repeats or status == "skipped":  # counted once, when its last round is in
+        extra = round_no >= self.repeats  # a round an interval target added: the point was counted already
+        if not extra and (len(rounds) >= self.repeats or status == "skipped"):  # counted once, when its last round is in
             setattr(self.summary, status, getattr(self.summary, status) + 1)
             if error and status == "failed":
                 self.summary.errors.append(f"{cfg.label()}: {error}")
@@ -482,6 +512,14 @@ def aggregate_rounds(rounds: list[dict], planned: int = 1) -> tuple[str, dict, s
     m["round_throughput"] = thr
     m["round_p99"] = p99
     m["stable"] = all(bool(r["metrics"].get("stable", True)) for r in ok)
+    loads = [r["metrics"] for r in ok if "busy" in r["metrics"]]
+    if loads:  # the point is busy when any of its rounds was; the worst round's load is shown
+        m["busy"] = any(bool(x["busy"]) for x in loads)
+        m["busy_rounds"] = [int(r["round"]) for r in ok if r["metrics"].get("busy")]
+        for name in ("other_cpu", "steal_pct"):
+            values = [_num(x.get(name)) for x in loads]
+            values = [v for v in values if v is not None]
+            m[name] = max(values) if values else None
     return "ok", m, None
 
 

@@ -10,6 +10,7 @@ workers over one common window. Shared set-up (preflight, the study, storing) is
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -27,7 +28,9 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
               on_point: Callable[[dict], None] | None = None, progress: bool = False,
               cancel: threading.Event | None = None, memory_limit_mb: int | None = None,
               configs: Iterable[RunConfig] | None = None, timeout_s: float | None = None,
-              precision: PrecisionOptions | None = None, executor=None) -> SweepSummary:
+              precision: PrecisionOptions | None = None, executor=None,
+              remeasure_busy: bool = False, ci_target: float | None = None,
+              max_rounds: int = 10) -> SweepSummary:
     """Measure every config of `spec` (or the given `configs`) not yet stored in `study`.
 
     `timeout_s`: seconds a worker may stay silent before it is declared hung and killed
@@ -36,7 +39,19 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
     accuracy (see wb_core.variants.planner); by default a demo model uses its own data.
     `executor`: None runs the worker groups here, one after another; a fleet executor
     (`wb_core.fleet.DaskExecutor`) runs them on the hosts of a cluster, once per hardware type.
+    `remeasure_busy`: points (or rounds) stored as measured on a busy machine are measured again.
+    `ci_target` (0.03: +-3%): after the rounds of `spec.repeats` (at least 3 with a target), the
+    leading configs get extra rounds until each one's 95% throughput interval is within that
+    fraction of its median, or `max_rounds` extra rounds are spent (`refine_leaders`); the
+    summary says which leaders reached it, and `summary.ci` holds the outcome.
     """
+    from wb_core.config import check_ci_target, check_max_rounds
+
+    ci_target = check_ci_target(ci_target)
+    if ci_target is not None:
+        max_rounds = check_max_rounds(max_rounds)
+        if executor is not None:
+            raise ConfigError("An interval target adds rounds on this machine; leave out the cluster.")
     configs = list(configs) if configs is not None else spec.expand()
     if executor is not None:
         from wb_core.fleet.sweep import run_fleet_sweep
@@ -44,13 +59,22 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
         return run_fleet_sweep(executor, model, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
                                progress=progress, cancel=cancel, memory_limit_mb=memory_limit_mb, configs=configs,
                                timeout_s=timeout_s, precision=precision)
+    repeats = getattr(spec, "repeats", 1)
+    if ci_target is not None and repeats < MIN_CI_ROUNDS:
+        repeats = MIN_CI_ROUNDS  # an interval from fewer rounds is too wide to say who leads
     ctx = SweepContext(model, db, study, configs, settings=settings, inputs=inputs, precision=precision,
                        on_point=on_point, progress=progress, cancel=cancel, memory_limit_mb=memory_limit_mb,
-                       timeout_s=timeout_s, repeats=getattr(spec, "repeats", 1))
+                       timeout_s=timeout_s, repeats=repeats, remeasure_busy=remeasure_busy)
     ctx.summary.notes.extend(getattr(spec, "notes", []))  # combinations the spec left out, and why
-    with ctx.open(ctx.spec_record(sweep=spec.to_dict())):
+    with ctx.open(ctx.spec_record(sweep=spec.to_dict(), **({"ci_target": ci_target, "max_rounds": max_rounds}
+                                                           if ci_target is not None else {}))):
         measure_configs(ctx, configs)
+        if ci_target is not None and not ctx.cancelled:
+            ctx.summary.ci = refine_leaders(ctx, configs, ci_target, max_rounds)
     return ctx.summary
+
+
+MIN_CI_ROUNDS = 3  # first rounds before an interval target picks the leaders
 
 
 def measure_configs(ctx: SweepContext, configs: list[RunConfig]) -> None:
@@ -102,12 +126,16 @@ def measure_rounds(ctx: SweepContext, configs: list[RunConfig], seed: int = 0) -
     have: dict[str, set[int]] = {}
     skipped: set[str] = set()  # a config that cannot run here needs no more rounds
     for r in ctx.store.rounds(ctx.study):
+        if ctx.remeasure_busy and r["status"] == "ok" and (r.get("metrics") or {}).get("busy"):
+            continue  # a round measured on a busy machine is measured again
         if r["status"] in ("ok", "skipped"):
             have.setdefault(r["key"], set()).add(int(r["round"]))
         if r["status"] == "skipped":
             skipped.add(r["key"])
     stored = ctx.stored([c.key for c in configs if c.key not in have])
     for key, point in stored.items():
+        if ctx.remeasure_busy and point["status"] == "ok" and (point.get("metrics") or {}).get("busy"):
+            continue
         if point["status"] in ("ok", "skipped"):  # measured once before, without rounds
             ctx.store.add_round(ctx.study, key, 0, point["status"], point["metrics"], point["error"])
             have[key] = {0}
@@ -129,26 +157,135 @@ def measure_rounds(ctx: SweepContext, configs: list[RunConfig], seed: int = 0) -
         for members in order:
             if ctx.cancelled:
                 return
-            members = [c for c in members if round_no in needed[c.key] and c.key not in skipped]
-            if not members:
-                continue
-            head = members[0]
-            why = ctx.infeasible(head)
-            if why:
-                for c in members:
-                    ctx.record_round(c, round_no, "skipped", error=why)
-                    skipped.add(c.key)
-                continue
-            try:
-                path, extra = ctx.variant(head)
-            except ConfigError:
-                raise
-            except WorkbenchError as e:
-                for c in members:
-                    ctx.record_round(c, round_no, "failed", error=str(e))
-                continue
-            run_group(path, members, ctx.settings, ctx.inputs, ctx.round_recorder(extra, round_no), ctx.cancel,
-                      ctx.memory_limit_mb, ctx.summary, ctx.timeout_s)
+            _measure_round(ctx, [c for c in members if round_no in needed[c.key] and c.key not in skipped], round_no,
+                           skipped)
+
+
+def _measure_round(ctx: SweepContext, members: list[RunConfig], round_no: int, skipped: set[str]) -> None:
+    """One round of one worker group in a fresh worker, each point stored as a round as it arrives."""
+    if not members:
+        return
+    head = members[0]
+    why = ctx.infeasible(head)
+    if why:
+        for c in members:
+            ctx.record_round(c, round_no, "skipped", error=why)
+            skipped.add(c.key)
+        return
+    try:
+        path, extra = ctx.variant(head)
+    except ConfigError:
+        raise
+    except WorkbenchError as e:
+        for c in members:
+            ctx.record_round(c, round_no, "failed", error=str(e))
+        return
+    run_group(path, members, ctx.settings, ctx.inputs, ctx.round_recorder(extra, round_no), ctx.cancel,
+              ctx.memory_limit_mb, ctx.summary, ctx.timeout_s)
+
+
+@dataclasses.dataclass
+class CiOutcome:
+    """What a `--ci` target gave: the leading configurations, which reached it, and the rounds it added."""
+
+    target: float
+    extra_rounds: int = 0
+    budget: int = 0
+    reached: list[str] = dataclasses.field(default_factory=list)  # labels
+    missed: list[str] = dataclasses.field(default_factory=list)
+    half_widths: dict[str, float] = dataclasses.field(default_factory=dict)  # label -> fraction of the median
+
+    def sentence(self) -> str:
+        pct = f"+-{100 * self.target:g}%"
+        added = f"after {self.extra_rounds} extra round(s) of at most {self.budget}"
+        if not self.reached and not self.missed:
+            return f"Interval target {pct}: no configuration was measured ok, so no leader to refine."
+
+        def named(labels):
+            return "; ".join(f"{lab} ({_pm(self.half_widths.get(lab))})" for lab in labels)
+
+        out = f"Interval target {pct}, {added}: "
+        if self.reached:
+            out += f"{len(self.reached)} leading configuration(s) reached it: {named(self.reached)}"
+        if self.missed:
+            out += ("; " if self.reached else "") + (f"{len(self.missed)} leading configuration(s) did not reach "
+                                                     f"it (the round budget ran out): {named(self.missed)}; raise "
+                                                     f"--max-rounds to go on")
+        return out + "."
+
+
+def _pm(half: float | None) -> str:
+    return "no interval" if half is None or half != half else f"+-{100 * half:.1f}%"
+
+
+def _throughput_interval(point: dict | None) -> tuple[float, float, float] | None:
+    """(median, low, high) of a repeated point's throughput, or None without an interval."""
+    if not point or point.get("status") != "ok":
+        return None
+    m = point.get("metrics") or {}
+    try:
+        med, lo, hi = float(m["throughput"]), float(m["throughput_ci_low"]), float(m["throughput_ci_high"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (med, lo, hi) if med > 0 else None
+
+
+def leaders(ctx: SweepContext, configs: list[RunConfig]) -> dict[str, tuple[float, float, float]]:
+    """The configs whose throughput interval overlaps the best median's interval: key -> (median, low, high)."""
+    points = ctx.stored([c.key for c in configs])
+    ivs = {k: iv for k, iv in ((k, _throughput_interval(p)) for k, p in points.items()) if iv is not None}
+    if not ivs:
+        return {}
+    best = max(ivs, key=lambda k: ivs[k][0])
+    _, blo, bhi = ivs[best]
+    return {k: iv for k, iv in ivs.items() if iv[1] <= bhi and blo <= iv[2]}
+
+
+def refine_leaders(ctx: SweepContext, configs: list[RunConfig], target: float, budget: int,
+                   seed: int = 1) -> CiOutcome:
+    """Add rounds to the leading configs until each one's 95% throughput interval is within `target`
+    (a fraction of its median) or `budget` extra rounds are spent.
+
+    Leaders are the configs whose intervals overlap the best median's; they are found again after
+    every round, since a narrower interval may leave a config behind. Each extra round runs the
+    leaders still short of the target, their worker groups in a shuffled order, each in a fresh
+    worker, numbered after the highest round stored so rounds pair up across configs.
+    """
+    import random
+
+    configs = ctx.planner.adapt(configs)
+    by_key = {c.key: c for c in configs}
+    outcome = CiOutcome(target=target, budget=budget)
+    rng = random.Random(seed)
+    skipped: set[str] = set()
+
+    def half(iv):
+        med, lo, hi = iv
+        return (hi - lo) / 2 / med
+
+    while True:
+        lead = leaders(ctx, configs)
+        short = [by_key[k] for k, iv in lead.items() if half(iv) > target and k not in skipped]
+        if not short or outcome.extra_rounds >= budget or ctx.cancelled:
+            break
+        stored = ctx.store.rounds(ctx.study)
+        round_no = 1 + max((int(r["round"]) for r in stored if r["key"] in by_key), default=-1)
+        groups: dict[tuple, list[RunConfig]] = collections.OrderedDict()
+        for c in short:
+            groups.setdefault(c.group, []).append(c)
+        order = list(groups.values())
+        rng.shuffle(order)
+        for members in order:
+            if ctx.cancelled:
+                break
+            _measure_round(ctx, members, round_no, skipped)
+        outcome.extra_rounds += 1
+    for k, iv in sorted(leaders(ctx, configs).items(), key=lambda kv: -kv[1][0]):
+        label = by_key[k].label()
+        outcome.half_widths[label] = half(iv)
+        (outcome.reached if half(iv) <= target else outcome.missed).append(label)
+    ctx.note(outcome.sentence())
+    return outcome
 
 
 def run_group(path, members: list[RunConfig], settings: MeasureSettings, inputs: InputOptions, record,
@@ -284,6 +421,11 @@ def _run_instances(path, members, settings, inputs, record, cancel, memory_limit
                 "instance_metrics": [{k: v for k, v in m.items() if k != "latencies_ms"} for m in per],
                 "stable": True,
             }
+            loads = [m for m in per if "busy" in m]
+            if loads:  # others on the cores of any instance
+                metrics["other_cpu"] = sum(float(m.get("other_cpu") or 0.0) for m in loads)
+                metrics["steal_pct"] = max(float(m.get("steal_pct") or 0.0) for m in loads)
+                metrics["busy"] = any(bool(m["busy"]) for m in loads)
             record(cfg, "ok", metrics)
     finally:
         for ch in children:

@@ -345,15 +345,24 @@ def run_search(model: str | Path, spec, db: str | Path, study: str, search: str 
                p99_ms: float | None = None, budget: int | None = None, objective: str = "throughput",
                threshold: float = DEFAULT_THRESHOLD, settings=None, inputs=None,
                on_point: Callable[[dict], None] | None = None, progress: bool = False, cancel=None,
-               timeout_s: float | None = None, precision=None, memory_limit_mb: int | None = None) -> SearchSummary:
+               timeout_s: float | None = None, precision=None, memory_limit_mb: int | None = None,
+               remeasure_busy: bool = False, ci_target: float | None = None, max_rounds: int = 10) -> SearchSummary:
     """Search a sweep spec with a strategy, storing every point it measures in `study`.
 
     Preflight (model, inputs, variants, accuracy) runs once for the whole search. Each batch the
     strategy proposes is measured through one sweep context; the strategy receives the points
     just measured (or already stored, so a resumed search measures nothing twice).
     """
+    from wb_core.config import check_ci_target, check_max_rounds
     from wb_core.sweep.context import SweepContext
-    from wb_core.sweep.local import measure_configs
+    from wb_core.sweep.local import MIN_CI_ROUNDS, measure_configs, refine_leaders
+
+    ci_target = check_ci_target(ci_target)
+    if ci_target is not None:
+        max_rounds = check_max_rounds(max_rounds)
+    repeats = getattr(spec, "repeats", 1)
+    if ci_target is not None and repeats < MIN_CI_ROUNDS:
+        repeats = MIN_CI_ROUNDS
 
     candidates = spec.expand()
     goal = Goal(objective=objective, p99_ms=p99_ms)
@@ -362,7 +371,7 @@ def run_search(model: str | Path, spec, db: str | Path, study: str, search: str 
     ctx = SweepContext(model, db, study, candidates, settings=settings, inputs=inputs, precision=precision,
                        on_point=on_point, progress=progress, progress_label="searching", cancel=cancel,
                        memory_limit_mb=memory_limit_mb, timeout_s=timeout_s, summary=total,
-                       repeats=getattr(spec, "repeats", 1))
+                       repeats=repeats, remeasure_busy=remeasure_busy)
     total.notes.extend(getattr(spec, "notes", []))
 
     def evaluate(configs: list[RunConfig]) -> list[Observation]:
@@ -373,6 +382,8 @@ def run_search(model: str | Path, spec, db: str | Path, study: str, search: str 
     with ctx.open(ctx.spec_record(sweep=spec.to_dict(), search=total.search, p99_ms=p99_ms, budget=budget)):
         ctx.start_progress(min(budget or len(candidates), len(candidates)))
         history = drive(strategy, evaluate, stop=lambda: ctx.cancelled)
+        if ci_target is not None and not ctx.cancelled:  # the leaders among the configs the search measured
+            total.ci = refine_leaders(ctx, [o.config for o in history if o.status == "ok"], ci_target, max_rounds)
     total.measured = len(history)
     total.best = goal.best(history)
     return total

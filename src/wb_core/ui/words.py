@@ -44,6 +44,15 @@ LABELS = {
     "shape": "Input shape",
     "seq_mix": "Sequence-length mix",
     "accuracy_metric": "Accuracy measured as",
+    "throughput_ci_low": "Throughput 95% CI low (samples/s)",
+    "throughput_ci_high": "Throughput 95% CI high (samples/s)",
+    "latency_ms_p99_ci_low": "p99 latency 95% CI low (ms)",
+    "latency_ms_p99_ci_high": "p99 latency 95% CI high (ms)",
+    "tied_with_best": "Tied with best (within noise)",
+    "rounds": "Rounds measured",
+    "other_cpu": "Others' CPU on our cores (cores)",
+    "steal_pct": "Hypervisor steal (%)",
+    "busy": "Measured on a busy machine",
 }
 
 # Significant digits a measured value deserves: run-to-run noise on a shared CPU is a few percent,
