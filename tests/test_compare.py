@@ -172,3 +172,72 @@ def test_a_study_run_is_profiled_once_and_then_read_back(lenet_ir, db, fast):
         st.save_layer_profile("lay", key, d)
     assert api.layer_profile("lay", key, db, iterations=5, reuse=True).label == "from the store"
     assert api.layer_profile("lay", key, db, iterations=5).label != "from the store"  # no reuse: measured
+
+
+# ---------------------------------------------------------------- the Compare and Layers tabs, without a browser
+
+
+def test_layers_and_compare_tabs_profile_compare_and_reuse(lenet_ir, db, fast):
+    pytest.importorskip("ipywidgets", reason="the ui extra is not installed (pip install -e '.[ui]')")
+    from wb_core.sweep.local import run_sweep
+    from wb_core.ui.compare_panel import ComparePanel
+    from wb_core.ui.layers_panel import LayersPanel
+    from wb_core.ui.state import DashboardState
+
+    assert run_sweep(lenet_ir, SweepSpec(threads="1,2"), db, "two", settings=fast).ok == 2
+    assert run_sweep(lenet_ir, SweepSpec(threads="1"), db, "one", settings=fast).ok == 1
+    session = DashboardState(db)
+    session.study = "two"
+    layers = LayersPanel(session)
+    keys = [k for _, k in layers.run.options]
+    assert len(keys) == 2 and layers.run.options[0][0].startswith("OpenVINO · FP32 · batch 1 · 1 threads")
+    assert "Not profiled yet" in layers.status.value
+    layers.profile_button.click()
+    layers._thread.join(120)
+    assert "Profiled" in layers.status.value, layers.messages.text.value
+    assert not layers.profile_button.disabled
+    html_out = " ".join(getattr(c, "value", "") for c in layers.result.children)
+    assert "Layer type" in html_out and "Convolution" in html_out and "Executed in" in html_out
+    assert any(type(c).__name__ == "FigureWidget" and len(c.data) for c in layers.result.children)
+    assert api.stored_layer_profile(db, "two", keys[0]) is not None
+    assert "Profiled earlier" in LayersPanel(session).status.value  # a new page shows the kept profile at once
+
+    compare = ComparePanel(session)
+    compare.compare_button.click()
+    assert "Pick at least two runs" in compare.messages.text.value
+    compare.runs.value = tuple(keys)
+    compare.baseline.value = keys[1]  # the 2-thread run is the baseline
+    assert compare.chosen_keys() == [keys[1], keys[0]]
+    compare.compare_button.click()
+    assert "wb-diff" in compare.table.value and "Threads" in compare.table.value
+    assert "the throughput of the first run" in compare.ratios.value
+    assert compare.layers_button.layout.display == ""
+    compare.layers_button.click()
+    compare._thread.join(120)
+    assert not compare.layers_button.disabled
+    summary = " ".join(getattr(c, "value", "") for c in compare.layers_result.children)
+    assert "wb-layer-summary" in summary and "Second run (ms)" in summary, compare.messages.text.value
+    assert api.stored_layer_profile(db, "two", keys[1]) is not None  # profiled by Compare, kept for next time
+
+    compare.mode.value = "studies"
+    assert compare.studies_box.layout.display == "" and compare.runs_box.layout.display == "none"
+    compare.studies.value = ("two", "one")
+    compare.compare_button.click()
+    assert "Study" in compare.table.value and "wb-diff" in compare.table.value, compare.messages.text.value
+
+
+def test_the_layers_tab_says_in_a_sentence_when_a_runtime_has_no_layer_counters():
+    pytest.importorskip("ipywidgets", reason="the ui extra is not installed (pip install -e '.[ui]')")
+    from wb_core.ui.compare_panel import shown_columns, side_names
+    from wb_core.ui.layers_panel import run_choices, unsupported
+
+    assert unsupported("openvino") is None
+    assert unsupported("tensorflow").startswith("Per-layer times come from OpenVINO's performance counters, and "
+                                                "this run used TensorFlow")
+    df = frame([run(backend="tensorflow"), run(), run(threads=2, status="failed")])
+    assert [n for n, _ in run_choices(df)] == ["TensorFlow · FP32 · batch 1 · 1 threads · not pinned",
+                                               "OpenVINO · FP32 · batch 1 · 1 threads · not pinned"]
+    out, differing = compare_runs(df, list(df["key"][:2]))
+    cols = shown_columns(out.assign(run="x"), differing)
+    assert cols[0] == "run" and "backend" in cols and "study" not in cols and "rate" not in cols
+    assert side_names(out) == ("the first run", "the second run")
