@@ -124,8 +124,10 @@ def test_layer_diff_matches_types_across_precisions_and_names_where_they_agree()
     assert d.slower(3)["type"].tolist() == ["AvgPool", "Reorder", "Subgraph"]
     text = d.summary("INT8", "FP32")
     assert text.startswith("The layers of INT8 took 0.32 ms per inference in all, against 0.62 for FP32 (1.9× faster).")
-    assert "INT8 helped most in Convolution (2× faster" in text
-    assert "It did not help in AvgPool (2× slower" in text and "Reorder (added" in text
+    assert "INT8 helped most in Convolution (2.0× faster" in text
+    assert "It did not help in AvgPool (2.0× slower" in text and "Reorder (added" in text
+    assert layer_diff(_profile("a", FP32), _profile("b", FP32)).summary("the second run").count(
+        "The second run was faster in no layer type beyond noise") == 1
     assert "1 layer of FP32 and 3 of INT8 have no layer of the same name" in text
 
 
@@ -221,6 +223,9 @@ def test_layers_and_compare_tabs_profile_compare_and_reuse(lenet_ir, db, fast):
 
     compare.mode.value = "studies"
     assert compare.studies_box.layout.display == "" and compare.runs_box.layout.display == "none"
+    # Hiding one control hides no other: each has its own layout.
+    controls = (compare.runs, compare.baseline, compare.studies, compare.objective)
+    assert len({id(c.layout) for c in controls}) == 4 and compare.objective.layout.display != "none"
     compare.studies.value = ("two", "one")
     compare.compare_button.click()
     assert "Study" in compare.table.value and "wb-diff" in compare.table.value, compare.messages.text.value

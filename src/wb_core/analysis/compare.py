@@ -95,7 +95,9 @@ def _ratio(value, base) -> float:
 
 
 def _times(x: float) -> str:
-    return f"{x:.2g}×" if x < 10 else f"{x:.0f}×"
+    if x >= 10:
+        return f"{x:.0f}×"
+    return f"{x:.1f}×" if x >= 1 else f"{x:.2g}×"
 
 
 def ratio_sentences(frame: pd.DataFrame, names: list[str] | None = None) -> list[str]:
@@ -151,6 +153,9 @@ def best_runs(db: str | Path, studies: list[str], objective: str = "throughput",
 
 # ---------------------------------------------------------------- layers
 
+# A layer type counts as faster or slower in B when its time changed by more than this factor:
+# counters of a few microseconds move by several percent from one profile to the next.
+NOISE = 1.1
 # Suffixes a quantized or compressed model adds to the type of a layer that does the same work.
 _TYPE_SUFFIXES = re.compile(r"(QuantizedLegacy|Quantized|Compressed|Decompression)$")
 
@@ -182,16 +187,16 @@ class LayerDiff:
         return float(self.by_type["time_b_ms"].sum())
 
     def faster(self, n: int = 3) -> pd.DataFrame:
-        """Layer types present in both where B took less time, by time saved."""
+        """Layer types present in both where B took less time (beyond NOISE), by time saved."""
         both = self._both()
-        both = both[both["time_b_ms"] < both["time_a_ms"]]
+        both = both[both["time_b_ms"] * NOISE < both["time_a_ms"]]
         return both.assign(saved=both["time_a_ms"] - both["time_b_ms"]).sort_values(
             "saved", ascending=False).head(n)
 
     def slower(self, n: int = 3) -> pd.DataFrame:
-        """Layer types where B took more time (types only B has included), by time lost."""
+        """Layer types where B took more time (beyond NOISE; types only B has included), by time lost."""
         t = self.by_type
-        worse = t[t["time_b_ms"] > t["time_a_ms"]]
+        worse = t[t["time_b_ms"] > t["time_a_ms"] * NOISE]
         return worse.assign(lost=worse["time_b_ms"] - worse["time_a_ms"]).sort_values(
             "lost", ascending=False).head(n)
 
@@ -202,6 +207,7 @@ class LayerDiff:
     def summary(self, name_b: str | None = None, name_a: str | None = None) -> str:
         """Where B helped most and where it did not, in plain sentences."""
         a, b = name_a or self.label_a, name_b or self.label_b
+        big_b = b[:1].upper() + b[1:]
         unit = "ms per sample" if self.per_sample else "ms per inference"
         ta, tb = self.total_a_ms, self.total_b_ms
         out = [f"The layers of {b} took {tb:.3g} {unit} in all, against {ta:.3g} for {a}"
@@ -209,12 +215,12 @@ class LayerDiff:
                   else ".")]
         fast = self.faster(3)
         if not fast.empty:
-            out.append(f"{b} helped most in " + _join(
+            out.append(f"{big_b} helped most in " + _join(
                 f"{r.type} ({_times(r.speedup)} faster, {_ms(r.time_a_ms)} → {_ms(r.time_b_ms)}"
                 + (f", in {r.precisions_b} in both" if r.precisions_a == r.precisions_b else "") + ")"
                 for r in fast.itertuples()) + ".")
         else:
-            out.append(f"{b} was faster in no layer type.")
+            out.append(f"{big_b} was faster in no layer type beyond noise (10%).")
         slow = self.slower(3)
         if not slow.empty:
             parts = []
@@ -229,6 +235,8 @@ class LayerDiff:
             n = len(self.only_a)
             out.append(f"{n} layer{'s' if n != 1 else ''} of {a} and {len(self.only_b)} of {b} have no layer of the "
                        f"same name in the other (fused or added by the conversion); they are compared by type only.")
+        if self.per_sample:
+            out.append("The runs' batch sizes differ, so times are per sample.")
         return " ".join(out)
 
 

@@ -74,25 +74,26 @@ class ComparePanel(w.VBox):
 
         self.session = session
         self.messages = MessageArea()
-        wide = w.Layout(width="620px")
         style = {"description_width": "150px"}
         self.mode = w.RadioButtons(options=MODES, value="runs", description="Compare", style=style)
-        self.runs_box = with_help(w.SelectMultiple(options=[], description="Runs", rows=6, style=style, layout=wide),
+        self.runs_box = with_help(w.SelectMultiple(options=[], description="Runs", rows=6, style=style,
+                                                   layout=w.Layout(width="620px")),
                                   "Pick two or more (hold Ctrl or ⌘ to pick several).")
         self.runs = self.runs_box.control
         self.baseline_box = with_help(w.Dropdown(options=[], description="First (baseline)", style=style,
-                                                 layout=wide),
+                                                 layout=w.Layout(width="620px")),
                                       "The run the others are measured against: '2× the throughput' means twice "
                                       "this run's.")
         self.baseline = self.baseline_box.control
         self.studies_box = with_help(w.SelectMultiple(options=[], description="Studies", rows=5, style=style,
-                                                      layout=wide),
+                                                      layout=w.Layout(width="620px")),
                                      "Pick two or more; the first in the list is the baseline. Each study's best "
                                      "run is chosen as the Explore tab would, without limits.")
         self.studies = self.studies_box.control
         self.objective = w.Dropdown(options=OBJECTIVES, value="throughput", description="Best means", style=style,
-                                    layout=wide)
+                                    layout=w.Layout(width="620px"))
         self.compare_button = button("Compare", "primary", "columns", "Show the chosen runs side by side")
+        self.compare_button.add_class("wb-compare-button")
         self.table = w.HTML()
         self.table.add_class("wb-compare-table")
         self.ratios = w.HTML()
@@ -179,11 +180,15 @@ class ComparePanel(w.VBox):
     def show(self, frame, differing: set[str]) -> None:
         from wb_core.api import ratio_sentences
 
-        frame = frame.assign(run=[f"{i + 1}. {run_name(r)}" for i, (_, r) in enumerate(frame.iterrows())])
+        frame = frame.assign(run=[f"Run {i + 1}" for i in range(len(frame))])
         self._frame = frame
         cols = shown_columns(frame, differing)
         words = ", ".join(html.escape(_label(c)) for c in SETTINGS_SHOWN if c in differing)
-        self.table.value = (results_table(frame, cols, highlight=differing)
+        names = "".join(f"<li><b>Run {i + 1}</b>: {html.escape(run_name(r))}"
+                        f"{html.escape(f' (best of study {r.study})') if 'study' in differing else ''}"
+                        f"{' (the baseline)' if i == 0 else ''}</li>" for i, (_, r) in enumerate(frame.iterrows()))
+        self.table.value = (f"<ul class='wb-compare-names'>{names}</ul>"
+                            "<div style='overflow-x:auto'>" + results_table(frame, cols, highlight=differing) + "</div>"
                             + ("<div class='wb-caption'>Highlighted: the settings that differ "
                                f"({words}).</div>" if differing else
                                "<div class='wb-caption'>These runs have the same settings.</div>"))
@@ -228,7 +233,7 @@ class ComparePanel(w.VBox):
     def show_layers(self, diff, frame) -> None:
         name_a, name_b = side_names(frame)
         unit = "per sample (the batch sizes differ)" if diff.per_sample else "per inference"
-        summary = diff.summary(name_b[0].upper() + name_b[1:], name_a)
+        summary = diff.summary(name_b, name_a)
         self.layers_result.children = [
             section("Layers: run 1 against run 2"),
             w.HTML(f"<div class='wb-msg wb-msg-info wb-layer-summary'>{html.escape(summary)}</div>"),
