@@ -18,9 +18,9 @@ TABS = (
     ("Model", "model_panel", "ModelPanel"),
     ("Sweep", "sweep_panel", "SweepPanel"),
     ("Explore", "explore_panel", "ExplorePanel"),
+    ("Export", "export_panel", "ExportPanel"),
     ("Compare", "compare_panel", "ComparePanel"),
     ("Layers", "layers_panel", "LayersPanel"),
-    ("Export", "export_panel", "ExportPanel"),
 )
 TAB_TITLES = tuple(t[0] for t in TABS)
 
