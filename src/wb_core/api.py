@@ -7,6 +7,7 @@ them and load on first use, so `import wb_core.api` stays cheap.
 Measure:   profile, pipeline_profile, train_profile, find_max_rate, inspect_model, hardware_info, describe_hardware, list_backends
 Read:      results, studies, study_info, run_config, with_efficiency, successful, pareto_front, run_label
 Decide:    recommend, confirm, Constraints, plan_allocation, verify_allocation, capacity, layer_profile
+Compare:   compare_runs, best_runs, ratio_sentences, layer_diff, stored_layer_profile
 Share:     write_report, export, render, deployment_for_study, FORMATS, compare_hosts, plots
 """
 
@@ -62,6 +63,10 @@ _REEXPORTS = {
     "verify_allocation": "wb_core.analysis.planning", "capacity": "wb_core.analysis.planning",
     "CapacityPlan": "wb_core.analysis.planning", "check_capacity_inputs": "wb_core.analysis.planning",
     "LayerProfile": "wb_core.analysis.layers", "profile_layers": "wb_core.analysis.layers",
+    "stored_layer_profile": "wb_core.analysis.layers",
+    "compare_runs": "wb_core.analysis.compare", "best_runs": "wb_core.analysis.compare",
+    "layer_diff": "wb_core.analysis.compare", "LayerDiff": "wb_core.analysis.compare",
+    "ratio_sentences": "wb_core.analysis.compare",
     # sharing
     "write_report": "wb_core.report", "build_report": "wb_core.report",
     "export": "wb_core.export", "render": "wb_core.export", "deployment_for_study": "wb_core.export",
@@ -404,11 +409,15 @@ def run_config(study: str, key: str, db: str | Path | None = None):
         return s.run_config(study, key)
 
 
-def layer_profile(study: str, run_key: str, db: str | Path | None = None, iterations: int = 100):
-    """Per-layer profile (OpenVINO performance counters) of one stored run, with that run's settings."""
+def layer_profile(study: str, run_key: str, db: str | Path | None = None, iterations: int = 100,
+                  reuse: bool = False):
+    """Per-layer profile (OpenVINO performance counters) of one stored run, with that run's settings.
+
+    `reuse`: return the profile stored for the run when there is one, and store the one measured.
+    """
     from wb_core.analysis.layers import study_layer_profile
 
-    return study_layer_profile(db or default_db(), study, run_key, iterations=iterations)
+    return study_layer_profile(db or default_db(), study, run_key, iterations=iterations, reuse=reuse)
 
 
 def compare_hosts(study: str, db: str | Path | None = None, prices: dict | None = None, objective: str = "throughput",

@@ -51,6 +51,18 @@ class LayerProfile:
     def top(self, n: int = 10) -> pd.DataFrame:
         return self.layers.head(n)
 
+    def to_dict(self) -> dict:
+        """Plain data (JSON-safe) to store the profile; `from_dict` reads it back."""
+        return {"key": self.key, "label": self.label, "iterations": int(self.iterations),
+                "batch_size": int(self.batch_size), "layers": self.layers.to_dict(orient="records"),
+                "properties": {str(k): str(v) for k, v in (self.properties or {}).items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> LayerProfile:
+        layers = pd.DataFrame(d.get("layers") or [], columns=list(LAYER_COLUMNS))
+        return cls(key=d["key"], label=d["label"], iterations=int(d["iterations"]), batch_size=int(d["batch_size"]),
+                   layers=layers, properties=dict(d.get("properties") or {}))
+
 
 def profile_layers(model_path: str | Path, config, inputs: dict | None = None, iterations: int = 100,
                    key: str = "", timeout: float = 600) -> LayerProfile:
@@ -77,8 +89,13 @@ def profile_layers(model_path: str | Path, config, inputs: dict | None = None, i
                         properties=res.get("properties") or {})
 
 
-def study_layer_profile(db: str | Path, study: str, run_key: str, iterations: int = 100) -> LayerProfile:
-    """Per-layer profile of one stored run of a study, with that run's settings."""
+def study_layer_profile(db: str | Path, study: str, run_key: str, iterations: int = 100,
+                        reuse: bool = False) -> LayerProfile:
+    """Per-layer profile of one stored run of a study, with that run's settings.
+
+    `reuse`: return the profile stored for this run when there is one, and store the one measured
+    (so a dashboard profiles each run once).
+    """
     from wb_core.analysis.recommend import find_run
     from wb_core.store import Store
     from wb_core.variants.convert import ensure_ir
@@ -88,6 +105,12 @@ def study_layer_profile(db: str | Path, study: str, run_key: str, iterations: in
         df = store.to_frame(study)
         row = find_run(df, run_key)
         cfg = store.run_config(study, row["key"])
+        stored = store.layer_profile(study, row["key"]) if reuse else None
+    if stored is not None:
+        return LayerProfile.from_dict(stored)
+    if cfg.backend != "openvino":  # before converting anything: say so at once
+        raise ConfigError(f"A per-layer profile needs OpenVINO's performance counters, and run {row['key']} "
+                          f"used {cfg.backend}; pick an openvino run of the study.")
     # An INT8 run ran its own quantized IR; the others ran the study model's FP32 IR.
     variant = row.get("variant_path")
     if isinstance(variant, str) and variant.endswith(".xml") and Path(variant).exists():
@@ -95,7 +118,20 @@ def study_layer_profile(db: str | Path, study: str, run_key: str, iterations: in
     else:
         ir = ensure_ir(info["model_path"], info.get("model_format"), info.get("model_fingerprint"))
     inputs = ((info.get("spec") or {}).get("inputs")) or None
-    return profile_layers(ir, cfg, inputs, iterations=iterations, key=row["key"])
+    profile = profile_layers(ir, cfg, inputs, iterations=iterations, key=row["key"])
+    if reuse:
+        with Store(db) as store:
+            store.save_layer_profile(study, row["key"], profile.to_dict())
+    return profile
+
+
+def stored_layer_profile(db: str | Path, study: str, run_key: str) -> LayerProfile | None:
+    """The layer profile stored for a run (measured earlier with `reuse`), or None."""
+    from wb_core.store import Store
+
+    with Store(db, readonly=True) as store:
+        d = store.layer_profile(study, run_key)
+    return LayerProfile.from_dict(d) if d is not None else None
 
 
 def _cores_text(cfg) -> str:

@@ -72,6 +72,13 @@ CREATE TABLE IF NOT EXISTS leases (
     heartbeat DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (study, key)
 );
+CREATE TABLE IF NOT EXISTS layer_profiles (
+    study TEXT NOT NULL,
+    key TEXT NOT NULL,
+    profile_json TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (study, key)
+);
 CREATE TABLE IF NOT EXISTS hosts (
     study TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -91,7 +98,7 @@ APPLICATION_ID = 0x57424E43
 OWN_TABLES = {"studies": {"name", "model_fingerprint", "spec_json"}, "runs": {"study", "key", "config_json",
                                                                              "metrics_json", "status"}}
 # Every table a store may hold (sqlite_sequence comes with AUTOINCREMENT).
-ALL_TABLES = {"studies", "runs", "meta", "hosts", "leases", "sqlite_sequence"}
+ALL_TABLES = {"studies", "runs", "meta", "hosts", "leases", "layer_profiles", "sqlite_sequence"}
 # A lease not refreshed for this long is stale: its sweep is gone, and another may take the point.
 LEASE_STALE_S = 30.0
 
@@ -439,6 +446,25 @@ class Store:
             d["hardware"] = json.loads(d.pop("hardware_json") or "null")
             out.append(d)
         return out
+
+    # ---- layer profiles of runs (measured once, shown many times) ----
+    def save_layer_profile(self, study: str, key: str, profile: dict) -> None:
+        """Keep a run's layer profile (`LayerProfile.to_dict()`); a newer one replaces it."""
+        with self._write() as c:
+            c.execute_count(
+                "INSERT INTO layer_profiles (study, key, profile_json, created_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (study, key) DO UPDATE SET profile_json = excluded.profile_json, "
+                "created_at = excluded.created_at",
+                (study, key, json.dumps(profile, default=str), _now()))
+
+    def layer_profile(self, study: str, key: str) -> dict | None:
+        """A run's stored layer profile, or None (also for a database made before they were kept)."""
+        try:
+            rows = self.db.execute("SELECT profile_json FROM layer_profiles WHERE study = ? AND key = ?",
+                                   (study, key))
+        except self.db.errors:  # an older database opened read-only has no layer_profiles table
+            return None
+        return json.loads(rows[0]["profile_json"]) if rows else None
 
     def run_config(self, study: str, key: str):
         """The RunConfig a stored run measured, read from its config as stored (cores as integers)."""

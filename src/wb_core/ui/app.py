@@ -19,6 +19,8 @@ TABS = (
     ("Sweep", "sweep_panel", "SweepPanel"),
     ("Explore", "explore_panel", "ExplorePanel"),
     ("Export", "export_panel", "ExportPanel"),
+    ("Compare", "compare_panel", "ComparePanel"),
+    ("Layers", "layers_panel", "LayersPanel"),
 )
 TAB_TITLES = tuple(t[0] for t in TABS)
 

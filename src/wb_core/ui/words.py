@@ -124,3 +124,28 @@ def results_table(df, columns: list[str], max_rows: int = 200, highlight: set[st
             f"<td{' class=wb-diff' if c in highlight else ''}>{html.escape(rounded(row[c], c))}</td>" for c in cols)
         rows.append(f"<tr>{cells}</tr>")
     return f'<table class="wb-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+# Columns of the Compare and Layers tabs.
+LABELS.update({
+    "run": "Run",
+    "study": "Study",
+    "model": "Model file",
+    "cpu": "CPU",
+    "throughput_x": "Throughput vs first (×)",
+    "p99_x": "p99 latency vs first (×)",
+    "type": "Layer type",
+    "name": "Layer",
+    "layers": "Layers",
+    "time_ms": "Time per inference (ms)",
+    "share_pct": "Share of layer time (%)",
+    "precisions": "Executed in",
+    "exec_type": "Kernel",
+    "layers_a": "Layers in first",
+    "layers_b": "Layers in second",
+    "time_a_ms": "First run (ms)",
+    "time_b_ms": "Second run (ms)",
+    "speedup": "Second is faster by (×)",
+    "precisions_a": "First executed in",
+    "precisions_b": "Second executed in",
+})

@@ -1,0 +1,204 @@
+"""Layers tab: where one run of the open study spends its time, layer by layer.
+
+Pick a run, press "Profile layers": a worker set up like that run reads OpenVINO's performance
+counters (a few seconds, in a thread). The profile is kept in the database, so a run is profiled
+once; the Compare tab reuses it. Shown: time per layer type (table and bars) and the slowest
+layers with the precision each executed in.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import ipywidgets as w
+
+from wb_core.ui.state import DashboardState
+from wb_core.ui.widgets import CSS, MessageArea, button, caption, guarded, section, with_help
+from wb_core.ui.words import results_table, run_name
+
+TOP_TYPES = 12  # layer types in the bar chart
+TOP_LAYERS = 15  # layers in the table of the slowest
+ITERATIONS = 100  # inferences the counters average over
+
+
+def run_choices(df) -> list[tuple[str, str]]:
+    """(name, key) of each ok run of a results frame, named by its settings (repeats get the key's start)."""
+    if df is None or df.empty:
+        return []
+    ok = df[df["status"] == "ok"]
+    names = [run_name(r) for _, r in ok.iterrows()]
+    out = []
+    for name, key in zip(names, ok["key"].astype(str)):
+        out.append((f"{name} ({key[:6]})" if names.count(name) > 1 else name, key))
+    return out
+
+
+def unsupported(backend) -> str | None:
+    """The plain sentence for a run whose runtime has no per-layer counters (None when it has them)."""
+    if str(backend) == "openvino":
+        return None
+    shown = {"tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime"}.get(str(backend), str(backend))
+    return (f"Per-layer times come from OpenVINO's performance counters, and this run used {shown}; "
+            f"pick an OpenVINO run.")
+
+
+def type_table(profile):
+    """Time per layer type with its share in percent (the columns the tab shows)."""
+    t = profile.by_type()
+    return t.assign(share_pct=t["share"] * 100)
+
+
+def layer_table(profile, n: int = TOP_LAYERS):
+    top = profile.top(n)
+    return top.assign(share_pct=top["share"] * 100, executed_precision=top["precision"])
+
+
+def type_figure(profile, top: int = TOP_TYPES):
+    """Horizontal bars of the slowest layer types, one colour per set of precisions they executed in."""
+    import plotly.graph_objects as go
+
+    t = type_table(profile).head(top).iloc[::-1]
+    traces = []
+    for prec in sorted(t["precisions"].unique()):
+        part = t[t["precisions"] == prec]
+        traces.append(go.Bar(y=list(part["type"]), x=list(part["time_ms"]), orientation="h", name=prec,
+                             customdata=list(zip(part["layers"], part["share_pct"])),
+                             hovertemplate="%{y}: %{x:.4f} ms in %{customdata[0]} layers "
+                                           "(%{customdata[1]:.1f}%)<extra></extra>"))
+    return go.FigureWidget(data=traces, layout=go.Layout(
+        title=f"Time per layer type (top {min(top, len(t))})", xaxis_title="time per inference (ms)",
+        yaxis_title="layer type", legend_title="executed in", barmode="stack",
+        yaxis={"categoryorder": "total ascending"}, height=max(300, 30 * len(t) + 140),
+        margin={"t": 50, "b": 40, "l": 170, "r": 20}))
+
+
+class LayersPanel(w.VBox):
+    """Profiles the layers of one run of DashboardState.study."""
+
+    def __init__(self, session: DashboardState):
+        from wb_core.api import layer_profile, stored_layer_profile  # noqa: F401  (fail here, not in a callback)
+
+        self.session = session
+        self.messages = MessageArea()
+        self.run_box = with_help(w.Dropdown(options=[], description="Run", style={"description_width": "150px"},
+                                            layout=w.Layout(width="620px")),
+                                 "One run of the open study, named by its settings. Its layers are profiled with "
+                                 "exactly those settings (cores, threads, precision, batch).")
+        self.run = self.run_box.control
+        self.profile_button = button("Profile layers", "primary", "search",
+                                     "Measure the time of every layer of this run (a few seconds)")
+        self.status = w.HTML()
+        self.status.add_class("wb-layers-status")
+        self.result = w.VBox()
+        self.result.add_class("wb-layers-result")
+        self._thread: threading.Thread | None = None
+        self.run.observe(guarded(self.messages)(self._on_run), "value")
+        self.profile_button.on_click(guarded(self.messages)(self._on_profile))
+        session.observe(guarded(self.messages)(self._on_study), "study")
+        session.observe(guarded(self.messages)(self._on_study), "results_version")
+        super().__init__([w.HTML(CSS), section("Layers"), w.HTML(
+            "Where one run spends its time, layer by layer, and the precision each layer really executed in."),
+            self.run_box, self.profile_button, self.status, self.messages, self.result])
+        self.add_class("wb-layers-panel")
+        guarded(self.messages)(self._on_study)()
+
+    def _row(self, key: str):
+        df = self.session.results()
+        hit = df[df["key"].astype(str) == key]
+        return None if hit.empty else hit.iloc[0]
+
+    def _on_study(self, *_):
+        options = run_choices(self.session.results())
+        keep = self.run.value
+        self.run.options = options
+        if options:
+            self.run.value = keep if keep in dict((k, n) for n, k in options) else options[0][1]
+        else:
+            self.result.children = []
+            self.status.value = "<i>No successful runs yet: run a sweep, or open a study in the Sweep tab.</i>"
+        self._on_run()
+
+    def _on_run(self, *_):
+        """Show the stored profile of the chosen run, if it has one; say so when it cannot have one."""
+        busy = self._thread is not None and self._thread.is_alive()
+        key = self.run.value
+        self.messages.clear()
+        if not key:
+            self.profile_button.disabled = True
+            return
+        row = self._row(key)
+        why = unsupported(row["backend"]) if row is not None else None
+        self.profile_button.disabled = busy or why is not None
+        if why:
+            self.status.value = ""
+            self.result.children = []
+            self.messages.show(why)
+            return
+        from wb_core.api import stored_layer_profile
+
+        stored = stored_layer_profile(self.session.db, self.session.study, key)
+        if stored is not None:
+            self.show(stored, key)
+            self.status.value = "Profiled earlier (kept in the database); press Profile layers to measure it again."
+        elif not busy:
+            self.result.children = []
+            self.status.value = "<i>Not profiled yet: press Profile layers.</i>"
+
+    def _on_profile(self, *_):
+        if self._thread is not None and self._thread.is_alive():
+            return
+        key = self.run.value
+        if not key:
+            self.messages.show("Pick a run first.", "error")
+            return
+        self.messages.clear()
+        self.profile_button.disabled = True
+        self.status.value = f"Profiling the layers of {self._name(key)}: about {ITERATIONS} inferences in a fresh " \
+                            f"worker, a few seconds…"
+        self._thread = threading.Thread(target=self._profile, args=(self.session.study, key), daemon=True)
+        self._thread.start()
+
+    def _profile(self, study: str, key: str) -> None:
+        from wb_core.api import layer_profile
+
+        try:
+            # Measured again on request (a stored profile is already on show); kept for Compare.
+            profile = layer_profile(study, key, self.session.db, iterations=ITERATIONS)
+            from wb_core.api import Store
+
+            with Store(self.session.db) as store:
+                store.save_layer_profile(study, key, profile.to_dict())
+            if self.run.value == key:
+                self.show(profile, key)
+            self.status.value = f"Profiled {self._name(key)}."
+        except Exception as e:  # shown inline; the thread must not die silently
+            self.status.value = ""
+            self.messages.error(e)
+        finally:
+            self.profile_button.disabled = False
+
+    def _name(self, key: str) -> str:
+        return dict((k, n) for n, k in self.run.options).get(key, key)
+
+    def show(self, profile, key: str) -> None:
+        """The profile's tables and bar chart."""
+        import html
+
+        types = type_table(profile)
+        layers = layer_table(profile)
+        total = profile.total_ms
+        self.result.children = [
+            section("Time per layer type"),
+            w.HTML(results_table(types, ["type", "layers", "time_ms", "share_pct", "precisions"])),
+            type_figure(profile),
+            caption(f"Each bar is the time one kind of layer took per inference, summed over its layers "
+                    f"({total:.3g} ms for all layers; the mean of {profile.iterations} inferences at batch "
+                    f"{profile.batch_size}). The colour says which precision those layers executed in: a layer "
+                    f"type that stays f32 in an INT8 or BF16 run did not get the faster kernels."),
+            section(f"The {len(layers)} slowest layers"),
+            w.HTML(results_table(layers, ["name", "type", "executed_precision", "exec_type", "time_ms",
+                                          "share_pct"])),
+            w.HTML(f"<div class='wb-caption'>Layer names come from the model file; OpenVINO fuses some layers "
+                   f"into others, so a model has fewer executed layers than it declares. Run "
+                   f"<code>{html.escape(key)}</code>.</div>"),
+        ]
