@@ -111,8 +111,8 @@ class ExportPanel(w.VBox):
         super().__init__([w.HTML(CSS), section("Export"), self.run_line,
                           with_help(self.format, "The serving system you deploy to; the preview below shows "
                                                  "the files it gets."),
-                          with_help(self.with_models, "Adds the model in the layout the server expects; without "
-                                                      "it you get only the configuration files."),
+                          _flush(with_help(self.with_models, "Adds the model in the layout the server expects; "
+                                                             "without it you get only the configuration files.")),
                           self.messages, self.download, section("Preview"), self.preview,
                           section("Write to a folder"),
                           w.HBox([with_help(self.folder, "A folder on the machine running the dashboard."),
@@ -323,3 +323,9 @@ def _file_stem(name: str) -> str:
     import re
 
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "study"
+
+
+def _flush(box):
+    """A help line under a control that has no description column (a checkbox) starts at its left."""
+    box.add_class("wb-field-flush")
+    return box

@@ -52,9 +52,11 @@ class ModelPanel(w.VBox):
 
         self.session = session
         self.messages = MessageArea()
-        self.source = w.ToggleButtons(options=SOURCES, value=SOURCES[0], description="Source", style={"button_width": "150px"})
+        self.source = w.ToggleButtons(options=SOURCES, value=SOURCES[0], description="Source",
+                                     style={"button_width": "150px", "description_width": "150px"})
         self.demo = w.Dropdown(options=[(f"{k}: {v}", k) for k, v in DEMOS.items()], value="lenet-digits",
-                               description="Demo", layout=w.Layout(width="620px"))
+                               description="Demo", style={"description_width": "150px"},
+                               layout=w.Layout(width="620px"))
         self.path = text("Path", placeholder="/data/models/resnet50.onnx or a SavedModel folder")
         limit = upload_limit_mb()
         self.upload = w.FileUpload(accept=",".join(MODEL_SUFFIXES), multiple=True,
