@@ -15,6 +15,10 @@ pytestmark = pytest.mark.browser
 
 # Console errors that are not ours, each with why it is ignored:
 KNOWN_NOISE = (
+    # Voila's page template links Font Awesome (the buttons' icons) from cdn.jsdelivr.net; a machine
+    # without internet access logs the failed load (ERR_NAME_NOT_RESOLVED and the like) as an error.
+    re.compile(r"Failed to load resource: net::ERR_(NAME_NOT_RESOLVED|INTERNET_DISCONNECTED|CONNECTION_REFUSED|"
+               r"ADDRESS_UNREACHABLE|NETWORK_ACCESS_DENIED)"),
     # Chromium asks every page for /favicon.ico; Voila serves none (a 404 logged as a console error).
     re.compile(r"favicon\.ico"),
     # Plotly's anywidget bridge logs when a figure's model arrives after the view asked for it
@@ -23,11 +27,19 @@ KNOWN_NOISE = (
 )
 
 
-def ours(errors: list[str]) -> list[str]:
-    return [e for e in errors if not any(p.search(e) for p in KNOWN_NOISE)]
+# Page errors that are not ours: anywidget's front end (plotly's FigureWidget runs on it) gives each
+# figure's model 2 seconds to start and reports this when loading plotly's bundle takes longer, as
+# on a busy 2-core machine; the figure is drawn all the same, which the test checks.
+KNOWN_PAGE_NOISE = (re.compile(r"^\[anywidget\] Failed to initialize model\.$"),)
+
+
+def ours(errors: list[str], noise=KNOWN_NOISE) -> list[str]:
+    return [e for e in errors if not any(p.search(e) for p in noise)]
 
 
 def test_every_tab_opens_clean(server, page, lenet_ir, fast):
+    from playwright.sync_api import expect
+
     from wb_core.api import profile
     from wb_core.ui.app import TAB_TITLES
 
@@ -39,10 +51,7 @@ def test_every_tab_opens_clean(server, page, lenet_ir, fast):
     page.get_by_role("button", name="Use this model").wait_for(state="visible")
     for title in (*TAB_TITLES, TAB_TITLES[0]):
         open_tab(page, title)
-        panel = page.locator(".widget-tab-contents > .lm-Widget:not(.lm-mod-hidden), "
-                             ".widget-tab-contents > .p-Widget:not(.p-mod-hidden)").first
-        panel.wait_for(state="visible")
-        page.wait_for_load_state("networkidle")
+        expect(page.get_by_role("tab", name=title, exact=True)).to_have_attribute("aria-selected", "true")
         page.wait_for_timeout(1500)  # callbacks that draw a tab when it is first opened
         text = page.locator("body").inner_text()
         assert "Traceback" not in text, f"a traceback on the {title} tab"
@@ -51,7 +60,11 @@ def test_every_tab_opens_clean(server, page, lenet_ir, fast):
     # Explore and Export drew the study when opened.
     open_tab(page, "Explore")
     page.wait_for_selector(".wb-explore-panel .js-plotly-plot .main-svg")
+    page.get_by_text("More plots: batch size").click()
+    page.wait_for_function("() => document.querySelectorAll('.wb-explore-panel .js-plotly-plot .main-svg')"
+                           ".length >= 2")
     open_tab(page, "Export")
     page.wait_for_selector('.wb-export-panel a.wb-download[download="deployment.yaml"]')
-    assert page.errors == []
+    assert "Traceback" not in page.locator("body").inner_text()
+    assert ours(page.errors, KNOWN_PAGE_NOISE) == []
     assert ours(page.console_errors) == []

@@ -231,6 +231,9 @@ def test_explore_and_export_follow_the_limits(tmp_path, lenet_ir, fast):
     assert f"data-key='{fastest['key']}'" in explore.recommendation.value
     assert run_name(fastest) in explore.recommendation.value
     assert tabs.session.selected_key == fastest["key"]
+    assert len(explore.pareto_box.children) == 1 and not explore.other_plots.children  # more plots: on request
+    explore.more.selected_index = 0
+    assert len(explore.other_plots.children) >= 2
     explore.p99.value = explore.p99.min  # below every run
     assert "No run meets" in explore.recommendation.value
     assert fastest["key"] not in explore.recommendation.value  # runs named in words, not by key

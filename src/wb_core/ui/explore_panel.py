@@ -157,6 +157,12 @@ class ExplorePanel(w.VBox):
         self.export_this.on_click(guarded(self.messages)(self._on_export_this))
         self.chosen_text = w.HTML()
         self.other_plots = w.Tab()
+        # Drawn when opened: each figure is a plotly widget the browser takes a moment to start.
+        self.more = w.Accordion(children=[w.VBox([self.other_plots])], titles=("More plots: batch size, threads, "
+                                                                              "cores, accuracy",))
+        self.more.selected_index = None
+        self.more.observe(guarded(self.messages)(self._on_more), "selected_index")
+        self._others_drawn = False
         self.other_caption = caption("The best run for each value of one setting (batch size, threads, cores), "
                                      "one line per runtime and precision: where a line flattens, more of that "
                                      "setting stops paying.")
@@ -181,7 +187,7 @@ class ExplorePanel(w.VBox):
             self.limits_text, self.messages,
             section("Recommendation"), self.recommendation, self.pareto_box, self.pareto_caption,
             section("Clicked run"), self.details, self.details_toggle, w.HBox([self.export_this]), self.chosen_text,
-            section("More plots"), self.other_plots, self.other_caption])
+            section("More plots"), self.more, self.other_caption])
         self.add_class("wb-explore-panel")
         self._updating = False
 
@@ -210,6 +216,7 @@ class ExplorePanel(w.VBox):
             self.recommendation.value = "<i>No results yet: run a sweep, or open a previous study in the Sweep tab.</i>"
             self.pareto_box.children = []
             self.other_plots.children = []
+            self._others_drawn = False
             return
         rec = self.session.study_record() or {}
         self._hardware = rec.get("hardware")
@@ -225,7 +232,9 @@ class ExplorePanel(w.VBox):
             self._updating = False
         if self._user_key and self._user_key not in set(self._df["key"]):
             self._user_key = ""
-        self._draw_other_plots()
+        self._others_drawn = False
+        if self.more.selected_index is not None:
+            self._draw_other_plots()
         self._on_limits()
 
     def _fit(self, slider: w.FloatSlider, values, floor_max: float | None = None) -> None:
@@ -348,6 +357,10 @@ class ExplorePanel(w.VBox):
         self.chosen_text.value = (f"<div class='wb-msg wb-msg-ok wb-chosen'>The Export tab now writes "
                                   f"{html.escape(run_name(self._clicked))}.</div>")
 
+    def _on_more(self, *_):
+        if self.more.selected_index is not None and not self._others_drawn and self._df is not None:
+            self._draw_other_plots()
+
     def _draw_other_plots(self) -> None:
         import plotly.graph_objects as go
 
@@ -358,3 +371,4 @@ class ExplorePanel(w.VBox):
         titles = {"batch": "Batch size", "threads": "Threads", "cores": "Cores", "accuracy": "Accuracy"}
         self.other_plots.children = [go.FigureWidget(f) for f in figs.values()]
         self.other_plots.titles = tuple(titles.get(k, k.replace("_", " ").capitalize()) for k in figs)
+        self._others_drawn = True
