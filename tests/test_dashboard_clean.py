@@ -19,9 +19,8 @@ KNOWN_NOISE = (
     # without internet access logs the failed load (ERR_NAME_NOT_RESOLVED and the like) as an error.
     re.compile(r"Failed to load resource: net::ERR_(NAME_NOT_RESOLVED|INTERNET_DISCONNECTED|CONNECTION_REFUSED|"
                r"ADDRESS_UNREACHABLE|NETWORK_ACCESS_DENIED)"),
-    # Plotly's anywidget bridge logs when a figure's model arrives after the view asked for it
-    # (slow kernels on a busy 2-core machine); the figure is drawn once it arrives.
-    re.compile(r"anywidget", re.I),
+    # The same anywidget start-up timeout as KNOWN_PAGE_NOISE below, when the browser also logs it.
+    re.compile(r"\[anywidget\] Failed to initialize model\."),
 )
 
 
