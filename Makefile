@@ -29,6 +29,8 @@ postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
 		(apt-get update -qq && apt-get install -y -qq postgresql >/dev/null)
 
+# Built once into $(WB_CACHE_DIR)/demos (a rerun finds it there and only copies it: about 2 s); the
+# dashboard that `make run` starts reads the same cache, so the page never builds the model itself.
 demo: $(STAMP)
 	$(BIN)/wb demo-model lenet-digits --out .wb-cache/demo-out >/dev/null
 

@@ -138,3 +138,18 @@ def test_dashboard_command_is_registered():
     result = CliRunner().invoke(app, ["dashboard", "--help"])
     assert result.exit_code == 0
     assert "--port" in result.output and "--host" in result.output and "--db" in result.output
+
+
+def test_voila_and_its_kernels_skip_the_slow_optional_import(tmp_path):
+    """jsonschema's optional IRI grammar (5 s at import on a small machine) stays out of Voila's
+    server and of the dashboard's kernels; the notebook and the fallback copy agree."""
+    from wb_core.cli.dashboard import FALLBACK_SOURCE, SLOW_OPTIONAL_IMPORTS
+
+    cmd, _, _ = voila_command(tmp_path / "r.db", 8866, "127.0.0.1", "tok-secret-1", 600, 200, tmp_path)
+    boot = cmd[cmd.index("-c") + 1]
+    nb = json.loads(dashboard_notebook().read_text())
+    assert nb["cells"][0]["source"] == FALLBACK_SOURCE
+    for prelude in (boot.split("; from voila")[0], FALLBACK_SOURCE.split("from wb_core")[0]):
+        code = f"{prelude}\nimport jsonschema, sys\nprint([m for m in {SLOW_OPTIONAL_IMPORTS!r} if sys.modules.get(m)])"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr

@@ -1,8 +1,10 @@
 """The dashboard in a real browser: Debian's chromium driven by Playwright against `wb dashboard`.
 
 One walk through the app as a new user would take it: pick the demo model, run a small sweep,
-wait for the plot, tighten the p99 limit until the recommendation changes, download the YAML and
-load it back. A screenshot of each tab lands in $WB_SCREENSHOTS (`make screenshots`: docs/screenshots/).
+wait for the plot, tighten the p99 limit until the recommendation changes (the plot's log axis
+keeping the data's span), download the YAML and load it back, click a point and export that run
+instead, and download the study's report. A screenshot of each tab lands in $WB_SCREENSHOTS
+(`make screenshots`: docs/screenshots/).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ def test_dashboard_walkthrough(server, page, tmp_path):
     from wb_core.export.deployment import DeploymentConfig
     from wb_core.store import load_results
     from wb_core.ui.explore_panel import _span
+    from wb_core.ui.words import run_name
 
     url, db = server
     page.goto(url)
@@ -53,10 +56,11 @@ def test_dashboard_walkthrough(server, page, tmp_path):
     assert list(df["status"]) == ["ok", "ok"], df[["status", "error"]]
     open_tab(page, "Explore")
     page.wait_for_selector(".wb-explore-panel .js-plotly-plot .main-svg")
-    best = page.locator(".wb-best-key")
-    first_key = best.inner_text()
+    best = page.locator(".wb-explore-panel .wb-best")
+    first_key = best.get_attribute("data-key")
     fastest = df.loc[df["throughput"].idxmax()]
     assert first_key == fastest["key"]
+    assert best.inner_text() == run_name(fastest)  # named in words, not by its key
     other = df[df["key"] != first_key].iloc[0]
     lo, hi = _span(df["latency_ms_p99"])
     target = (other["latency_ms_p99"] + fastest["latency_ms_p99"]) / 2
@@ -65,9 +69,9 @@ def test_dashboard_walkthrough(server, page, tmp_path):
                     f"{fastest['latency_ms_p99']} ms); the machine was too busy to tell them apart")
     slider = page.locator(".wb-explore-panel .widget-slider").first
     drag_slider(page, slider, (target - lo) / (hi - lo))
-    page.wait_for_function("(k) => { const el = document.querySelector('.wb-best-key');"
-                           " return el && el.textContent !== k; }", arg=first_key, timeout=30_000)
-    assert best.inner_text() == other["key"]
+    page.wait_for_function("(k) => { const el = document.querySelector('.wb-explore-panel .wb-best');"
+                           " return el && el.dataset.key !== k; }", arg=first_key, timeout=30_000)
+    assert best.get_attribute("data-key") == other["key"]
     assert "p99 latency ≤" in page.locator(".wb-explore-panel").inner_text()
     # The plot's star moves to the new recommendation.
     page.wait_for_function(
@@ -75,14 +79,24 @@ def test_dashboard_walkthrough(server, page, tmp_path):
                     const star = el && el.data && el.data.find(t => t.name === 'recommended');
                     return star && Math.abs(star.x[0] - x) < 1e-6 * Math.max(1, x); }""",
         arg=float(other["latency_ms_p99"]), timeout=30_000)
+    # The log x axis still spans the data (a limit drawn as an annotation stretched it to 10^7 ms).
+    shown = page.evaluate("""() => { const el = document.querySelector('.wb-explore-panel .js-plotly-plot');
+                                     return el._fullLayout.xaxis.range; }""")
+    assert 10 ** shown[1] < 3 * df["latency_ms_p99"].max(), shown
+    assert 10 ** shown[0] > df["latency_ms_p99"].min() / 3, shown
     page.locator(".wb-explore-panel .js-plotly-plot").first.scroll_into_view_if_needed()
     shoot(page, "explore")
 
-    # Export: YAML of the new recommendation, downloaded and loaded back.
+    # Export: the recommended run named in words, its YAML downloaded and loaded back.
     open_tab(page, "Export")
-    page.wait_for_selector("a.wb-download[download=\"deployment.yaml\"]")
+    yaml_link = page.locator('a.wb-download[download="deployment.yaml"]')
+    yaml_link.wait_for()
+    run_line = page.locator(".wb-export-panel .wb-export-run")
+    assert run_name(other) in run_line.inner_text() and "recommended" in run_line.inner_text()
+    formats = page.locator(".wb-export-panel select").first.inner_text().replace("\xa0", " ")  # ipywidgets' spaces
+    assert "OpenVINO Model Server config (config.json)" in formats
     with page.expect_download() as info:
-        page.locator("a.wb-download").click()
+        yaml_link.click()
     saved = tmp_path / "deployment.yaml"
     info.value.save_as(saved)
     dep = DeploymentConfig.from_yaml(saved.read_text())
@@ -94,19 +108,48 @@ def test_dashboard_walkthrough(server, page, tmp_path):
     page.get_by_role("button", name="Write files").click()
     page.get_by_text("Wrote deployment.yaml").wait_for()
     assert (folder / "deployment.yaml").is_file()
+    # The study's report, built in the background and downloaded.
+    page.get_by_role("button", name="Build the report").click()
+    report_link = page.locator('a.wb-download[download="lenet-digits-report.html"]')
+    report_link.wait_for(timeout=120_000)
+    with page.expect_download() as info:
+        report_link.click()
+    report = tmp_path / "report.html"
+    info.value.save_as(report)
+    assert "<html" in report.read_text()[:500].lower() and "lenet-digits" in report.read_text()
     page.evaluate("() => window.scrollTo(0, 0)")
     shoot(page, "export")
 
-    # Clicking a point of the Pareto plot shows that run's full configuration.
+    # Clicking a point of the Pareto plot shows that run in words; Export changes only on request.
     open_tab(page, "Explore")
-    point = page.locator(".wb-explore-panel .js-plotly-plot .scatterlayer .trace .points path").first
-    point.scroll_into_view_if_needed()
-    box = point.bounding_box()
+    page.locator(".wb-explore-panel .js-plotly-plot").first.scroll_into_view_if_needed()
+    points = page.locator(".wb-explore-panel .js-plotly-plot .scatterlayer .trace").first.locator(".points path")
+    # The rightmost point: batch 128, not the run Export writes now (batch 1, recommended under the limit).
+    box = max((points.nth(i).bounding_box() for i in range(points.count())), key=lambda b: b["x"])
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     details = page.locator(".wb-run-details")
-    details.get_by_text("selected for export").wait_for(timeout=30_000)
-    assert "latency_ms_p99" in details.inner_text() and "batch_size" in details.inner_text()
+    details.get_by_text("p99 latency (ms)").wait_for(timeout=30_000)
+    clicked = next(r for _, r in df.iterrows() if run_name(r) in details.inner_text())
+    assert "latency_ms_p99" not in details.inner_text() and "Peak memory (MB)" in details.inner_text()
+    page.get_by_text("details: every setting").click()
+    page.locator(".wb-run-full").get_by_text("Batch").first.wait_for()
+    assert "batch_size" not in page.locator(".wb-run-full").inner_text()
+    assert clicked["key"] == fastest["key"]
+    open_tab(page, "Export")
+    assert run_name(other) in run_line.inner_text()  # a click alone changed nothing
+    open_tab(page, "Explore")
+    page.get_by_role("button", name="Export this run").click()
+    page.locator(".wb-chosen").wait_for()
+    open_tab(page, "Export")
+    page.wait_for_function("(n) => document.querySelector('.wb-export-panel .wb-export-run')"
+                           ".textContent.includes(n)", arg=run_name(clicked))
+    assert "Export this run" in run_line.inner_text()
+    with page.expect_download() as info:
+        yaml_link.click()
+    info.value.save_as(saved)
+    assert DeploymentConfig.from_yaml(saved.read_text()).measurement.run_key == clicked["key"]
+    assert "Traceback (most recent call last)" not in page.locator("body").inner_text()
     # Plotly's anywidget bridge reports slow model start-up as page errors; anything else is a bug.
     assert [e for e in page.errors if "anywidget" not in e] == []
 

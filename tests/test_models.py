@@ -100,3 +100,33 @@ def test_lenet_demo_is_accurate(lenet_dir):
     import json
 
     assert json.loads((lenet_dir / "info.json").read_text())["test_accuracy"] >= 0.95
+
+
+def _broken_irs(src, d):
+    """A good IR (`src`) broken in the ways people break them: cut short, weights lost, edited."""
+    import re as _re
+
+    xml, weights = src.read_text(), src.with_suffix(".bin").read_bytes()
+    cases = {"short": (xml, weights[:10]), "truncated": (xml[: len(xml) // 2], weights),
+             "unknown_op": (_re.sub(r'type="(Convolution|MatMul)"', 'type="FancyOp"', xml, count=1), weights),
+             "new_opset": (xml.replace('version="opset1"', 'version="opset99"', 1), weights)}
+    for name, (x, b) in cases.items():
+        (d / f"{name}.xml").write_text(x)
+        (d / f"{name}.bin").write_bytes(b)
+    return cases
+
+
+@pytest.mark.parametrize("case,needle", [("short", "weights file 'short.bin' does not match"),
+                                         ("truncated", "not a complete IR file"),
+                                         ("unknown_op", "operation 'FancyOp'"),
+                                         ("new_opset", "operation set 'opset99'")])
+def test_broken_ir_gets_one_plain_sentence(tmp_path, lenet_ir, case, needle):
+    from wb_core.api import inspect_model
+
+    _broken_irs(lenet_ir, tmp_path)
+    with pytest.raises(ModelError) as err:
+        inspect_model(tmp_path / f"{case}.xml")
+    text = str(err.value)
+    assert needle in text and f"{case}.xml" in text
+    # OpenVINO's own source paths and check expressions stay out of it.
+    assert "src/" not in text and ".cpp" not in text and "Check '" not in text and "\n" not in text

@@ -72,11 +72,14 @@ def test_model_panel_shows_inline_errors_and_keeps_working(tmp_path, lenet_ir):
 
     session = DashboardState(tmp_path / "ui.db")
     panel = ModelPanel(session)
+    panel.wait(60)
     assert "avx" in panel.hardware.value
     panel.source.value = SOURCES[1]
     panel.path.value = str(tmp_path / "missing.onnx")
     panel.use.click()
+    panel.wait(60)
     assert "does not exist" in panel.messages.text.value and "wb-msg-error" in panel.messages.text.value
+    assert not panel.use.disabled
     bad = tmp_path / "junk.onnx"
     bad.write_bytes(b"not a model at all")
     panel.source.value = SOURCES[2]
@@ -84,14 +87,53 @@ def test_model_panel_shows_inline_errors_and_keeps_working(tmp_path, lenet_ir):
                                       "last_modified": datetime.datetime.now(datetime.UTC),
                                       "content": memoryview(bad.read_bytes())},))
     panel.use.click()
+    panel.wait(60)
     assert "wb-msg-error" in panel.messages.text.value
     assert session.model_path == ""
     panel.source.value = SOURCES[1]
     panel.path.value = str(lenet_ir)
     panel.use.click()
+    panel.wait(60)
     assert "Ready" in panel.messages.text.value
     assert session.model_path == str(lenet_ir)
     assert "image" in panel.model_info.value
+
+
+def test_model_panel_reads_in_the_background_with_progress(tmp_path, lenet_ir):
+    """The button is disabled and a progress line names the step while the model is read; the
+    page's thread is free meanwhile (the work runs in another thread)."""
+    import threading
+
+    from wb_core.ui.model_panel import SOURCES, ModelPanel
+
+    panel = ModelPanel(DashboardState(tmp_path / "ui.db"))
+    seen, release = [], threading.Event()
+    original = panel.select
+
+    def slow_select(model, label=None, progress=None):
+        seen.append(threading.current_thread().name)
+        release.wait(30)
+        original(model, label, progress=lambda t: (seen.append(t), progress(t)))
+
+    panel.select = slow_select
+    panel.source.value = SOURCES[1]
+    panel.path.value = str(lenet_ir)
+    panel.use.click()  # returns at once
+    assert panel.use.disabled and "Reading the model" in panel.messages.text.value
+    release.set()
+    panel.wait(60)
+    assert seen[0] == "wb-model" and any("checking its format" in t for t in seen[1:])
+    assert not panel.use.disabled and "Ready" in panel.messages.text.value
+
+
+def test_demo_model_progress_names_each_step(tmp_path, lenet_dir):
+    from wb_core.ui.model_panel import ModelPanel
+
+    panel = ModelPanel(DashboardState(tmp_path / "ui.db"))
+    steps = []
+    panel.select("lenet-digits", progress=steps.append)
+    assert "Step 1 of 2: preparing the demo model lenet-digits" in steps[0] and "Step 2 of 2" in steps[1]
+    assert "Ready: lenet-digits" in panel.messages.text.value
 
 
 def _sweep_panel(tmp_path, model, batch="1,8", threads="1"):
@@ -173,25 +215,139 @@ def test_dashboard_reopens_the_latest_study(tmp_path, lenet_ir, fast):
 
 def test_explore_and_export_follow_the_limits(tmp_path, lenet_ir, fast):
     pytest.importorskip("wb_core.analysis.recommend", reason="the analysis module is not on this branch yet")
+    import re
+
     from wb_core.api import profile
     from wb_core.ui import dashboard
+    from wb_core.ui.words import run_name
 
     db = tmp_path / "ui.db"
     df = profile(lenet_ir, db=db, study="s", batch_sizes="1,8", settings=fast)
     tabs = dashboard(db)
     explore, export = tabs.children[2], tabs.children[3]
+    assert explore.recommendation.value == "" and export.preview.value == ""  # nothing drawn until opened
+    tabs.selected_index = 2
     fastest = df.loc[df["throughput"].idxmax()]
-    assert fastest["key"] in explore.recommendation.value
+    assert f"data-key='{fastest['key']}'" in explore.recommendation.value
+    assert run_name(fastest) in explore.recommendation.value
     assert tabs.session.selected_key == fastest["key"]
+    assert len(explore.pareto_box.children) == 1 and not explore.other_plots.children  # more plots: on request
+    explore.more.selected_index = 0
+    assert len(explore.other_plots.children) >= 2
     explore.p99.value = explore.p99.min  # below every run
     assert "No run meets" in explore.recommendation.value
+    assert fastest["key"] not in explore.recommendation.value  # runs named in words, not by key
     explore.p99.value = explore.p99.max
+    tabs.selected_index = 3
     assert "deployment.yaml" in export.preview.value and 'download="deployment.yaml"' in export.download.value
+    assert run_name(fastest) in export.run_line.value and "recommended" in export.run_line.value
     export.format.value = "triton"
     assert ".zip" in export.download.value
+    # Clicking a run shows it in words and leaves Export alone; "Export this run" changes it.
     other = df[df["key"] != fastest["key"]].iloc[0].to_dict()
     explore.show_run(other)
-    assert other["key"] in export.run_line.value
+    shown = explore.details.value
+    assert run_name(other) in shown and "p99 latency (ms)" in shown and "Peak memory (MB)" in shown
+    assert "latency_ms_p99" not in shown and not re.search(r"\d\.\d{6,}", shown)
+    assert not re.search(r"\d\.\d{6,}", explore.full_details.value)
+    assert "latency_ms_p99" not in explore.full_details.value and "Batch" in explore.full_details.value
+    assert tabs.session.selected_key == fastest["key"]
+    assert run_name(fastest) in export.run_line.value
+    explore.export_this.click()
+    assert tabs.session.selected_key == other["key"]
+    assert run_name(other) in export.run_line.value and "Export this run" in export.run_line.value
+    assert explore.export_this.disabled
     export.folder.value = str(tmp_path / "out")
     export.write.click()
     assert (tmp_path / "out" / "model_repository").exists() or any((tmp_path / "out").iterdir())
+    # New limits: the recommendation under them is exported again.
+    explore.p99.value = explore.p99.min
+    explore.p99.value = explore.p99.max
+    assert tabs.session.selected_key == fastest["key"]
+
+
+def test_pareto_plot_keeps_the_data_span_on_its_log_axis(tmp_path, lenet_ir, fast):
+    """A p99 limit on the log x axis must not stretch it (plotly reads an annotation's x on a log
+    axis as a power of ten: a 7 ms limit made the axis reach 10^7 ms)."""
+    import math
+
+    import plotly.graph_objects as go
+
+    from wb_core.api import profile
+    from wb_core.ui.explore_panel import ExplorePanel, highlight
+
+    fig = go.Figure([go.Scatter(x=[1.2, 3.0, 8.5], y=[900, 1500, 2100], mode="markers")])
+    fig.update_xaxes(type="log")
+    highlight(fig, {"latency_ms_p99": 8.5, "throughput": 2100}, 7.0)
+    lo, hi = fig.layout.xaxis.range
+    assert math.log10(1.2) - 0.3 < lo < math.log10(1.2) and math.log10(8.5) < hi < math.log10(8.5) + 0.3
+    assert not fig.layout.annotations and not fig.layout.shapes
+    limit = [t for t in fig.data if str(t.name).startswith("p99 limit")]
+    assert list(limit[0].x) == [7.0, 7.0]
+
+    db = tmp_path / "ui.db"
+    df = profile(lenet_ir, db=db, study="s", batch_sizes="1,8", settings=fast)
+    session = DashboardState(db)
+    session.study = "s"
+    panel = ExplorePanel(session)
+    panel.shown()
+    panel.p99.value = (panel.p99.min + panel.p99.max) / 2
+    widget = panel.pareto_box.children[0]
+    lo, hi = widget.layout.xaxis.range
+    assert 10 ** hi < 3 * df["latency_ms_p99"].max() and 10 ** lo > df["latency_ms_p99"].min() / 3
+
+
+def test_panels_import_no_heavy_library_until_shown(tmp_path, lenet_ir, fast):
+    """Building the Model, Explore and Export tabs imports neither TensorFlow, OpenVINO, NNCF nor
+    plotly (seconds each on a small machine): the page appears first, the plots when opened."""
+    import subprocess
+    import sys
+
+    from wb_core.api import profile
+
+    db = tmp_path / "ui.db"
+    profile(lenet_ir, db=db, study="s", settings=fast)
+    code = f"""
+import sys
+from wb_core.ui import DashboardState
+from wb_core.ui.model_panel import ModelPanel
+from wb_core.ui.explore_panel import ExplorePanel
+from wb_core.ui.export_panel import ExportPanel
+s = DashboardState({str(db)!r})
+s.study = "s"
+panels = [ModelPanel(s), ExplorePanel(s), ExportPanel(s)]
+s.refresh()
+panels[0].wait(60)
+print(sorted(m for m in ("tensorflow", "openvino", "nncf", "plotly") if m in sys.modules))
+panels[1].shown()
+print("plotly" in sys.modules, bool(panels[1].pareto_box.children))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[-2] == "[]", out.stdout
+    assert lines[-1] == "True True", out.stdout
+
+
+def test_export_names_formats_in_words_and_offers_the_report(tmp_path, lenet_ir, fast):
+    from wb_core.api import EXPORTERS, profile
+    from wb_core.ui.export_panel import ExportPanel
+
+    db = tmp_path / "ui.db"
+    profile(lenet_ir, db=db, study="my study", settings=fast)
+    session = DashboardState(db)
+    session.study = "my study"
+    panel = ExportPanel(session)
+    titles = [t for t, _ in panel.format.options]
+    assert "OpenVINO Model Server config (config.json)" in titles
+    assert "Triton model repository (config.pbtxt)" in titles and "Deployment YAML (deployment.yaml)" in titles
+    assert len(titles) == len(EXPORTERS) and not any(t.startswith(tuple(f"{k}:" for k in EXPORTERS)) for t in titles)
+    panel.shown()
+    assert "recommended with no limits" in panel.run_line.value
+    panel.report_button.click()
+    assert panel.report_button.disabled and "Building the report" in panel.report_messages.text.value
+    panel._reporting.join(120)
+    assert not panel.report_button.disabled
+    assert 'download="my_study-report.html"' in panel.report_download.value
+    assert "data:text/html;base64," in panel.report_download.value
+    assert "Report ready" in panel.report_messages.text.value

@@ -8,6 +8,7 @@ process asks a child for it (see `wb_core.proc.parent`); ONNX and IR are read wi
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -193,7 +194,52 @@ def read_ov_model(path: str | Path):
     try:
         return ov.Core().read_model(str(path))
     except Exception as e:  # OpenVINO raises RuntimeError with a long C++ trace
-        raise ModelError(f"OpenVINO cannot read '{path}': {first_line(e)}") from None
+        raise ov_read_error(path, e) from None
+
+
+# What OpenVINO's reader says (after its C++ file and line) -> what is wrong, in words.
+_OV_READ_ERRORS = (
+    (r"Incorrect weights in bin file|weights.*(?:out of|exceed)|Empty weights data",
+     "its weights file '{bin}' does not match it (cut short, or from another model); copy both files again"),
+    (r"Error parsing|pugi|not well.formed|XML",
+     "it is not a complete IR file (its XML is broken{where}); save or copy the model again"),
+    (r"doesn't contain the operation with type: (?P<op>\S+)",
+     "it uses an operation '{op}' that this OpenVINO does not know; save it again with this OpenVINO version"),
+    (r"unsupported opset: (?P<opset>\S+)",
+     "it was saved with operation set '{opset}', which this OpenVINO does not know; save it again with this "
+     "OpenVINO version"),
+    (r"While validating node|Argument has \d+ outputs|edge",
+     "its layers are not wired together correctly (an edge points to a missing layer or port); export it again"),
+    (r"[Mm]odel file .* is not found|cannot open|No such file|does not exist",
+     "the file or its weights cannot be opened; check that both the .xml and the .bin are there and readable"),
+)
+
+
+def ov_read_error(path: str | Path, e: BaseException | str) -> ModelError:
+    """OpenVINO's reader error as one plain sentence naming the file and what is wrong with it.
+
+    OpenVINO's messages start with its own C++ source paths ("Exception from src/...", "Check '...'
+    failed at src/..."); those mean nothing to the person whose model it is.
+    """
+    text = str(e)
+    p = Path(path)
+    for pattern, words in _OV_READ_ERRORS:
+        m = re.search(pattern, text)
+        if m:
+            at = re.search(r"at offset (\d+)", text)
+            fields = {"bin": p.with_suffix(".bin").name, "where": f" near byte {at.group(1)}" if at else "",
+                      **{k: v.strip("'\".,:") for k, v in m.groupdict().items()}}
+            return ModelError(f"OpenVINO cannot read the model '{p}': {words.format(**fields)}.")
+    detail = _last_line(text)
+    return ModelError(f"OpenVINO cannot read the model '{p}': {detail.rstrip('.')}.")
+
+
+def _last_line(text: str, limit: int = 200) -> str:
+    """OpenVINO puts the message last, under lines naming its own sources."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    plain = [ln for ln in lines if not ln.startswith(("Exception from ", "Check ", "Traceback", "File "))
+             and "src/" not in ln and ".cpp:" not in ln]
+    return (plain[-1] if plain else "the file is not a model it reads")[:limit]
 
 
 def check_ov_model(model, path) -> None:

@@ -8,8 +8,8 @@ import time
 import openvino as ov
 
 from wb_core.config import InputOptions, RunConfig
-from wb_core.errors import ConfigError, ModelError
-from wb_core.models import first_line, ov_inputs, resolve_shape
+from wb_core.errors import ConfigError
+from wb_core.models import first_line, ov_inputs, ov_read_error, resolve_shape
 
 OV_PRECISION = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 comes from the IR, not a hint
 # Ops whose runtime precision tells what the heavy math ran in.
@@ -55,7 +55,7 @@ class OpenVINOSession:
         try:
             self.model = self.core.read_model(model_path)
         except Exception as e:
-            raise ModelError(f"OpenVINO cannot read '{model_path}': {first_line(e)}") from None
+            raise ov_read_error(model_path, e) from None
         self.load_ms = (time.perf_counter() - t0) * 1e3
         self.inputs = ov_inputs(self.model)
         self.compiled = None

@@ -29,8 +29,17 @@ from wb_core.api import ConfigError, cache_dir
 from wb_core.cli.app import app
 
 REPO_NOTEBOOK = Path(__file__).resolve().parents[3] / "workbench" / "dashboard.ipynb"
+# Optional modules that cost seconds at import and that nothing in the dashboard uses, kept out of
+# Voila's server and its kernels. jsonschema (imported by Jupyter Server's event log, and in the
+# kernel by plotly's FigureWidget through nbformat) loads `rfc3987_syntax` when it is installed,
+# which builds an IRI grammar at import: about 5.5 s each time on a 2-core machine. Without it
+# jsonschema only skips checking the "iri" string format, which no schema here uses.
+SLOW_OPTIONAL_IMPORTS = ("rfc3987_syntax",)
+SKIP_SLOW_IMPORTS = "; ".join(f"sys.modules.setdefault({m!r}, None)" for m in SLOW_OPTIONAL_IMPORTS)
 # Kept in step with workbench/dashboard.ipynb, for installs without the repository around them.
-FALLBACK_SOURCE = "from wb_core.ui import dashboard\n\ndashboard()"
+FALLBACK_SOURCE = ("import sys\n\n" + SKIP_SLOW_IMPORTS.replace("; ", "\n")
+                   + "  # see wb_core.cli.dashboard.SLOW_OPTIONAL_IMPORTS\n"
+                   "from wb_core.ui import dashboard\n\ndashboard()")
 
 
 def dashboard_notebook() -> Path:
@@ -106,7 +115,9 @@ def voila_command(db: Path, port: int, host: str, token: str, cull_idle_s: int,
     fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump({"Voila": {"token": token, "tornado_settings": tornado}}, f)
-    cmd = [sys.executable, "-m", "voila", str(dashboard_notebook()), "--no-browser",
+    # `python -m voila`, with the slow optional imports skipped (see SLOW_OPTIONAL_IMPORTS).
+    boot = f"import sys; {SKIP_SLOW_IMPORTS}; from voila.app import main; sys.exit(main())"
+    cmd = [sys.executable, "-c", boot, str(dashboard_notebook()), "--no-browser",
            f"--Voila.ip={host}", f"--Voila.port={port}", "--Voila.port_retries=0",
            f"--MappingKernelManager.cull_idle_timeout={cull_idle_s}",
            f"--MappingKernelManager.cull_interval={max(5, min(60, cull_idle_s // 4))}",

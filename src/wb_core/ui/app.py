@@ -50,5 +50,14 @@ def dashboard(db: str | Path | None = None, demo: str | None = None) -> w.Tab:
         model.demo.value = demo
     tabs = w.Tab(children=list(panels.values()), titles=TAB_TITLES)
     tabs.add_class("wb-dashboard")
+
+    def on_tab(change):
+        # A panel with a `shown()` reads and draws only once it is on screen: the page starts fast.
+        panel = tabs.children[change["new"]] if change["new"] is not None else None
+        if hasattr(panel, "shown"):
+            panel.shown()
+
+    tabs.observe(on_tab, "selected_index")
+    on_tab({"new": tabs.selected_index})
     tabs.session = session
     return tabs

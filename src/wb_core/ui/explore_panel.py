@@ -1,23 +1,35 @@
 """Explore tab: limits on p99 latency, accuracy drop and memory; the Pareto plot with the
-recommended run highlighted; click a point to see its full configuration; the study's other plots.
+recommended run highlighted; click a point to see that run; the study's other plots.
 
-A slider at its right end means "no limit". Every figure is built with its data and swapped in
-whole (a FigureWidget changed before the browser has drawn it stays empty).
+A slider at its right end means "no limit". The recommendation is what the Export tab writes,
+unless the user picks a clicked run with "Export this run" (clicking alone only shows it).
+Nothing is read or drawn until the tab is first opened (`shown()`), so the page starts fast.
+Every figure is built with its data and swapped in whole (a FigureWidget changed before the
+browser has drawn it stays empty).
 """
 
 from __future__ import annotations
 
 import html
 import math
+import re
 
 import ipywidgets as w
 
 from wb_core.ui.state import DashboardState
-from wb_core.ui.widgets import CSS, MessageArea, guarded, key_values, section
+from wb_core.ui.widgets import CSS, MessageArea, button, caption, guarded, key_values, section, with_help
+from wb_core.ui.words import label, rounded, run_name
 
 OBJECTIVES = (("highest throughput", "throughput"), ("lowest p99 latency", "latency"),
               ("highest throughput per core", "throughput_per_core"))
-DETAIL_SKIP = ("study", "latency_samples_ms", "stderr_tail", "ov_properties")
+DETAIL_SKIP = ("study", "latency_samples_ms", "stderr_tail", "ov_properties", "key")
+# The short table of a clicked run: what a user compares runs by.
+SUMMARY = ("throughput", "latency_ms_p50", "latency_ms_p99", "cpu_util", "rss_mb", "accuracy", "executed_precision")
+CHOSEN_REASON = "Chosen by the user with “Export this run” in the dashboard's Explore tab."
+PARETO_CAPTION = ("Each dot is one run. Further left answers faster (p99 latency: 99 of 100 requests finish "
+                  "within it; log scale), higher does more work per second. The black line joins the runs no "
+                  "other run beats on both; the gold star is the recommendation and the dashed red line your "
+                  "p99 limit. Click a dot to see that run below.")
 
 
 def limit_slider(description: str, unit: str) -> w.FloatSlider:
@@ -36,39 +48,89 @@ def _span(values, pad: float = 1.05) -> tuple[float, float]:
     return lo, hi
 
 
-def highlight(fig, run: dict, p99_limit: float | None):
-    """The Pareto figure with a star on the recommended run and a dashed line at the p99 limit."""
+def log_range(values, pad: float = 0.08) -> list[float] | None:
+    """A log axis's range (plotly wants it in log10 units) covering the positive `values`, padded."""
+    vals = [float(v) for v in values if v is not None and v == v and float(v) > 0]
+    if not vals:
+        return None
+    lo, hi = math.log10(min(vals)), math.log10(max(vals))
+    margin = max((hi - lo) * pad, 0.05)
+    return [lo - margin, hi + margin]
+
+
+def highlight(fig, run: dict | None, p99_limit: float | None):
+    """The Pareto figure with a star on the recommended run and a dashed line at the p99 limit.
+
+    The x axis is logarithmic: plotly's `add_vline` annotation would take the limit as a log10
+    value (a 7 ms limit stretched the axis to 10^7 ms). The limit is drawn as a line trace in
+    data units instead, and the axis range is set from the data and the limit.
+    """
     import plotly.graph_objects as go
 
-    fig.add_trace(go.Scatter(x=[run["latency_ms_p99"]], y=[run["throughput"]], mode="markers",
-                             name="recommended", hoverinfo="skip",
-                             marker={"symbol": "star", "size": 22, "color": "gold",
-                                     "line": {"color": "black", "width": 1.5}}))
-    if p99_limit is not None:
-        fig.add_vline(x=p99_limit, line_dash="dash", line_color="#d62728",
-                      annotation_text=f"p99 ≤ {p99_limit:.3g} ms", annotation_position="top left")
+    xs = [x for t in fig.data for x in (t.x if t.x is not None else ())]
+    ys = [y for t in fig.data for y in (t.y if t.y is not None else ())]
+    if run is not None:
+        fig.add_trace(go.Scatter(x=[run["latency_ms_p99"]], y=[run["throughput"]], mode="markers",
+                                 name="recommended", hoverinfo="skip",
+                                 marker={"symbol": "star", "size": 22, "color": "gold",
+                                         "line": {"color": "black", "width": 1.5}}))
+    if p99_limit is not None and ys:
+        fig.add_trace(go.Scatter(x=[p99_limit, p99_limit], y=[min(ys), max(ys)], mode="lines",
+                                 name=f"p99 limit ({rounded(p99_limit, 'latency_ms_p99')} ms)", hoverinfo="skip",
+                                 line={"dash": "dash", "color": "#d62728", "width": 2}))
+        xs.append(p99_limit)
+    rng = log_range(xs)
+    if rng is not None:
+        fig.update_xaxes(type="log", range=rng, autorange=False)
     return fig
 
 
-def run_details_html(run: dict) -> str:
-    rows = [(k, v) for k, v in run.items() if k not in DETAIL_SKIP and not k.startswith("_") and _shown(v)]
+def run_summary_html(run: dict) -> str:
+    """A clicked run in a few rows of words: its name, throughput, latency, CPU, memory, accuracy."""
+    rows = [("Run", run_name(run))]
+    for col in SUMMARY:
+        v = run.get(col)
+        if _shown(v):
+            rows.append((label(col), rounded(v, col)))
     return key_values(rows)
 
 
+def run_details_html(run: dict) -> str:
+    """Every recorded setting and measurement of a run, worded and rounded (no raw dump)."""
+    rows = [(label(k), _worded(v, k)) for k, v in run.items()
+            if k not in DETAIL_SKIP and not k.startswith("_") and _shown(v)]
+    rows.append((label("key"), str(run.get("key", ""))))
+    return key_values(rows)
+
+
+def _worded(v, column: str) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {_worded(x, str(k))}" for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_worded(x, column) for x in v)
+    if hasattr(v, "item") and not isinstance(v, str):  # numpy scalars
+        v = v.item()
+    return rounded(v, column)
+
+
 def _shown(v) -> bool:
-    if v is None:
+    if v is None or (isinstance(v, str) and not v):
         return False
     if isinstance(v, float) and math.isnan(v):
         return False
     return not (isinstance(v, (list, dict)) and len(v) > 20)
 
 
+def _without_keys(text: str) -> str:
+    """A message with run keys (hex ids) taken out: the run's name already says which."""
+    return re.sub(r"\s*\(key [0-9a-f]{6,}\)", "", text)
+
+
 class ExplorePanel(w.VBox):
-    """Recommends a run of DashboardState.study under the user's limits; sets DashboardState.selected_key."""
+    """Recommends a run of DashboardState.study under the user's limits; sets DashboardState.selected_key
+    (the recommendation, or a clicked run the user chose with "Export this run")."""
 
     def __init__(self, session: DashboardState):
-        from wb_core.api import plots, recommend  # noqa: F401  (fail here, not in a callback, if one is missing)
-
         self.session = session
         self.messages = MessageArea()
         self.p99 = limit_slider("Max p99 latency (ms)", "ms")
@@ -80,25 +142,71 @@ class ExplorePanel(w.VBox):
         self.recommendation = w.HTML()
         self.recommendation.add_class("wb-recommendation")
         self.pareto_box = w.Box()
-        self.details = w.HTML("<i>Click a point of the plot to see its full configuration.</i>")
+        self.pareto_caption = caption(PARETO_CAPTION)
+        self.details = w.HTML("<i>Click a point of the plot to see that run here.</i>")
         self.details.add_class("wb-run-details")
+        self.full_details = w.HTML()
+        self.full_details.add_class("wb-run-full")
+        self.details_toggle = w.Accordion(children=[self.full_details], titles=("details: every setting and "
+                                                                               "measurement of this run",))
+        self.details_toggle.selected_index = None
+        self.details_toggle.layout.display = "none"
+        self.export_this = button("Export this run", "primary", "share",
+                                  tooltip="Make this run the one the Export tab writes.")
+        self.export_this.layout.display = "none"
+        self.export_this.on_click(guarded(self.messages)(self._on_export_this))
+        self.chosen_text = w.HTML()
         self.other_plots = w.Tab()
+        # Drawn when opened: each figure is a plotly widget the browser takes a moment to start.
+        self.more = w.Accordion(children=[w.VBox([self.other_plots])], titles=("More plots: batch size, threads, "
+                                                                              "cores, accuracy",))
+        self.more.selected_index = None
+        self.more.observe(guarded(self.messages)(self._on_more), "selected_index")
+        self._others_drawn = False
+        self.other_caption = caption("The best run for each value of one setting (batch size, threads, cores), "
+                                     "one line per runtime and precision: where a line flattens, more of that "
+                                     "setting stops paying.")
         self._df = None
         self._hardware = None
+        self._clicked: dict | None = None
+        self._user_key = ""  # a run the user chose with "Export this run" (kept until the limits change)
+        self._shown = False
+        self._stale = True
         for s in (self.p99, self.memory, self.accuracy, self.objective):
-            s.observe(guarded(self.messages)(self._on_limits), "value")
+            s.observe(guarded(self.messages)(self._on_limits_changed), "value")
         session.observe(guarded(self.messages)(self._on_results), "results_version")
+        session.observe(guarded(self.messages)(self._on_study), "study")
         super().__init__([w.HTML(CSS), section("Explore"), w.HTML(
             "Drag a limit to the left to tighten it; at the right end it is off."),
-            self.objective, self.p99, self.memory, self.accuracy, self.limits_text, self.messages,
-            section("Recommendation"), self.recommendation, self.pareto_box, section("Selected run"), self.details,
-            section("More plots"), self.other_plots])
+            with_help(self.objective, "What “best” means: the most samples per second, the fastest answer, "
+                                      "or the most work per CPU core."),
+            with_help(self.p99, "The slowest 1 in 100 requests must finish within this many milliseconds."),
+            with_help(self.memory, "The most memory the run may use at its peak."),
+            with_help(self.accuracy, "How much accuracy a lower precision (INT8, BF16) may lose against FP32, "
+                                     "as a fraction (0.01 = one point in a hundred)."),
+            self.limits_text, self.messages,
+            section("Recommendation"), self.recommendation, self.pareto_box, self.pareto_caption,
+            section("Clicked run"), self.details, self.details_toggle, w.HBox([self.export_this]), self.chosen_text,
+            section("More plots"), self.more, self.other_caption])
         self.add_class("wb-explore-panel")
         self._updating = False
-        guarded(self.messages)(self._on_results)()
+
+    def shown(self) -> None:
+        """The tab is on screen: read and draw what changed since (the first time: everything)."""
+        self._shown = True
+        if self._stale:
+            guarded(self.messages)(self._on_results)()
 
     # ---- data ----
+    def _on_study(self, *_):
+        self._user_key = ""
+        self._on_results()
+
     def _on_results(self, *_):
+        if not self._shown:
+            self._stale = True
+            return
+        self._stale = False
         from wb_core.api import successful, with_efficiency
 
         df = self.session.results()
@@ -108,6 +216,7 @@ class ExplorePanel(w.VBox):
             self.recommendation.value = "<i>No results yet: run a sweep, or open a previous study in the Sweep tab.</i>"
             self.pareto_box.children = []
             self.other_plots.children = []
+            self._others_drawn = False
             return
         rec = self.session.study_record() or {}
         self._hardware = rec.get("hardware")
@@ -121,7 +230,11 @@ class ExplorePanel(w.VBox):
             self._fit(self.accuracy, drops if len(drops) else None, floor_max=0.01)
         finally:
             self._updating = False
-        self._draw_other_plots()
+        if self._user_key and self._user_key not in set(self._df["key"]):
+            self._user_key = ""
+        self._others_drawn = False
+        if self.more.selected_index is not None:
+            self._draw_other_plots()
         self._on_limits()
 
     def _fit(self, slider: w.FloatSlider, values, floor_max: float | None = None) -> None:
@@ -154,6 +267,12 @@ class ExplorePanel(w.VBox):
                            max_accuracy_drop=limit(self.accuracy))
 
     # ---- recommendation ----
+    def _on_limits_changed(self, *_):
+        if self._updating:
+            return
+        self._user_key = ""  # new limits: the recommendation under them is what Export writes again
+        self._on_limits()
+
     def _on_limits(self, *_):
         if self._updating or self._df is None:
             return
@@ -165,7 +284,7 @@ class ExplorePanel(w.VBox):
             rec = recommend(self._df, cons, self.objective.value, hardware=self._hardware)
         except NoRunMeetsConstraints as e:
             self.recommendation.value = (f"<div class='wb-msg wb-msg-error wb-no-run'><b>No run meets these limits.</b> "
-                                         f"{html.escape(str(e))}</div>")
+                                         f"{html.escape(_without_keys(str(e)))}</div>")
             self._draw_pareto(None, cons)
             return
         except WorkbenchError as e:
@@ -173,14 +292,15 @@ class ExplorePanel(w.VBox):
             self._draw_pareto(None, cons)
             return
         best = rec.best
-        runners = "".join(f"<li>{html.escape(_label(r))}: p99 {r['latency_ms_p99']:.3g} ms, "
-                          f"{r['throughput']:,.1f} samples/s</li>" for r in rec.runners_up)
+        runners = "".join(f"<li>{html.escape(run_name(r))}: p99 latency {rounded(r['latency_ms_p99'], 'latency')} ms, "
+                          f"{rounded(r['throughput'], 'throughput')} samples/s</li>" for r in rec.runners_up)
         self.recommendation.value = (
-            f"<div class='wb-msg wb-msg-ok'><b class='wb-best'>{html.escape(_label(best))}</b> "
-            f"(run <code class='wb-best-key'>{html.escape(str(best['key']))}</code>)<br>{html.escape(rec.reason)}</div>"
+            f"<div class='wb-msg wb-msg-ok'>Recommended: <b class='wb-best' data-key='{html.escape(str(best['key']))}'>"
+            f"{html.escape(run_name(best))}</b><br>{html.escape(_without_keys(rec.reason))}</div>"
             + (f"Next best:<ul>{runners}</ul>" if runners else ""))
-        self.session.selected_reason = rec.reason
-        self.session.selected_key = str(best["key"])
+        if not self._user_key:
+            self.session.selected_reason = rec.reason
+            self.session.selected_key = str(best["key"])
         self._draw_pareto(best, cons)
 
     # ---- plots ----
@@ -190,12 +310,11 @@ class ExplorePanel(w.VBox):
         from wb_core.api import plots
 
         fig = plots.latency_throughput(self._df)
-        if best is not None:
-            highlight(fig, best, cons.max_p99_ms)
+        highlight(fig, best, cons.max_p99_ms)
         fig.update_layout(height=420, margin={"t": 60, "b": 40, "l": 60, "r": 20})
         widget = go.FigureWidget(fig)
         for trace in widget.data:
-            if trace.name != "recommended":
+            if trace.name != "recommended" and not str(trace.name).startswith("p99 limit"):
                 trace.on_click(self._on_click)
         self.pareto_box.children = [widget]
 
@@ -215,10 +334,32 @@ class ExplorePanel(w.VBox):
         return ok.loc[dist.idxmin()].to_dict()
 
     def show_run(self, run: dict) -> None:
-        """Show a run's full configuration and make it the one Export writes."""
-        self.details.value = (f"<b>{html.escape(_label(run))}</b> (selected for export)" + run_details_html(run))
-        self.session.selected_reason = ""
-        self.session.selected_key = str(run["key"])
+        """Show a run in words (its full record behind "details"); Export is not changed by this."""
+        self._clicked = run
+        self.details.value = run_summary_html(run)
+        self.full_details.value = run_details_html(run)
+        self.details_toggle.layout.display = ""
+        self.export_this.layout.display = ""
+        self.export_this.disabled = str(run["key"]) == self.session.selected_key
+        self.chosen_text.value = ("<i>This run is the one the Export tab writes.</i>" if self.export_this.disabled
+                                  else "<i>Export writes the recommended run; press “Export this run” to write "
+                                       "this one instead.</i>")
+
+    def _on_export_this(self, *_):
+        """The clicked run becomes the one Export writes (until the limits change)."""
+        if self._clicked is None:
+            return
+        key = str(self._clicked["key"])
+        self._user_key = key
+        self.session.selected_reason = CHOSEN_REASON
+        self.session.selected_key = key
+        self.export_this.disabled = True
+        self.chosen_text.value = (f"<div class='wb-msg wb-msg-ok wb-chosen'>The Export tab now writes "
+                                  f"{html.escape(run_name(self._clicked))}.</div>")
+
+    def _on_more(self, *_):
+        if self.more.selected_index is not None and not self._others_drawn and self._df is not None:
+            self._draw_other_plots()
 
     def _draw_other_plots(self) -> None:
         import plotly.graph_objects as go
@@ -229,10 +370,5 @@ class ExplorePanel(w.VBox):
         figs.pop("latency_throughput", None)
         titles = {"batch": "Batch size", "threads": "Threads", "cores": "Cores", "accuracy": "Accuracy"}
         self.other_plots.children = [go.FigureWidget(f) for f in figs.values()]
-        self.other_plots.titles = tuple(titles.get(k, k) for k in figs)
-
-
-def _label(run) -> str:
-    from wb_core.api import run_label
-
-    return run_label(run)
+        self.other_plots.titles = tuple(titles.get(k, k.replace("_", " ").capitalize()) for k in figs)
+        self._others_drawn = True

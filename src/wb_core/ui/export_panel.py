@@ -1,8 +1,10 @@
-"""Export tab: pick a format, preview the files, download them, or write them to a folder; serve the
-run with a real Triton server and measure it (the serve check).
+"""Export tab: pick a format, preview the files, download them, or write them to a folder; download
+the study's HTML report; serve the run with a real Triton server and measure it (the serve check).
 
-The run exported is the one the Explore tab chose (the recommendation, or a point the user
-clicked); with none chosen, the study's recommended run without limits. Downloads and folders
+The run exported is the one the Explore tab chose (the recommendation under the user's limits, or
+a run the user picked with "Export this run"); with none chosen, the study's recommended run
+without limits. The tab says which run (by name) and why. Nothing is rendered until the tab is
+first opened (`shown()`). Downloads and folders
 hold the model files in the format's layout (the export package builds them: `zip_bundle`,
 `export(..., bundle=True)`); the serve check is `wb_core.api.serve_check`.
 """
@@ -18,14 +20,31 @@ import zipfile
 import ipywidgets as w
 
 from wb_core.ui.state import DashboardState
-from wb_core.ui.widgets import CSS, MessageArea, button, guarded, section, text
+from wb_core.ui.widgets import CSS, MessageArea, button, guarded, section, text, with_help
+from wb_core.ui.words import run_name
+
+# The formats as people know them (the file they get in brackets); a format added later falls back
+# to its exporter's own description.
+FORMAT_TITLES = {
+    "yaml": "Deployment YAML (deployment.yaml)",
+    "ovms": "OpenVINO Model Server config (config.json)",
+    "triton": "Triton model repository (config.pbtxt)",
+    "tfserving": "TensorFlow Serving (run script and batching parameters)",
+    "kserve": "KServe InferenceService (inferenceservice.yaml)",
+}
+# What Explore's "Export this run" sets as the reason (kept in step with explore_panel.CHOSEN_REASON).
+CHOSEN_PREFIX = "Chosen by the user"
 
 
-def download_link(filename: str, data: bytes, label: str) -> str:
+def format_title(key: str, module) -> str:
+    return FORMAT_TITLES.get(key) or str(getattr(module, "DESCRIPTION", key)).split(":")[0]
+
+
+def download_link(filename: str, data: bytes, label: str, mime: str = "application/octet-stream") -> str:
     """An HTML link that saves `data` as `filename` in the browser (no server round trip)."""
     b64 = base64.b64encode(data).decode()
     return (f'<a class="wb-download jupyter-button mod-primary" download="{html.escape(filename)}" '
-            f'href="data:application/octet-stream;base64,{b64}" '
+            f'href="data:{mime};base64,{b64}" '
             f'style="padding:6px 12px;text-decoration:none;display:inline-block">⬇ {html.escape(label)}</a>')
 
 
@@ -53,10 +72,11 @@ class ExportPanel(w.VBox):
 
         self.session = session
         self.messages = MessageArea()
-        self.format = w.Dropdown(options=[(f"{k}: {m.DESCRIPTION}", k) for k, m in EXPORTERS.items()], value="yaml",
+        self.format = w.Dropdown(options=[(format_title(k, m), k) for k, m in EXPORTERS.items()], value="yaml",
                                  description="Format", style={"description_width": "150px"},
-                                 layout=w.Layout(width="820px"))
+                                 layout=w.Layout(width="620px"))
         self.run_line = w.HTML()
+        self.run_line.add_class("wb-export-run")
         self.preview = w.HTML()
         self.download = w.HTML()
         self.folder = text("Folder on the server", "deployment", "Files are written here (created if missing).")
@@ -64,26 +84,52 @@ class ExportPanel(w.VBox):
                                                               "layout, ready to copy to a server)", indent=False,
                                       layout=w.Layout(width="auto"))
         self.write = button("Write files", icon="save")
+        self.report_button = button("Build the report", icon="file-text-o",
+                                    tooltip="One HTML page with the study's results, plots and recommendation.")
+        self.report_messages = MessageArea()
+        self.report_download = w.HTML()
+        self._reporting: threading.Thread | None = None
         self.serve = button("Serve and measure", icon="server")
         self.serve_messages = MessageArea()
         self.serve_result = w.HTML()
         self._serving: threading.Thread | None = None
         self._files: dict[str, str] = {}
         self._dep = None
+        self._shown = False
+        self._stale = True
         self.format.observe(guarded(self.messages)(self.render), "value")
         self.with_models.observe(guarded(self.messages)(self.render), "value")
         self.serve.on_click(guarded(self.serve_messages)(self._on_serve))
+        self.report_button.on_click(guarded(self.report_messages)(self._on_report))
         session.observe(guarded(self.messages)(self.render), ["selected_key", "results_version", "study"])
+        session.observe(self._forget_report, ["results_version", "study"])
         self.write.on_click(guarded(self.messages)(self._on_write))
-        serve_help = w.HTML("<i>Starts a real tritonserver on 127.0.0.1 with this run's instances, pinning and "
-                            "batching (Python backend running OpenVINO), drives it at the run's concurrency or rate, "
-                            "and stores served against predicted throughput and latency.</i>")
-        super().__init__([w.HTML(CSS), section("Export"), self.run_line, self.format, self.with_models, self.messages,
-                          self.download, section("Preview"), self.preview, section("Write to a folder"),
-                          w.HBox([self.folder, self.write]), section("Serve check"), serve_help, self.serve,
+        serve_help = w.HTML("<div class='wb-help-block'>Starts a real Triton server on this machine with this "
+                            "run's instances, pinning and batching (its Python backend running OpenVINO), "
+                            "sends it requests at the run's concurrency or rate, and stores what it served "
+                            "against what the measurement predicted.</div>")
+        super().__init__([w.HTML(CSS), section("Export"), self.run_line,
+                          with_help(self.format, "The serving system you deploy to; the preview below shows "
+                                                 "the files it gets."),
+                          _flush(with_help(self.with_models, "Adds the model in the layout the server expects; "
+                                                             "without it you get only the configuration files.")),
+                          self.messages, self.download, section("Preview"), self.preview,
+                          section("Write to a folder"),
+                          w.HBox([with_help(self.folder, "A folder on the machine running the dashboard."),
+                                  self.write]),
+                          section("Report"),
+                          w.HTML("<div class='wb-help-block'>The whole study on one HTML page (results table, "
+                                 "plots, recommendation), to keep or send to someone.</div>"),
+                          self.report_button, self.report_messages, self.report_download,
+                          section("Serve check"), serve_help, self.serve,
                           self.serve_messages, self.serve_result])
         self.add_class("wb-export-panel")
-        guarded(self.messages)(self.render)()
+
+    def shown(self) -> None:
+        """The tab is on screen: render what changed since (the first time: everything)."""
+        self._shown = True
+        if self._stale:
+            guarded(self.messages)(self.render)()
 
     def deployment(self):
         from wb_core.api import deployment_for_study
@@ -95,6 +141,10 @@ class ExportPanel(w.VBox):
         return dep
 
     def render(self, *_):
+        if not self._shown:
+            self._stale = True
+            return
+        self._stale = False
         from wb_core.api import render
 
         self.messages.clear()
@@ -104,9 +154,7 @@ class ExportPanel(w.VBox):
             self.preview.value = self.download.value = ""
             return
         self._dep = self.deployment()
-        how = "recommended" if self.session.selected_reason or not self.session.selected_key else "chosen in Explore"
-        self.run_line.value = (f"Run <code>{html.escape(self._dep.measurement.run_key)}</code> of study "
-                               f"<b>{html.escape(self.session.study)}</b> ({how}).")
+        self.run_line.value = self.run_line_html()
         result = render(self._dep, self.format.value)
         self._files = dict(result.files)
         parts = [f"<b>{html.escape(name)}</b><div class='wb-pre'>{html.escape(body)}</div>"
@@ -116,6 +164,62 @@ class ExportPanel(w.VBox):
         self.preview.value = "".join(parts)
         self.download.value = self._download_link()
         self.serve_result.value = serve_checks_html(self.session.db, self.session.study, self._dep.measurement.run_key)
+
+    def run_line_html(self) -> str:
+        """Which run is exported, by its name, and why: recommended under the limits or chosen by the user."""
+        s, dep = self.session, self._dep
+        reason = dep.measurement.reason or ""
+        if s.selected_key and s.selected_reason.startswith(CHOSEN_PREFIX):
+            why = "you chose it with “Export this run” in the Explore tab."
+        elif s.selected_key:
+            why = f"recommended under the limits set in the Explore tab. {reason}"
+        else:
+            why = f"recommended with no limits (set limits in the Explore tab). {reason}"
+        run = self._run_record(dep.measurement.run_key)
+        name = run_name(run) if run is not None else dep.serving_name
+        return (f"<div class='wb-msg wb-msg-info'>Exporting <b class='wb-export-name' "
+                f"data-key='{html.escape(dep.measurement.run_key)}'>{html.escape(name)}</b> of study "
+                f"<b>{html.escape(s.study)}</b>: <span class='wb-export-why'>{html.escape(why.strip())}</span></div>")
+
+    def _run_record(self, key: str) -> dict | None:
+        df = self.session.results()
+        if df.empty or "key" not in df.columns:
+            return None
+        rows = df[df["key"] == key]
+        return rows.iloc[0].to_dict() if len(rows) else None
+
+    def _forget_report(self, *_):
+        self.report_download.value = ""
+
+    def _on_report(self, *_):
+        s = self.session
+        if not s.study or s.results().empty:
+            self.report_messages.show("Nothing to report yet: run a sweep or open a study first.", "error")
+            return
+        if self._reporting is not None and self._reporting.is_alive():
+            self.report_messages.show("The report is being built; wait for it to finish.", "error")
+            return
+        self.report_button.disabled = True
+        self.report_download.value = ""
+        self.report_messages.show(f"Building the report of study {s.study}: reading its results and drawing "
+                                  f"the plots…")
+        self._reporting = threading.Thread(target=self._build_report, args=(s.db, s.study), daemon=True,
+                                           name="wb-report")
+        self._reporting.start()
+
+    def _build_report(self, db: str, study: str) -> None:
+        from wb_core.api import build_report
+
+        try:
+            text = build_report(db, study)
+            data = text.encode("utf-8")
+            name = f"{_file_stem(study)}-report.html"
+            self.report_download.value = download_link(name, data, f"Download {name}", "text/html")
+            self.report_messages.show(f"Report ready ({len(data) / 2**20:.1f} MB): download it below.", "ok")
+        except Exception as e:  # shown inline (one sentence)
+            self.report_messages.error(e)
+        finally:
+            self.report_button.disabled = False
 
     def _download_link(self) -> str:
         from wb_core.api import model_files, zip_bundle
@@ -158,7 +262,9 @@ class ExportPanel(w.VBox):
             return
         key = self._dep.measurement.run_key
         self.serve.disabled = True
-        self.serve_messages.show(f"Serving run {key} with tritonserver and measuring it…")
+        run = self._run_record(key)
+        self.serve_messages.show(f"Serving {run_name(run) if run is not None else key} with Triton and "
+                                 f"measuring it…")
         self._serving = threading.Thread(target=self._serve_check, args=(key,), daemon=True, name="wb-serve-check")
         self._serving.start()
 
@@ -210,3 +316,16 @@ def _num(v) -> str:
     if v is None:
         return "n/a"
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def _file_stem(name: str) -> str:
+    """A study name as a safe file name."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "study"
+
+
+def _flush(box):
+    """A help line under a control that has no description column (a checkbox) starts at its left."""
+    box.add_class("wb-field-flush")
+    return box

@@ -1,14 +1,20 @@
-"""Model tab: pick a bundled demo, a path on the server or an upload; show its inputs and the CPU."""
+"""Model tab: pick a bundled demo, a path on the server or an upload; show its inputs and the CPU.
+
+Reading a model (and building a demo the first time, which trains it: a minute or two) runs in a
+background thread with a progress line, the button disabled until it is done, so the page stays
+live. The CPU table is filled in the background too, after the page is up.
+"""
 
 from __future__ import annotations
 
 import html
+import threading
 
 import ipywidgets as w
 
 from wb_core.ui.state import DashboardState
 from wb_core.ui.uploads import MODEL_SUFFIXES, save_upload, upload_limit_mb
-from wb_core.ui.widgets import CSS, MessageArea, button, guarded, key_values, section, text
+from wb_core.ui.widgets import CSS, MessageArea, button, guarded, key_values, section, text, with_help
 
 SOURCES = ("Demo model", "Path on the server", "Upload")
 
@@ -46,35 +52,50 @@ class ModelPanel(w.VBox):
 
         self.session = session
         self.messages = MessageArea()
-        self.source = w.ToggleButtons(options=SOURCES, value=SOURCES[0], description="Source", style={"button_width": "150px"})
+        self.source = w.ToggleButtons(options=SOURCES, value=SOURCES[0], description="Source",
+                                     style={"button_width": "150px", "description_width": "150px"})
         self.demo = w.Dropdown(options=[(f"{k}: {v}", k) for k, v in DEMOS.items()], value="lenet-digits",
-                               description="Demo", layout=w.Layout(width="620px"))
+                               description="Demo", style={"description_width": "150px"},
+                               layout=w.Layout(width="620px"))
         self.path = text("Path", placeholder="/data/models/resnet50.onnx or a SavedModel folder")
         limit = upload_limit_mb()
         self.upload = w.FileUpload(accept=",".join(MODEL_SUFFIXES), multiple=True,
                                    description=f"Choose files (≤ {limit} MB)", layout=w.Layout(width="260px"))
-        self.upload_help = w.HTML(".onnx, .keras, an IR's .xml with its .bin, or a SavedModel folder zipped.")
+        self.upload_help = w.HTML("<div class='wb-help-inline'>.onnx, .keras, an IR's .xml with its .bin, or a "
+                                  "SavedModel folder zipped.</div>")
         self.use = button("Use this model", "primary", "check")
         self.model_info = w.HTML()
-        self.hardware = w.HTML()
+        self.hardware = w.HTML("<i>Reading this machine's CPU…</i>")
         self.choice = w.VBox()
+        self._work: threading.Thread | None = None
         self.source.observe(self._on_source, "value")
         self.use.on_click(guarded(self.messages)(self._on_use))
         self._on_source()
-        super().__init__([w.HTML(CSS), section("Model"), self.source, self.choice,
-                          w.HBox([self.use]), self.messages, self.model_info, section("Hardware"), self.hardware])
+        super().__init__([w.HTML(CSS), section("Model"),
+                          with_help(self.source, "A ready-made demo, a model file already on this server, or "
+                                                 "one from your computer."),
+                          self.choice, w.HBox([self.use]), self.messages, self.model_info,
+                          section("Hardware"), self.hardware])
         self.add_class("wb-model-panel")
-        guarded(self.messages)(self._show_hardware)()
+        # Detecting the CPU takes a second or two: done after the page is up.
+        self._hw_thread = threading.Thread(target=guarded(self.messages)(self._show_hardware), daemon=True,
+                                           name="wb-hardware")
+        self._hw_thread.start()
 
     def _show_hardware(self):
         self.hardware.value = hardware_html()
 
     def _on_source(self, *_):
-        self.choice.children = {SOURCES[0]: [self.demo], SOURCES[1]: [self.path],
-                                SOURCES[2]: [w.HBox([self.upload, self.upload_help])]}[self.source.value]
+        self.choice.children = {
+            SOURCES[0]: [with_help(self.demo, "Built on this machine the first time (a minute or two), then reused.")],
+            SOURCES[1]: [with_help(self.path, "An .onnx or .keras file, an OpenVINO .xml (its .bin beside it) or "
+                                              "a SavedModel folder.")],
+            SOURCES[2]: [w.HBox([self.upload, self.upload_help])]}[self.source.value]
 
     def _on_use(self, *_):
-        self.messages.show("Reading the model…")
+        if self._work is not None and self._work.is_alive():
+            self.messages.show("Still reading the model; wait for it to finish.")
+            return
         self.model_info.value = ""
         if self.source.value == SOURCES[0]:
             model, label = self.demo.value, self.demo.value
@@ -86,16 +107,48 @@ class ModelPanel(w.VBox):
             label = model
         else:
             files = list(self.upload.value)
+            self.messages.show("Saving the upload…")
             model = str(save_upload(files))
             label = ", ".join(f["name"] for f in files)
-        self.select(model, label)
+        self.use.disabled = True
+        self.messages.show("Reading the model…")
+        self._work = threading.Thread(target=self._select_in_background, args=(model, label), daemon=True,
+                                      name="wb-model")
+        self._work.start()
 
-    def select(self, model: str, label: str | None = None) -> None:
-        """Inspect `model` (a demo name or a path) and make it the one the Sweep tab profiles."""
-        from wb_core.api import inspect_model
+    def _select_in_background(self, model: str, label: str) -> None:
+        try:
+            self.select(model, label, progress=lambda text: self.messages.show(text))
+        except Exception as e:  # one sentence on the page; the button works again
+            self.messages.error(e)
+        finally:
+            self.use.disabled = False
 
+    def wait(self, timeout: float | None = None) -> None:
+        """Until the CPU table is filled and the model being read is ready (or failed)."""
+        self._hw_thread.join(timeout)
+        if self._work is not None:
+            self._work.join(timeout)
+
+    def select(self, model: str, label: str | None = None, progress=None) -> None:
+        """Inspect `model` (a demo name or a path) and make it the one the Sweep tab profiles.
+
+        `progress(text)` hears each step: building a demo (the first time), reading the inputs.
+        """
+        from wb_core.api import DEMOS, ensure_demo, inspect_model
+
+        say = progress or (lambda text: None)
+        name = label or model
+        if model in DEMOS:
+            say(f"Step 1 of 2: preparing the demo model {model} (built and trained on this machine the first "
+                f"time, which takes a minute or two; later it is reused)…")
+            ensure_demo(model)
+            say(f"Step 2 of 2: reading the inputs of {model}…")
+        else:
+            say(f"Reading {name}: checking its format and inputs (a SavedModel or Keras file loads TensorFlow, "
+                f"a few seconds)…")
         info = inspect_model(model)
         self.model_info.value = inputs_html(info)
-        self.session.model_label = label or model
+        self.session.model_label = name
         self.session.model_path = info["path"]
-        self.messages.show(f"Ready: {label or model} ({info['format']}). Go to the Sweep tab to profile it.", "ok")
+        self.messages.show(f"Ready: {name} ({info['format']}). Go to the Sweep tab to profile it.", "ok")

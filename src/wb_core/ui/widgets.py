@@ -34,6 +34,19 @@ CSS = """
 .wb-caption { color: #444; font-size: 12px; margin: 2px 0 8px 0; }
 .wb-pre { font-family: monospace; font-size: 12px; white-space: pre; max-height: 420px; overflow: auto;
           background: #f8f8f8; border: 1px solid #ddd; padding: 8px; }
+/* One look on every tab: one font, section titles in one colour, help text in one grey. */
+.wb-dashboard { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
+                color: #222; }
+.wb-dashboard h3 { color: #1f4e79; font-size: 15px; border-bottom: 1px solid #dbe4ee; padding-bottom: 2px; }
+.wb-help-block, .wb-help-inline { color: #555; font-size: 12px; line-height: 1.3; margin: 2px 0 6px 0; }
+.wb-help-inline { padding: 6px 8px; }
+.wb-explore-panel .wb-help { margin-left: 178px; }
+.wb-field-flush .wb-help { margin-left: 0; }
+.wb-recommendation .wb-best { font-size: 14px; }
+.wb-run-details .wb-kv td:first-child, .wb-run-full .wb-kv td:first-child { color: #444; white-space: nowrap; }
+.wb-run-full .wb-kv td { font-size: 12px; }
+.wb-download { border-radius: 4px; margin: 4px 8px 4px 0; }
+.wb-export-run { margin: 2px 0 6px 0; }
 </style>
 """
 
