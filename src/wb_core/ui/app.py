@@ -19,6 +19,7 @@ TABS = (
     ("Sweep", "sweep_panel", "SweepPanel"),
     ("Explore", "explore_panel", "ExplorePanel"),
     ("Export", "export_panel", "ExportPanel"),
+    ("Capacity", "capacity_panel", "CapacityPanel"),
 )
 TAB_TITLES = tuple(t[0] for t in TABS)
 
