@@ -9,6 +9,7 @@ from analysis_data import make_study_db, sample_frame
 from wb_core.api import ConfigError, capacity
 from wb_core.ui.capacity_panel import CapacityPanel, number, plan_sentence, rate_figure, run_options
 from wb_core.ui.state import DashboardState
+from wb_core.ui.words import rounded
 
 
 @pytest.fixture
@@ -128,7 +129,10 @@ def test_rate_figure_draws_the_limit_and_marks_the_queueing_rates():
     limit = fig.data[-1]
     assert list(limit.y) == [10.0, 10.0] and limit.line.dash == "dash"
     assert fig.layout.xaxis.title.text == "arrival rate (requests/s)"
-    assert fig.layout.yaxis.title.text == "p99 latency (ms)"
+    assert fig.layout.yaxis.title.text == "p99 latency (ms)" and fig.layout.yaxis.type != "log"
+    # A limit far above every measured p99 would flatten the dots onto the axis: a log scale, said so.
+    loose = rate_figure(probes[:1], 1000.0)
+    assert loose.layout.yaxis.type == "log" and loose.layout.yaxis.title.text == "p99 latency (ms), log scale"
 
 
 def test_find_max_rate_draws_each_probe_and_answers_in_words(lenet_ir, tmp_path, fast):
@@ -155,7 +159,9 @@ def test_find_max_rate_draws_each_probe_and_answers_in_words(lenet_ir, tmp_path,
     assert p.rate_answer.value.count("OpenVINO · FP32 · batch 1 · 1 threads") == 1
     assert len(p._probes) == 3 and "Done: 3 rate(s) tried" in p.rate_progress.value
     fig = p.rate_box.children[0]
-    assert sum(len(t.x) for t in fig.data if t.name != "p99 limit") >= 3  # two probes and the star
+    star = next(t for t in fig.data if t.name == "highest rate within")
+    assert sum(len(t.x) for t in fig.data if t.name != "p99 limit") >= 4  # three probes and the star
+    assert f"sustains {rounded(star.x[0])} requests/s" in p.rate_answer.value  # the star is the answer
     assert not p.find.disabled and seen  # the other tabs were told the study grew
     df = load_results(db, "rate")
     assert df.rate.notna().sum() == 3  # every probe stored

@@ -97,10 +97,14 @@ def rate_figure(probes: list[dict], p99_ms: float | None, best_rate: float | Non
                                  line={"dash": "dash", "color": "black", "width": 1.5}, hoverinfo="skip"))
     if not traces:
         traces = [go.Scatter(x=[], y=[], mode="markers", name="no rate tried yet")]
+    # A loose limit far above the measured p99s would flatten them onto the axis: a log scale shows both.
+    low = min([p["p99"] for p in measured if p["p99"] > 0] + [p99_ms or top])
+    log = top / low > 30
     return go.FigureWidget(data=traces, layout=go.Layout(
         title="Rates tried: p99 latency vs arrival rate", xaxis_title="arrival rate (requests/s)",
-        yaxis_title="p99 latency (ms)", height=360, margin={"t": 50, "b": 40, "l": 60, "r": 20},
-        xaxis={"rangemode": "tozero"}, yaxis={"rangemode": "tozero"}))
+        yaxis_title="p99 latency (ms)" + (", log scale" if log else ""), height=360,
+        margin={"t": 50, "b": 40, "l": 60, "r": 20}, xaxis={"rangemode": "tozero"},
+        yaxis={"type": "log"} if log else {"rangemode": "tozero"}))
 
 
 def plan_sentence(plan) -> str:
@@ -165,9 +169,9 @@ class CapacityPanel(w.VBox):
         self._probes: list[dict] = []
         # ---- capacity plan ----
         self.plan_messages = MessageArea()
-        self.target = with_help(text("Target rate (requests/s)", "1000", placeholder="e.g. 5000"),
+        self.target = with_help(text("Target (requests/s)", "1000", placeholder="e.g. 5000"),
                                 "How many requests per second the service must handle at peak.")
-        self.plan_p99 = with_help(text("p99 limit (ms)", "", placeholder="no limit"),
+        self.plan_p99 = with_help(text("Planned p99 limit (ms)", "", placeholder="no limit"),
                                   "Optional: only measurements whose p99 stayed within this many milliseconds count. "
                                   "Leave empty for no latency limit.")
         self.machine = with_help(text("CPUs per replica", str(self.here)),
@@ -301,7 +305,11 @@ class CapacityPanel(w.VBox):
                        + ("within the limit" if probe["p99"] <= p99_ms else "over the limit"))
             self.rate_progress.value = (f"<i>Working… tried {len(self._probes)} rate(s); last: "
                                         f"{rounded(probe['rate'])} requests/s → {html.escape(how)}.</i>")
-            self._draw_rates(p99_ms)
+            # The star goes on the highest rate within the limit so far: the search's answer once it ends,
+            # so the last probe's figure is the final one (a figure swapped twice at once may not be drawn).
+            passed = [p["rate"] for p in self._probes if p["status"] == "ok" and not p["saturated"]
+                      and p["p99"] is not None and p["p99"] <= p99_ms]
+            self._draw_rates(p99_ms, max(passed) if passed else None)
         except Exception as e:  # never break the search over a drawing problem
             self.rate_messages.error(e)
 
@@ -318,7 +326,6 @@ class CapacityPanel(w.VBox):
                 f"<div class='wb-msg wb-msg-ok'><b class='wb-max-rate'>{html.escape(name)} sustains "
                 f"{rounded(best['rate'])} requests/s with p99 ≤ {rounded(p99_ms)} ms</b> (measured p99 "
                 f"{rounded(best['p99_ms'], 'latency')} ms).{html.escape(back_to_back)}</div>")
-            self._draw_rates(p99_ms, best["rate"])
         else:
             self.rate_answer.value = (
                 f"<div class='wb-msg wb-msg-error'><b class='wb-max-rate'>No rate tried kept p99 within "
