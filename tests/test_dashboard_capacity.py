@@ -64,15 +64,8 @@ def test_capacity_tab(server, page, lenet_dir, fast):
     answer.wait_for(timeout=180_000)
     assert "sustains" in answer.inner_text() and "requests/s with p99 ≤ 1,000 ms" in answer.inner_text(), \
         answer.inner_text()
-    try:
-        page.wait_for_function(f"() => ({PROBES_DRAWN})() >= 3", timeout=60_000)
-    except Exception:
-        print("DEBUG", page.errors, page.console_errors)
-        print("DEBUG", page.evaluate("""() => [...document.querySelectorAll('.wb-capacity-panel .js-plotly-plot')]
-            .map(el => el.data ? el.data.map(t => [t.name, t.x ? t.x.length : -1]) : 'nodata')"""))
-        print("DEBUG", page.evaluate("() => document.querySelector('.wb-rate-plot').innerHTML.length"))
-        shoot(page, "capacity-debug")
-        raise
+    page.wait_for_function(f"() => ({PROBES_DRAWN})() >= 3", timeout=60_000)
+    assert cap.locator(".wb-rate-table tbody tr").count() == 3  # the rates tried, listed as they came
     assert find.is_enabled()
     assert "Done: 3 rate(s) tried" in cap.locator(".wb-rate-progress").inner_text()
     df = load_results(db, "lenet-digits")

@@ -7,7 +7,13 @@ import pytest
 
 from analysis_data import make_study_db, sample_frame
 from wb_core.api import ConfigError, capacity
-from wb_core.ui.capacity_panel import CapacityPanel, number, plan_sentence, rate_figure, run_options
+from wb_core.ui.capacity_panel import (
+    CapacityPanel,
+    number,
+    plan_sentence,
+    rate_figure,
+    run_options,
+)
 from wb_core.ui.state import DashboardState
 from wb_core.ui.words import rounded
 
@@ -123,16 +129,19 @@ def test_rate_figure_draws_the_limit_and_marks_the_queueing_rates():
     probes = [{"rate": 100.0, "p99": 2.0}, {"rate": 200.0, "p99": 30.0}, {"rate": 400.0, "p99": None,
                                                                          "saturated": True}]
     fig = rate_figure(probes, 10.0, best_rate=100.0)
-    names = [t.name for t in fig.data]
-    assert names == ["kept p99 within the limit", "p99 over the limit", "fell behind (queue kept growing)",
-                     "highest rate within", "p99 limit"]
-    limit = fig.data[-1]
-    assert list(limit.y) == [10.0, 10.0] and limit.line.dash == "dash"
+    drawn = {t.name: (list(t.x), list(t.y)) for t in fig.data if t.showlegend}
+    assert drawn == {"kept p99 within the limit": ([100.0], [2.0]), "p99 over the limit": ([200.0], [30.0]),
+                     "fell behind (queue kept growing)": ([400.0], [37.5]), "highest rate within": ([100.0], [2.0]),
+                     "p99 limit": ([0, 420.0], [10.0, 10.0])}
+    assert fig.data[-1].line.dash == "dash"
     assert fig.layout.xaxis.title.text == "arrival rate (requests/s)"
     assert fig.layout.yaxis.title.text == "p99 latency (ms)" and fig.layout.yaxis.type != "log"
     # A limit far above every measured p99 would flatten the dots onto the axis: a log scale, said so.
-    loose = rate_figure(probes[:1], 1000.0)
-    assert loose.layout.yaxis.type == "log" and loose.layout.yaxis.title.text == "p99 latency (ms), log scale"
+    fig = rate_figure(probes[:1], 1000.0)
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.title.text == "p99 latency (ms), log scale"
+    assert [t.name for t in fig.data if t.showlegend] == ["kept p99 within the limit", "p99 limit"]
+    empty = rate_figure([], None)
+    assert not any(t.showlegend or t.x for t in empty.data)
 
 
 def test_find_max_rate_draws_each_probe_and_answers_in_words(lenet_ir, tmp_path, fast):
@@ -147,8 +156,9 @@ def test_find_max_rate_draws_each_probe_and_answers_in_words(lenet_ir, tmp_path,
     p.p99.control.value = "1000"
     p.probe_time.control.value = "0.3"
     p.steps.control.value = "3"  # a quarter of the closed-loop capacity is tried: it passes even on a busy machine
-    seen = []
+    seen, tables = [], []
     session.observe(lambda c: seen.append(c["new"]), "results_version")
+    p.rate_table.observe(lambda c: tables.append(c["new"].count("<tr><td>")), "value")
     p.find.click()
     search = p._searching
     assert p.find.disabled and "Working…" in p.rate_progress.value
@@ -158,7 +168,9 @@ def test_find_max_rate_draws_each_probe_and_answers_in_words(lenet_ir, tmp_path,
         (p.rate_answer.value, p._probes)
     assert p.rate_answer.value.count("OpenVINO · FP32 · batch 1 · 1 threads") == 1
     assert len(p._probes) == 3 and "Done: 3 rate(s) tried" in p.rate_progress.value
-    fig = p.rate_box.children[0]
+    assert tables[-3:] == [1, 2, 3]  # each rate tried was listed as it was stored
+    fig = p.rate_plot
+    assert p.rate_box.children == (fig,)
     star = next(t for t in fig.data if t.name == "highest rate within")
     assert sum(len(t.x) for t in fig.data if t.name != "p99 limit") >= 4  # three probes and the star
     assert f"sustains {rounded(star.x[0])} requests/s" in p.rate_answer.value  # the star is the answer

@@ -65,46 +65,66 @@ def run_options(df) -> list[tuple[str, str]]:
     return out
 
 
+# The rate plot's traces, always all of them (empty ones stay out of the legend): one figure layout
+# whatever the search found.
+RATE_TRACES = (
+    ("kept p99 within the limit", {"mode": "markers", "marker": {"size": 11, "color": "#2ca02c"},
+                                   "hovertemplate": "%{x:,.4g} requests/s<br>p99 %{y:.3g} ms<extra></extra>"}),
+    ("p99 over the limit", {"mode": "markers", "marker": {"size": 11, "color": "#d62728"},
+                            "hovertemplate": "%{x:,.4g} requests/s<br>p99 %{y:.3g} ms<extra></extra>"}),
+    ("fell behind (queue kept growing)", {"mode": "markers",
+                                          "marker": {"size": 12, "color": "#d62728", "symbol": "x"},
+                                          "hovertemplate": "%{x:,.4g} requests/s: requests queued up<extra></extra>"}),
+    ("highest rate within", {"mode": "markers", "hoverinfo": "skip",
+                             "marker": {"size": 20, "symbol": "star", "color": "#ffbf00",
+                                        "line": {"width": 1, "color": "black"}}}),
+    ("p99 limit", {"mode": "lines", "hoverinfo": "skip", "line": {"dash": "dash", "color": "black", "width": 1.5}}),
+)
+
+
+def rate_points(probes: list[dict], p99_ms: float | None, best_rate: float | None = None):
+    """(x, y) of every trace in RATE_TRACES, and whether the p99 axis needs a log scale."""
+    measured = [p for p in probes if p.get("p99") is not None and p["p99"] == p["p99"]]
+    top = max([p["p99"] for p in measured] + [p99_ms or 0]) * 1.25 or 1.0
+    within = [p for p in measured if not p.get("saturated") and p99_ms is not None and p["p99"] <= p99_ms]
+    over = [p for p in measured if p not in within]
+    behind = [p for p in probes if p not in measured]
+    best = [p for p in within if p["rate"] == best_rate]
+    rates = [p["rate"] for p in probes] or [1.0]
+    points = [([p["rate"] for p in pts], [p["p99"] for p in pts]) for pts in (within, over)]
+    points.append(([p["rate"] for p in behind], [top] * len(behind)))
+    points.append(([best_rate], [best[0]["p99"]]) if best else ([], []))
+    points.append(([0, max(rates) * 1.05], [p99_ms, p99_ms]) if p99_ms is not None else ([], []))
+    # A loose limit far above the measured p99s would flatten them onto the axis: a log scale shows both.
+    low = min([p["p99"] for p in measured if p["p99"] > 0] + [p99_ms or top])
+    return points, top / low > 30
+
+
+def _axis(log: bool) -> dict:
+    return {"type": "log" if log else "linear", "rangemode": "tozero",
+            "title": {"text": "p99 latency (ms)" + (", log scale" if log else "")}}
+
+
 def rate_figure(probes: list[dict], p99_ms: float | None, best_rate: float | None = None):
     """p99 latency against arrival rate of the probed rates, with the limit as a dashed line."""
     import plotly.graph_objects as go
 
-    measured = [p for p in probes if p.get("p99") is not None and p["p99"] == p["p99"]]
-    top = max([p["p99"] for p in measured] + [p99_ms or 0]) * 1.25 or 1.0
-    groups = (("kept p99 within the limit", "#2ca02c", "circle",
-               [p for p in measured if not p.get("saturated") and p99_ms is not None and p["p99"] <= p99_ms]),
-              ("p99 over the limit", "#d62728", "circle",
-               [p for p in measured if p.get("saturated") or p99_ms is None or p["p99"] > p99_ms]))
-    traces = [go.Scatter(x=[p["rate"] for p in pts], y=[p["p99"] for p in pts], mode="markers", name=name,
-                         marker={"size": 11, "color": colour, "symbol": symbol},
-                         hovertemplate="%{x:,.4g} requests/s<br>p99 %{y:.3g} ms<extra></extra>")
-              for name, colour, symbol, pts in groups if pts]
-    saturated = [p for p in probes if p not in measured]
-    if saturated:
-        traces.append(go.Scatter(x=[p["rate"] for p in saturated], y=[top] * len(saturated), mode="markers",
-                                 name="fell behind (queue kept growing)",
-                                 marker={"size": 12, "color": "#d62728", "symbol": "x"},
-                                 hovertemplate="%{x:,.4g} requests/s: requests queued up<extra></extra>"))
-    if best_rate is not None:
-        best = [p for p in measured if p["rate"] == best_rate]
-        if best:
-            traces.append(go.Scatter(x=[best_rate], y=[best[0]["p99"]], mode="markers", name="highest rate within",
-                                     marker={"size": 20, "symbol": "star", "color": "#ffbf00",
-                                             "line": {"width": 1, "color": "black"}}, hoverinfo="skip"))
-    rates = [p["rate"] for p in probes] or [0.0, 1.0]
-    if p99_ms is not None:
-        traces.append(go.Scatter(x=[0, max(rates) * 1.05], y=[p99_ms, p99_ms], mode="lines", name="p99 limit",
-                                 line={"dash": "dash", "color": "black", "width": 1.5}, hoverinfo="skip"))
-    if not traces:
-        traces = [go.Scatter(x=[], y=[], mode="markers", name="no rate tried yet")]
-    # A loose limit far above the measured p99s would flatten them onto the axis: a log scale shows both.
-    low = min([p["p99"] for p in measured if p["p99"] > 0] + [p99_ms or top])
-    log = top / low > 30
+    points, log = rate_points(probes, p99_ms, best_rate)
+    traces = [go.Scatter(x=x, y=y, name=name, showlegend=bool(x), **style)
+              for (name, style), (x, y) in zip(RATE_TRACES, points)]
     return go.FigureWidget(data=traces, layout=go.Layout(
-        title="Rates tried: p99 latency vs arrival rate", xaxis_title="arrival rate (requests/s)",
-        yaxis_title="p99 latency (ms)" + (", log scale" if log else ""), height=360,
-        margin={"t": 50, "b": 40, "l": 60, "r": 20}, xaxis={"rangemode": "tozero"},
-        yaxis={"type": "log"} if log else {"rangemode": "tozero"}))
+        title="Rates tried: p99 latency vs arrival rate", xaxis_title="arrival rate (requests/s)", height=360,
+        margin={"t": 50, "b": 40, "l": 60, "r": 20}, xaxis={"rangemode": "tozero"}, yaxis=_axis(log)))
+
+
+def probes_table(probes: list[dict]) -> str:
+    """The rates tried so far, in the order tried, each with its p99 and whether it kept the limit."""
+    rows = "".join(f"<tr><td>{i}</td><td>{html.escape(rounded(p['rate']))}</td>"
+                   f"<td>{html.escape(rounded(p['p99'], 'latency_ms_p99'))}</td>"
+                   f"<td style='text-align:left'>{html.escape(p.get('verdict', ''))}</td></tr>"
+                   for i, p in enumerate(probes, 1))
+    return ("<table class='wb-table'><thead><tr><th>Try</th><th>Arrival rate (req/s)</th><th>p99 latency (ms)</th>"
+            f"<th>Result</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
 def plan_sentence(plan) -> str:
@@ -159,7 +179,11 @@ class CapacityPanel(w.VBox):
         self.rate_progress.add_class("wb-rate-progress")
         self.rate_answer = w.HTML()
         self.rate_answer.add_class("wb-rate-answer")
-        self.rate_box = w.Box([rate_figure([], None)])
+        self.rate_table = w.HTML()
+        self.rate_table.add_class("wb-rate-table")
+        self._browser_seen = threading.Event()  # set once a browser reports having drawn one of our figures
+        self.rate_plot = self._watched(rate_figure([], None))
+        self.rate_box = w.Box([self.rate_plot])
         self.rate_box.add_class("wb-rate-plot")
         self.rate_caption = caption(
             "Each dot is one arrival rate tried, requests arriving at random like real traffic. Dots under the dashed "
@@ -195,7 +219,7 @@ class CapacityPanel(w.VBox):
             w.HTML("<i>Requests arrive at random, as from many users; the search finds the highest arrival rate "
                    "this run keeps p99 within the limit. Every rate tried is stored in the study.</i>"),
             self.run, self.p99, self.probe_time, self.steps, self.find, self.rate_progress, self.rate_messages,
-            self.rate_answer, self.rate_box, self.rate_caption,
+            self.rate_answer, self.rate_table, self.rate_box, self.rate_caption,
             section("Capacity plan"),
             w.HTML("<i>From the open study's measurements: how many instances, replicas and CPUs serve a target "
                    "rate.</i>"),
@@ -256,8 +280,8 @@ class CapacityPanel(w.VBox):
         settings = MeasureSettings(max_time_s=secs, warmup_s=min(0.5, secs / 2), window_s=min(0.5, secs / 3))
         name = dict((k, n) for n, k in self.run.control.options)[key].split(" — ")[0]
         self._probes = []
-        self.rate_answer.value = ""
-        self._draw_rates(p99)
+        self.rate_answer.value = self.rate_table.value = ""
+        self._show_figure(rate_figure([], p99), wait_s=0)
         self.find.disabled = True
         self.rate_progress.value = (f"<i>Working… measuring {html.escape(name)} with back-to-back requests first, "
                                     f"then up to {steps} arrival rates of {rounded(secs)} s each.</i>")
@@ -282,6 +306,8 @@ class CapacityPanel(w.VBox):
             self._searching = None
             self.find.disabled = False
             try:
+                if self._probes:
+                    self._show_figure(rate_figure(list(self._probes), p99, self.best_so_far(p99)))
                 s.refresh()  # the other tabs see the probes; the run list keeps its choice
             except Exception as e:
                 self.rate_messages.error(e)
@@ -303,18 +329,42 @@ class CapacityPanel(w.VBox):
             else:
                 how = (f"p99 {rounded(probe['p99'], 'latency')} ms, "
                        + ("within the limit" if probe["p99"] <= p99_ms else "over the limit"))
+            probe["verdict"] = how
             self.rate_progress.value = (f"<i>Working… tried {len(self._probes)} rate(s); last: "
                                         f"{rounded(probe['rate'])} requests/s → {html.escape(how)}.</i>")
-            # The star goes on the highest rate within the limit so far: the search's answer once it ends,
-            # so the last probe's figure is the final one (a figure swapped twice at once may not be drawn).
-            passed = [p["rate"] for p in self._probes if p["status"] == "ok" and not p["saturated"]
-                      and p["p99"] is not None and p["p99"] <= p99_ms]
-            self._draw_rates(p99_ms, max(passed) if passed else None)
+            self.rate_table.value = probes_table(self._probes)
         except Exception as e:  # never break the search over a drawing problem
             self.rate_messages.error(e)
 
-    def _draw_rates(self, p99_ms, best_rate=None) -> None:
-        self.rate_box.children = [rate_figure(list(self._probes), p99_ms, best_rate)]
+    def best_so_far(self, p99_ms: float) -> float | None:
+        """The highest rate tried that kept p99 within the limit (the search's answer once it ends)."""
+        passed = [p["rate"] for p in self._probes if p["status"] == "ok" and not p["saturated"]
+                  and p["p99"] is not None and p["p99"] <= p99_ms]
+        return max(passed) if passed else None
+
+    def _watched(self, fig, drawn: threading.Event | None = None):
+        """`fig`, telling `drawn` when a browser reports having drawn all its traces."""
+        def on_deltas(change):
+            msg = change["new"]
+            if msg:
+                self._browser_seen.set()
+                if drawn is not None and len(msg.get("trace_deltas") or []) == len(fig.data):
+                    drawn.set()
+
+        fig.observe(on_deltas, "_js2py_traceDeltas")
+        return fig
+
+    def _show_figure(self, fig, tries: int = 3, wait_s: float = 8.0) -> None:
+        """Put `fig` on the page; where a browser watches but does not report drawing it in `wait_s`, a
+        fresh copy goes in its place. A plot widget started while the CPU is busy can miss its start-up
+        deadline in the browser and stay empty."""
+        for attempt in range(tries):
+            drawn = threading.Event()
+            copy = self._watched(fig if attempt == 0 else type(fig)(fig), drawn)
+            self.rate_plot = copy
+            self.rate_box.children = [copy]
+            if not wait_s or not self._browser_seen.is_set() or drawn.wait(wait_s):
+                return
 
     def show_answer(self, result: dict, p99_ms: float, name: str) -> None:
         best = result.get("best")
@@ -387,4 +437,4 @@ class CapacityPanel(w.VBox):
                 "cores; throughput is one copy's measured figure times the copies.</div>")
 
 
-__all__ = ["CapacityPanel", "number", "plan_sentence", "rate_figure", "run_options"]
+__all__ = ["CapacityPanel", "number", "plan_sentence", "probes_table", "rate_figure", "run_options"]
