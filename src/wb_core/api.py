@@ -226,16 +226,19 @@ def _shape_axis(shapes) -> list:
 
 def find_max_rate(model: str | Path, config, p99_ms: float, *, db: str | Path | None = None,
                   study: str | None = None, settings: MeasureSettings | None = None,
-                  inputs: InputOptions | None = None, steps: int = 7, precision_options=None) -> dict:
+                  inputs: InputOptions | None = None, steps: int = 7, precision_options=None,
+                  on_point: Callable[[dict], None] | None = None) -> dict:
     """Highest Poisson arrival rate (requests/s) of one configuration whose p99 stays under `p99_ms`.
 
-    Every probed rate is stored as a point of the study. Returns {"best": {...} or None, ...}.
+    Every probed rate is stored as a point of the study and, once stored, passed to `on_point`
+    ({"key", "config", "status", "metrics", "error"}, as `profile` passes them). Returns
+    {"best": {...} or None, "closed_loop_rate", ...}.
     """
     from wb_core.sweep.max_rate import find_max_rate as _find
 
     path = resolve_model(model)
     return _find(path, config, p99_ms, db or default_db(), study or default_study_name(path), settings=settings,
-                 inputs=inputs, steps=steps, precision=precision_options)
+                 inputs=inputs, steps=steps, precision=precision_options, on_point=on_point)
 
 
 def default_configs(backends, batch_size: int = 1) -> dict[str, object]:

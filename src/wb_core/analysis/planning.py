@@ -107,7 +107,7 @@ def verify_allocation(model, alloc: Allocation, db, study: str, settings=None) -
 @dataclass
 class CapacityPlan:
     target_rate: float
-    p99_ms: float
+    p99_ms: float | None  # None: planned without a latency limit
     per_instance_rate: float
     instances: int
     cores_per_instance: int
@@ -122,9 +122,20 @@ class CapacityPlan:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def instances_per_replica(self) -> int:
+        """Instances each replica runs when the instances are spread evenly over the replicas."""
+        return math.ceil(self.instances / self.replicas)
+
+    @property
+    def total_cpus(self) -> int:
+        """CPUs requested in all: every replica alike, each instance pinned to its own cores."""
+        return self.replicas * self.instances_per_replica * self.cores_per_instance
+
     def describe(self) -> str:
+        limit = f"at p99 <= {self.p99_ms:g} ms" if self.p99_ms is not None else "without a p99 limit"
         return (f"{self.instances} instance(s) of {self.cores_per_instance} core(s) serve {self.target_rate:g} req/s "
-                f"at p99 <= {self.p99_ms:g} ms ({self.per_instance_rate:,.1f} req/s each, {self.headroom:.0%} "
+                f"{limit} ({self.per_instance_rate:,.1f} req/s each, {self.headroom:.0%} "
                 f"headroom, {self.basis}); {self.replicas} machine(s)/replica(s) of {self.instances_per_machine} "
                 f"instance(s); CPU request = limit = {self.cpu_request} per instance.")
 
@@ -152,19 +163,22 @@ def same_settings(df: pd.DataFrame, run_key: str) -> pd.DataFrame:
 
 
 def check_capacity_inputs(target_rate, p99_ms, headroom, machine_cores=None) -> None:
-    """Capacity inputs finite and in range: rate (0, 1e9] req/s, p99 (0, 1e7] ms, headroom [0, 1), cores [1, 65536]."""
+    """Capacity inputs finite and in range: rate (0, 1e9] req/s, p99 (0, 1e7] ms or None (no limit), headroom [0, 1),
+    cores [1, 65536]."""
     from wb_core.config import check_number
 
     check_number(target_rate, "The target rate (requests/s)", 0, 1e9, low_open=True)
-    check_number(p99_ms, "The p99 target (ms)", 0, 1e7, low_open=True)
+    if p99_ms is not None:
+        check_number(p99_ms, "The p99 target (ms)", 0, 1e7, low_open=True)
     check_number(headroom, "Headroom", 0, 0.99)
     if machine_cores is not None:
         check_number(machine_cores, "Machine cores", 1, 65536, integer=True)
 
 
-def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float, headroom: float = 0.2,
+def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroom: float = 0.2,
              machine_cores: int | None = None, run_key: str | None = None) -> CapacityPlan:
-    """Instances and replicas needed to serve `target_rate` requests/s with p99 under `p99_ms`.
+    """Instances and replicas needed to serve `target_rate` requests/s with p99 under `p99_ms`
+    (None: no latency limit, the fastest measured point per core).
 
     Prefers open-loop (Poisson) points, whose latency includes queueing; falls back to
     closed-loop points, whose rate at concurrency 1 is 1000 / mean latency (an optimistic bound,
@@ -190,7 +204,7 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float, headroom: floa
                 raise e from None
             p99 = row.get("latency_ms_p99")
             why = (f"keeps p99 at {p99:.3g} ms, above the {p99_ms:g} ms target" if p99 == p99 and p99 is not None
-                   and p99 > p99_ms else "has no point the capacity plan can use")
+                   and p99_ms is not None and p99 > p99_ms else "has no point the capacity plan can use")
             if (row.get("instances") or 1) > 1:
                 why = f"ran {int(row['instances'])} instances, and capacity is planned from single-instance points"
             raise WorkbenchError(f"Run {row['key']} {why}, so a capacity plan for it would come from another run "
@@ -200,15 +214,17 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float, headroom: floa
 
     if target_rate <= 0:
         raise ConfigError(f"The target rate must be above 0 requests/s; got {target_rate}.")
-    if p99_ms <= 0:
+    if p99_ms is not None and p99_ms <= 0:
         raise ConfigError(f"The p99 target must be above 0 ms; got {p99_ms}.")
     if not 0 <= headroom < 1:
         raise ConfigError(f"Headroom must be between 0 and 1; got {headroom}.")
     ok = df[(df.status == "ok") & (df.instances.fillna(1) == 1) & df.latency_ms_p99.notna()
-            & (df.latency_ms_p99 <= p99_ms)]
+            & (df.latency_ms_p99 <= (p99_ms if p99_ms is not None else math.inf))]
     if "saturated" in ok:
         ok = ok[ok.saturated.fillna(False) == False]  # noqa: E712 - pandas mask
     if ok.empty:
+        if p99_ms is None:
+            raise WorkbenchError("No successful single-instance point to plan from; profile the model first.")
         raise WorkbenchError(f"No measured point keeps p99 under {p99_ms:g} ms; relax the target or profile more.")
     ok = ok.copy()
     open_loop = ok[ok.rate.notna()] if "rate" in ok else ok.iloc[0:0]

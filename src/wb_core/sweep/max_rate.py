@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig
@@ -13,16 +14,17 @@ from wb_core.sweep.local import worker_task
 
 def find_max_rate(model: str | Path, config: RunConfig, p99_ms: float, db: str | Path, study: str,
                   settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
-                  steps: int = 7, precision=None) -> dict:
+                  steps: int = 7, precision=None, on_point: Callable[[dict], None] | None = None) -> dict:
     """Highest Poisson arrival rate (requests/s) whose measured p99 stays under `p99_ms`.
 
     A bisection between 0 and the closed-loop capacity, inside one worker; every probed rate is
-    stored as a point of the study. Returns {"best": {...} or None, "closed_loop_rate", ...}.
+    stored as a point of the study, and passed to `on_point` (as a sweep's points are) once stored.
+    Returns {"best": {...} or None, "closed_loop_rate", ...}.
     """
     if not isinstance(p99_ms, (int, float)) or isinstance(p99_ms, bool) or not p99_ms > 0 or p99_ms == float("inf"):
         raise ConfigError(f"The p99 target must be a positive number of milliseconds; got {p99_ms!r}.")
     ctx = SweepContext(model, db, study, [config], settings=settings or MeasureSettings(max_time_s=3.0),
-                       inputs=inputs, precision=precision)
+                       inputs=inputs, precision=precision, on_point=on_point)
     result: dict = {}
     with ctx.open(ctx.spec_record(find_max_rate=config.to_dict(), p99_ms=p99_ms)):
         why = ctx.infeasible(config)

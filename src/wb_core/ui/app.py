@@ -21,6 +21,7 @@ TABS = (
     ("Export", "export_panel", "ExportPanel"),
     ("Compare", "compare_panel", "ComparePanel"),
     ("Layers", "layers_panel", "LayersPanel"),
+    ("Capacity", "capacity_panel", "CapacityPanel"),
 )
 TAB_TITLES = tuple(t[0] for t in TABS)
 

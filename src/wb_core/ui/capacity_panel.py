@@ -1,0 +1,440 @@
+"""Capacity tab: the serving questions, answered from the open study.
+
+"How many requests per second does this run sustain under a p99 limit?" — `find_max_rate` tries
+Poisson arrival rates of one run (each probe stored as a point of the study) and the tab draws
+p99 against arrival rate as they come. "What do I need for N requests per second?" — `capacity`
+(and `plan_allocation` for the split of one replica's CPUs) turns the study's measurements into
+instances, cores, replicas and CPUs, in words.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+
+import ipywidgets as w
+
+from wb_core.ui.state import DashboardState
+from wb_core.ui.widgets import CSS, MessageArea, button, caption, guarded, key_values, section, text, with_help
+from wb_core.ui.words import rounded, run_name
+
+NO_STUDY = "Nothing to work from yet: run a sweep, or open a study in the Sweep tab."
+
+
+def number(value: str, name: str, low: float, high: float, *, integer: bool = False, low_open: bool = False,
+           blank_ok: bool = False):
+    """A number typed into a text box, or a ConfigError saying in one sentence what is wrong with it."""
+    from wb_core.api import ConfigError, check_number
+
+    raw = str(value).strip().replace(",", "")
+    if not raw:
+        if blank_ok:
+            return None
+        raise ConfigError(f"{name} is empty; type a number.")
+    try:
+        parsed = int(raw) if integer and raw.lstrip("+-").isdigit() else float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number; got '{raw}'.") from None
+    return check_number(parsed, name, low, high, integer=integer, low_open=low_open)
+
+
+def closed_loop_runs(df):
+    """The runs a rate search can start from: successful, one instance, back-to-back requests."""
+    if df is None or df.empty:
+        return df
+    ok = df[df["status"] == "ok"]
+    if "rate" in ok:
+        ok = ok[ok["rate"].isna()]
+    if "instances" in ok:
+        ok = ok[ok["instances"].fillna(1) <= 1]
+    return ok
+
+
+def run_options(df) -> list[tuple[str, str]]:
+    """(name in words, key) for every run a rate search can start from; a name shared by two runs
+    gets its measured throughput (and then its id) added, so every entry reads differently."""
+    runs = closed_loop_runs(df)
+    if runs is None or runs.empty:
+        return []
+    names = [f"{run_name(r)} — {rounded(r.get('throughput'), 'throughput')} samples/s" for _, r in runs.iterrows()]
+    seen: dict[str, int] = {}
+    out = []
+    for name, key in zip(names, runs["key"].astype(str)):
+        seen[name] = seen.get(name, 0) + 1
+        out.append((name if seen[name] == 1 else f"{name} (run {key})", key))
+    return out
+
+
+# The rate plot's traces, always all of them (empty ones stay out of the legend): one figure layout
+# whatever the search found.
+RATE_TRACES = (
+    ("kept p99 within the limit", {"mode": "markers", "marker": {"size": 11, "color": "#2ca02c"},
+                                   "hovertemplate": "%{x:,.4g} requests/s<br>p99 %{y:.3g} ms<extra></extra>"}),
+    ("p99 over the limit", {"mode": "markers", "marker": {"size": 11, "color": "#d62728"},
+                            "hovertemplate": "%{x:,.4g} requests/s<br>p99 %{y:.3g} ms<extra></extra>"}),
+    ("fell behind (queue kept growing)", {"mode": "markers",
+                                          "marker": {"size": 12, "color": "#d62728", "symbol": "x"},
+                                          "hovertemplate": "%{x:,.4g} requests/s: requests queued up<extra></extra>"}),
+    ("highest rate within", {"mode": "markers", "hoverinfo": "skip",
+                             "marker": {"size": 20, "symbol": "star", "color": "#ffbf00",
+                                        "line": {"width": 1, "color": "black"}}}),
+    ("p99 limit", {"mode": "lines", "hoverinfo": "skip", "line": {"dash": "dash", "color": "black", "width": 1.5}}),
+)
+
+
+def rate_points(probes: list[dict], p99_ms: float | None, best_rate: float | None = None):
+    """(x, y) of every trace in RATE_TRACES, and whether the p99 axis needs a log scale."""
+    measured = [p for p in probes if p.get("p99") is not None and p["p99"] == p["p99"]]
+    top = max([p["p99"] for p in measured] + [p99_ms or 0]) * 1.25 or 1.0
+    within = [p for p in measured if not p.get("saturated") and p99_ms is not None and p["p99"] <= p99_ms]
+    over = [p for p in measured if p not in within]
+    behind = [p for p in probes if p not in measured]
+    best = [p for p in within if p["rate"] == best_rate]
+    rates = [p["rate"] for p in probes] or [1.0]
+    points = [([p["rate"] for p in pts], [p["p99"] for p in pts]) for pts in (within, over)]
+    points.append(([p["rate"] for p in behind], [top] * len(behind)))
+    points.append(([best_rate], [best[0]["p99"]]) if best else ([], []))
+    points.append(([0, max(rates) * 1.05], [p99_ms, p99_ms]) if p99_ms is not None else ([], []))
+    # A loose limit far above the measured p99s would flatten them onto the axis: a log scale shows both.
+    low = min([p["p99"] for p in measured if p["p99"] > 0] + [p99_ms or top])
+    return points, top / low > 30
+
+
+def _axis(log: bool) -> dict:
+    return {"type": "log" if log else "linear", "rangemode": "tozero",
+            "title": {"text": "p99 latency (ms)" + (", log scale" if log else "")}}
+
+
+def rate_figure(probes: list[dict], p99_ms: float | None, best_rate: float | None = None):
+    """p99 latency against arrival rate of the probed rates, with the limit as a dashed line."""
+    import plotly.graph_objects as go
+
+    points, log = rate_points(probes, p99_ms, best_rate)
+    traces = [go.Scatter(x=x, y=y, name=name, showlegend=bool(x), **style)
+              for (name, style), (x, y) in zip(RATE_TRACES, points)]
+    return go.FigureWidget(data=traces, layout=go.Layout(
+        title="Rates tried: p99 latency vs arrival rate", xaxis_title="arrival rate (requests/s)", height=360,
+        margin={"t": 50, "b": 40, "l": 60, "r": 20}, xaxis={"rangemode": "tozero"}, yaxis=_axis(log)))
+
+
+def probes_table(probes: list[dict]) -> str:
+    """The rates tried so far, in the order tried, each with its p99 and whether it kept the limit."""
+    rows = "".join(f"<tr><td>{i}</td><td>{html.escape(rounded(p['rate']))}</td>"
+                   f"<td>{html.escape(rounded(p['p99'], 'latency_ms_p99'))}</td>"
+                   f"<td style='text-align:left'>{html.escape(p.get('verdict', ''))}</td></tr>"
+                   for i, p in enumerate(probes, 1))
+    return ("<table class='wb-table'><thead><tr><th>Try</th><th>Arrival rate (req/s)</th><th>p99 latency (ms)</th>"
+            f"<th>Result</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+def plan_sentence(plan) -> str:
+    """The capacity plan as one sentence a non-coder can act on."""
+    limit = f" with p99 ≤ {rounded(plan.p99_ms)} ms" if plan.p99_ms is not None else ""
+    replicas = f"{plan.replicas} replica{'s' if plan.replicas != 1 else ''}"
+    inst = f"{plan.instances_per_replica} instance{'s' if plan.instances_per_replica != 1 else ''}"
+    cores = f"{plan.cores_per_instance} core{'s' if plan.cores_per_instance != 1 else ''}"
+    return (f"To serve {rounded(plan.target_rate)} requests/s{limit} you need {replicas} of {inst} × {cores}: "
+            f"{plan.total_cpus} CPU{'s' if plan.total_cpus != 1 else ''}.")
+
+
+def plan_rows(plan, machine_cpus: int) -> list[tuple[str, str]]:
+    usable = plan.per_instance_rate * (1 - plan.headroom)
+    return [
+        ("Instances needed", f"{plan.instances}"),
+        ("Cores per instance", f"{plan.cores_per_instance}"),
+        ("Replicas", f"{plan.replicas} (machines or pods of {machine_cpus} CPUs, at most "
+                     f"{plan.instances_per_machine} instances each)"),
+        ("Instances per replica", f"{plan.instances_per_replica}"),
+        ("CPUs in total", f"{plan.total_cpus} (CPU request = limit = {plan.cpu_request} per instance)"),
+        ("One instance serves", f"{rounded(plan.per_instance_rate, 'throughput')} requests/s measured; planned at "
+                                f"{rounded(usable, 'throughput')} to keep {plan.headroom:.0%} spare"),
+    ]
+
+
+class CapacityPanel(w.VBox):
+    """Max rate under a p99 limit for one run of DashboardState.study, and a capacity plan for a target rate."""
+
+    def __init__(self, session: DashboardState):
+        from wb_core.api import available_cpus
+
+        self.session = session
+        self.here = len(available_cpus())
+        # ---- max rate ----
+        self.rate_messages = MessageArea()
+        self.run = with_help(w.Dropdown(options=[], description="Run", style={"description_width": "150px"},
+                                        layout=w.Layout(width="820px")),
+                             "The measured run whose settings serve the requests; by default the run chosen in "
+                             "Explore (the recommended one until you click another).")
+        self.p99 = with_help(text("p99 limit (ms)", "10", placeholder="e.g. 10"),
+                             "99 in 100 requests must finish within this many milliseconds, queueing included.")
+        self.probe_time = with_help(text("Seconds per rate", "2"),
+                                    "How long each arrival rate is measured. Longer is steadier; short is for a "
+                                    "quick look.")
+        self.steps = with_help(text("Rates to try", "7"),
+                               "Each try halves the gap between the highest rate that kept the limit and the lowest "
+                               "that did not; more tries give a closer answer.")
+        self.find = button("Find max rate", "primary", "search",
+                           "Measure requests arriving at random (Poisson) at several rates")
+        self.rate_progress = w.HTML()
+        self.rate_progress.add_class("wb-rate-progress")
+        self.rate_answer = w.HTML()
+        self.rate_answer.add_class("wb-rate-answer")
+        self.rate_table = w.HTML()
+        self.rate_table.add_class("wb-rate-table")
+        self._browser_seen = threading.Event()  # set once a browser reports having drawn one of our figures
+        self.rate_plot = self._watched(rate_figure([], None))
+        self.rate_box = w.Box([self.rate_plot])
+        self.rate_box.add_class("wb-rate-plot")
+        self.rate_caption = caption(
+            "Each dot is one arrival rate tried, requests arriving at random like real traffic. Dots under the dashed "
+            "line kept p99 within the limit; the star is the highest such rate. A cross at the top means requests "
+            "queued up faster than they were served at that rate.")
+        self._searching: threading.Thread | None = None
+        self._probes: list[dict] = []
+        # ---- capacity plan ----
+        self.plan_messages = MessageArea()
+        self.target = with_help(text("Target (requests/s)", "1000", placeholder="e.g. 5000"),
+                                "How many requests per second the service must handle at peak.")
+        self.plan_p99 = with_help(text("Planned p99 limit (ms)", "", placeholder="no limit"),
+                                  "Optional: only measurements whose p99 stayed within this many milliseconds count. "
+                                  "Leave empty for no latency limit.")
+        self.machine = with_help(text("CPUs per replica", str(self.here)),
+                                 f"CPUs of one machine or pod the service runs on (this machine has {self.here}).")
+        self.headroom = with_help(text("Spare capacity (%)", "20"),
+                                  "Capacity kept free for bursts: 20 plans each instance at 80% of what it served.")
+        self.plan_button = button("Plan", "primary", "calculator", "Work out instances, replicas and CPUs")
+        self.plan_out = w.HTML()
+        self.plan_out.add_class("wb-plan")
+        self.basis = w.HTML()
+        self.basis.add_class("wb-plan-basis")
+        self.split = w.HTML()
+        self.split.add_class("wb-plan-split")
+
+        self.find.on_click(guarded(self.rate_messages)(self._on_find))
+        self.plan_button.on_click(guarded(self.plan_messages)(self._on_plan))
+        session.observe(guarded(self.rate_messages)(self.refresh_runs), ["study", "results_version"])
+        session.observe(guarded(self.rate_messages)(self._on_selected), "selected_key")
+        super().__init__([
+            w.HTML(CSS), section("Highest rate under a p99 limit"),
+            w.HTML("<i>Requests arrive at random, as from many users; the search finds the highest arrival rate "
+                   "this run keeps p99 within the limit. Every rate tried is stored in the study.</i>"),
+            self.run, self.p99, self.probe_time, self.steps, self.find, self.rate_progress, self.rate_messages,
+            self.rate_answer, self.rate_table, self.rate_box, self.rate_caption,
+            section("Capacity plan"),
+            w.HTML("<i>From the open study's measurements: how many instances, replicas and CPUs serve a target "
+                   "rate.</i>"),
+            self.target, self.plan_p99, self.machine, self.headroom, self.plan_button, self.plan_messages,
+            self.plan_out, self.basis, self.split,
+        ])
+        self.add_class("wb-capacity-panel")
+        guarded(self.rate_messages)(self.refresh_runs)()
+
+    # ---- choosing the run ----
+    def default_key(self, keys: list[str]) -> str | None:
+        """The run the session has selected, else the recommended one, else the first."""
+        if self.session.selected_key in keys:
+            return self.session.selected_key
+        from wb_core.api import WorkbenchError, recommend
+
+        try:
+            rec = recommend(closed_loop_runs(self.session.results()))
+            if rec.key in keys:
+                return rec.key
+        except WorkbenchError:
+            pass
+        return keys[0] if keys else None
+
+    def refresh_runs(self, *_):
+        options = run_options(self.session.results()) if self.session.study else []
+        keys = [k for _, k in options]
+        current = self.run.control.value
+        self.run.control.options = options
+        self.run.control.value = current if current in keys else self.default_key(keys)
+        self.find.disabled = not options or self._busy()
+
+    def _on_selected(self, change):
+        keys = [k for _, k in self.run.control.options]
+        if change["new"] in keys:
+            self.run.control.value = change["new"]
+
+    def _busy(self) -> bool:
+        return self._searching is not None and self._searching.is_alive()
+
+    # ---- max rate ----
+    def _on_find(self, *_):
+        from wb_core.api import MeasureSettings, run_config
+
+        self.rate_messages.clear()
+        if self._busy():
+            self.rate_messages.show("A rate search is running; wait for it to finish.", "error")
+            return
+        key = self.run.control.value
+        record = self.session.study_record()
+        if not key or record is None:
+            self.rate_messages.show(NO_STUDY, "error")
+            return
+        p99 = number(self.p99.control.value, "The p99 limit (ms)", 0, 1e7, low_open=True)
+        secs = number(self.probe_time.control.value, "Seconds per rate", 0.2, 600)
+        steps = number(self.steps.control.value, "Rates to try", 1, 30, integer=True)
+        config = run_config(self.session.study, key, self.session.db)
+        settings = MeasureSettings(max_time_s=secs, warmup_s=min(0.5, secs / 2), window_s=min(0.5, secs / 3))
+        name = dict((k, n) for n, k in self.run.control.options)[key].split(" — ")[0]
+        self._probes = []
+        self.rate_answer.value = self.rate_table.value = ""
+        self._show_figure(rate_figure([], p99), wait_s=0)
+        self.find.disabled = True
+        self.rate_progress.value = (f"<i>Working… measuring {html.escape(name)} with back-to-back requests first, "
+                                    f"then up to {steps} arrival rates of {rounded(secs)} s each.</i>")
+        self._searching = threading.Thread(target=self._search, args=(record["model_path"], config, p99, settings,
+                                                                      steps, name),
+                                           daemon=True, name="wb-max-rate")
+        self._searching.start()
+
+    def _search(self, model, config, p99, settings, steps, name) -> None:
+        from wb_core.api import find_max_rate
+
+        s = self.session
+        try:
+            result = find_max_rate(model, config, p99, db=s.db, study=s.study, settings=settings, steps=steps,
+                                   on_point=lambda point: self._on_probe(point, p99))
+            self.rate_progress.value = f"<i>Done: {len(self._probes)} rate(s) tried and stored in the study.</i>"
+            self.show_answer(result, p99, name)
+        except Exception as e:  # shown inline; the thread must not die silently
+            self.rate_progress.value = ""
+            self.rate_messages.error(e)
+        finally:
+            self._searching = None
+            self.find.disabled = False
+            try:
+                if self._probes:
+                    self._show_figure(rate_figure(list(self._probes), p99, self.best_so_far(p99)))
+                s.refresh()  # the other tabs see the probes; the run list keeps its choice
+            except Exception as e:
+                self.rate_messages.error(e)
+
+    def _on_probe(self, point: dict, p99_ms: float) -> None:
+        try:
+            cfg, m = point["config"], point.get("metrics") or {}
+            rate = getattr(cfg, "rate", None)
+            if rate is None:
+                return
+            p99 = m.get("latency_ms_p99")
+            probe = {"rate": float(rate), "p99": None if p99 is None else float(p99),
+                     "saturated": bool(m.get("saturated")), "status": point.get("status")}
+            self._probes.append(probe)
+            if point.get("status") != "ok":
+                how = f"failed ({point.get('error')})"
+            elif probe["saturated"] or probe["p99"] is None:
+                how = "requests queued up"
+            else:
+                how = (f"p99 {rounded(probe['p99'], 'latency')} ms, "
+                       + ("within the limit" if probe["p99"] <= p99_ms else "over the limit"))
+            probe["verdict"] = how
+            self.rate_progress.value = (f"<i>Working… tried {len(self._probes)} rate(s); last: "
+                                        f"{rounded(probe['rate'])} requests/s → {html.escape(how)}.</i>")
+            self.rate_table.value = probes_table(self._probes)
+        except Exception as e:  # never break the search over a drawing problem
+            self.rate_messages.error(e)
+
+    def best_so_far(self, p99_ms: float) -> float | None:
+        """The highest rate tried that kept p99 within the limit (the search's answer once it ends)."""
+        passed = [p["rate"] for p in self._probes if p["status"] == "ok" and not p["saturated"]
+                  and p["p99"] is not None and p["p99"] <= p99_ms]
+        return max(passed) if passed else None
+
+    def _watched(self, fig, drawn: threading.Event | None = None):
+        """`fig`, telling `drawn` when a browser reports having drawn all its traces."""
+        def on_deltas(change):
+            msg = change["new"]
+            if msg:
+                self._browser_seen.set()
+                if drawn is not None and len(msg.get("trace_deltas") or []) == len(fig.data):
+                    drawn.set()
+
+        fig.observe(on_deltas, "_js2py_traceDeltas")
+        return fig
+
+    def _show_figure(self, fig, tries: int = 3, wait_s: float = 8.0) -> None:
+        """Put `fig` on the page; where a browser watches but does not report drawing it in `wait_s`, a
+        fresh copy goes in its place. A plot widget started while the CPU is busy can miss its start-up
+        deadline in the browser and stay empty."""
+        for attempt in range(tries):
+            drawn = threading.Event()
+            copy = self._watched(fig if attempt == 0 else type(fig)(fig), drawn)
+            self.rate_plot = copy
+            self.rate_box.children = [copy]
+            if not wait_s or not self._browser_seen.is_set() or drawn.wait(wait_s):
+                return
+
+    def show_answer(self, result: dict, p99_ms: float, name: str) -> None:
+        best = result.get("best")
+        closed = result.get("closed_loop_rate")
+        back_to_back = (f" Back to back, without waiting between requests, it serves {rounded(closed, 'throughput')} "
+                        "requests/s." if closed else "")
+        if best:
+            self.rate_answer.value = (
+                f"<div class='wb-msg wb-msg-ok'><b class='wb-max-rate'>{html.escape(name)} sustains "
+                f"{rounded(best['rate'])} requests/s with p99 ≤ {rounded(p99_ms)} ms</b> (measured p99 "
+                f"{rounded(best['p99_ms'], 'latency')} ms).{html.escape(back_to_back)}</div>")
+        else:
+            self.rate_answer.value = (
+                f"<div class='wb-msg wb-msg-error'><b class='wb-max-rate'>No rate tried kept p99 within "
+                f"{rounded(p99_ms)} ms for {html.escape(name)}.</b> Relax the limit, or pick a run with "
+                f"a lower p99.{html.escape(back_to_back)}</div>")
+
+    # ---- capacity plan ----
+    def _on_plan(self, *_):
+        from wb_core.api import capacity
+
+        self.plan_messages.clear()
+        self.plan_out.value = self.basis.value = self.split.value = ""
+        df = self.session.results()
+        if df.empty:
+            self.plan_messages.show(NO_STUDY, "error")
+            return
+        rate = number(self.target.control.value, "The target rate (requests/s)", 0, 1e9, low_open=True)
+        p99 = number(self.plan_p99.control.value, "The p99 limit (ms)", 0, 1e7, low_open=True, blank_ok=True)
+        cpus = number(self.machine.control.value, "CPUs per replica", 1, 65536, integer=True)
+        headroom = number(self.headroom.control.value, "Spare capacity (%)", 0, 99) / 100
+        plan = capacity(df, rate, p99, headroom, cpus)
+        self.plan_out.value = (f"<div class='wb-msg wb-msg-ok'><b class='wb-plan-sentence'>"
+                               f"{html.escape(plan_sentence(plan))}</b></div>" + key_values(plan_rows(plan, cpus)))
+        self.basis.value = self.basis_html(df, plan)
+        self.split.value = self.split_html(df, p99, cpus)
+
+    def basis_html(self, df, plan) -> str:
+        row = df[df["key"].astype(str) == plan.source_key]
+        name = run_name(row.iloc[0]) if not row.empty else plan.source_key
+        if plan.basis.startswith("open-loop"):
+            how = "requests arriving at random (queueing included)"
+        else:
+            how = ("requests sent back to back, so queueing is not included and the plan is optimistic; find the max "
+                   "rate above first for a plan that includes it")
+        hw = (self.session.study_record() or {}).get("hardware") or {}
+        where = hw.get("cpu_model") or "an unrecorded CPU"
+        cpus = hw.get("logical_cores") or len(hw.get("available_cpus") or [])
+        where += f" ({cpus} CPUs)" if cpus else ""
+        return (f"<div class='wb-caption'>Based on run <b>{html.escape(name)}</b> of study "
+                f"<b>{html.escape(self.session.study)}</b>, measured with {html.escape(how)}, on "
+                f"{html.escape(where)}. On a different CPU, measure there before relying on it.</div>")
+
+    def split_html(self, df, p99, cpus: int) -> str:
+        from wb_core.api import WorkbenchError, plan_allocation
+
+        try:
+            splits = plan_allocation(df, cpus, p99, top=3)
+        except WorkbenchError:
+            return ("<div class='wb-caption'>How to split one replica's CPUs into instances: sweep with cores pinned "
+                    "(e.g. Cores pinned 0,0-1) to see it.</div>")
+        rows = "".join(
+            f"<tr><td>{a.instances} × {a.cores_per_instance} core{'s' if a.cores_per_instance != 1 else ''}</td>"
+            f"<td>{html.escape(rounded(a.predicted_throughput, 'throughput'))}</td>"
+            f"<td>{'estimated from fewer cores' if a.extrapolated else 'measured'}</td></tr>" for a in splits)
+        return (f"<b>Best ways to split one replica's {cpus} CPUs</b><table class='wb-table'><thead><tr>"
+                "<th>Instances × cores</th><th>Throughput (samples/s)</th><th>Per-instance figure</th></tr></thead>"
+                f"<tbody>{rows}</tbody></table>"
+                "<div class='wb-caption'>Each row runs copies of the model side by side, each pinned to its own "
+                "cores; throughput is one copy's measured figure times the copies.</div>")
+
+
+__all__ = ["CapacityPanel", "number", "plan_sentence", "probes_table", "rate_figure", "run_options"]
