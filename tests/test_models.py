@@ -100,3 +100,24 @@ def test_lenet_demo_is_accurate(lenet_dir):
     import json
 
     assert json.loads((lenet_dir / "info.json").read_text())["test_accuracy"] >= 0.95
+
+
+@pytest.mark.parametrize("parts, expected", [
+    (("resnet50", "saved_model"), "resnet50"),  # a SavedModel folder called saved_model
+    (("resnet50", "1"), "resnet50"),  # a TF Serving version folder
+    (("bert", "3", "model.xml"), "bert"),  # a version folder holding a generic file name
+    (("classifier", "model.onnx"), "classifier"),
+    (("mobilenet_v3.onnx",), "mobilenet_v3"),  # a meaningful name stays
+    (("zoo", "efficientnet"), "efficientnet"),
+])
+def test_default_study_name_skips_generic_names(tmp_path, parts, expected):
+    from wb_core.api import default_study_name
+
+    path = tmp_path.joinpath(*parts)
+    if path.suffix:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+    else:
+        path.mkdir(parents=True)
+    assert default_study_name(path) == expected
+    assert default_study_name(str(path)) == expected
