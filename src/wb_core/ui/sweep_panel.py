@@ -8,17 +8,18 @@ and settings that oversubscribe the CPUs are warned about. Cancel stops the work
 finished point is already in the database, so nothing is lost and pressing Run again resumes.
 Run stays disabled until the sweep's thread has really finished.
 
-The live plot is one FigureWidget for the panel's whole life, changed in place: every new plotly
-widget loads plotly.js in the browser, and one that takes over two seconds to load (a busy machine,
-a sweep starting) stays blank. Its synced state is refreshed with each change, so a view drawn
-later shows the same points.
+The live plot is never changed after the browser has it: each drawing is a new FigureWidget built
+with its data, swapped in (at most every REDRAW_S seconds while points arrive, and once at the end).
+A plotly widget that takes over two seconds to start in the browser (a busy machine, a sweep
+starting) draws the data it was built with but follows no later change, so a figure changed in
+place could stay blank or stale.
 """
 
 from __future__ import annotations
 
-import copy
 import html
 import threading
+import time
 
 import ipywidgets as w
 
@@ -36,6 +37,7 @@ OPTIONAL_COLUMNS = {"streams", "instances", "cores_per_instance", "rate", "accur
 AUTO_COLUMNS = {"threads": "auto", "streams": "auto", "concurrency": "auto", "cores_per_instance": "auto"}
 
 PLACEHOLDER = "runs"
+REDRAW_S = 1.5  # the least time between two live plots while a sweep runs
 WARN_CSS = """<style>
 .wb-msg-warn { background: #fff8e1; border-left: 4px solid #e6a700; }
 .wb-data-section .widget-radio-box { flex-direction: column; }
@@ -140,10 +142,13 @@ class SweepPanel(w.VBox):
         self.progress = w.IntProgress(value=0, min=0, max=1, description="Progress", bar_style="info",
                                       layout=w.Layout(width="520px"))
         self.progress_text = w.Label("")
+        self.progress.add_class("wb-progress")
+        self.progress_text.add_class("wb-progress-text")
         self.studies = w.Dropdown(description="Previous study", style={"description_width": "150px"},
                                   layout=w.Layout(width="520px"))
         self.open_button = button("Open", icon="folder-open")
         self._figure = live_figure()
+        self._drawn_at = 0.0
         self.plot_box = w.Box([self._figure])
         self.table = w.HTML()
         self._cancel = threading.Event()
@@ -285,9 +290,9 @@ class SweepPanel(w.VBox):
         self._cancel = threading.Event()
         self.run.disabled, self.cancel_button.disabled = True, False
         self.cancel_button.description = "Cancel"
-        what = "searching up to" if extra["search"] == SMART else "measuring"
-        self.messages.show(f"Profiling into study '{study}': {what} {plan.remaining} of {plan.total} "
-                           f"measurement(s){resuming}. Starting the workers takes a few seconds.")
+        what = "at most " if extra["search"] == SMART else ""
+        self.messages.show(f"Profiling into study '{study}': {what}{plan.remaining} measurement(s) to go{resuming}. "
+                           f"Starting the workers takes a few seconds.")
         self._thread = threading.Thread(target=self._sweep, args=(self.session.model_path, study, values, extra,
                                                                   settings), daemon=True, name="wb-sweep")
         self._thread.start()
@@ -354,31 +359,21 @@ class SweepPanel(w.VBox):
         try:
             self.session.add_point(point)
             self._set_progress(self.progress.value + 1)
-            self._redraw()
+            self._redraw(force=False)
         except Exception as e:  # never break the runner's loop over a drawing problem
             self.messages.error(e)
 
     # ---- drawing ----
-    def _redraw(self) -> None:
-        """Table and plot from the open study's runs; the one figure is changed in place."""
+    def _redraw(self, force: bool = True) -> None:
+        """Table and plot from the open study's runs. The plot is a new figure built with its data,
+        at most every REDRAW_S seconds while a sweep runs (`force` draws now)."""
         df = self.session.results()
         self.table.value = runs_table(df)
-        fig = self._figure
-        series = _series(df)
-        wanted = [name for name, _ in series] or [PLACEHOLDER]
-        with fig.batch_update():
-            if [t.name for t in fig.data] != wanted:
-                fig.data = [t for t in fig.data if t.name in wanted]
-                have = {t.name for t in fig.data}
-                for trace in _traces(df):
-                    if trace.name not in have:
-                        fig.add_trace(trace)
-                order = {name: i for i, name in enumerate(wanted)}
-                fig.data = sorted(fig.data, key=lambda t: order[t.name])
-            for trace, (_, part) in zip(fig.data, series):
-                trace.x, trace.y, trace.text = list(part["latency_ms_p99"]), list(part["throughput"]), _labels(part)
-            if not series:
-                fig.data[0].x, fig.data[0].y, fig.data[0].text = [], [], []
-        # The synced state a view reads when it is drawn (later, or again): the same points.
-        fig._widget_data = copy.deepcopy(fig._data)
-        fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
+        now = time.monotonic()
+        if not force and now - self._drawn_at < REDRAW_S:
+            return  # the next point, or the sweep's end, draws it
+        self._drawn_at = now
+        old, self._figure = self._figure, live_figure(df)
+        self.plot_box.children = [self._figure]
+        if old is not None:
+            old.close()
