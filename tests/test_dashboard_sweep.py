@@ -63,10 +63,25 @@ def run(page, panel, study: str, timeout: float = 180_000) -> str:
     return done.inner_text()
 
 
-def test_sweep_tab_end_to_end(server, page, lenet_ir):
-    from wb_core.api import MeasureSettings, available_cpus, profile
-    from wb_core.hardware import detect
-    from wb_core.store import load_results
+WATCH_RUN_BUTTON = """() => {
+    const panel = document.querySelector('.wb-sweep-panel');
+    const watch = window.wbRunWatch = {cancelling: false, violations: []};
+    const check = () => {
+        const run = panel.querySelector('.mod-success'), cancel = panel.querySelector('.mod-danger');
+        const message = panel.querySelector('.wb-messages').textContent;
+        const cancelling = cancel.textContent.includes('Cancelling');
+        watch.cancelling = watch.cancelling || cancelling;
+        if (!run.disabled && (cancelling || !message.includes('Cancelled')))
+            watch.violations.push(`Run enabled while "${cancel.textContent.trim()}" / "${message.trim()}"`);
+    };
+    new MutationObserver(check).observe(panel, {subtree: true, childList: true, attributes: true,
+                                                characterData: true});
+}"""
+
+
+def open_sweep_tab(server, page, lenet_ir):
+    """The dashboard on a database holding an older study, the demo model chosen, the Sweep tab open."""
+    from wb_core.api import MeasureSettings, profile
 
     url, db = server
     profile(lenet_ir, db=db, study="old", batch_sizes="1", threads="1",
@@ -78,6 +93,28 @@ def test_sweep_tab_end_to_end(server, page, lenet_ir):
     open_tab(page, "Sweep")
     panel = page.locator(PANEL)
     assert panel.get_by_label("Study name", exact=True).input_value() == "lenet-digits"
+    fill(panel, "Threads", "1")
+    fill(panel, "Seconds per point", "0.3")
+    return db, panel
+
+
+def finish(page, name: str) -> None:
+    page.evaluate("() => window.scrollTo(0, 0)")
+    shoot(page, name)
+    assert "Traceback (most recent call last)" not in page.locator("body").inner_text()
+    # plotly's anywidget bridge reports a widget slower than 2 s to start (five plots loading at once
+    # on a busy machine) as a page error; such a plot still draws the data it was built with, and the
+    # Sweep tab's plots are built with theirs (checked above). Any other page error is a bug.
+    assert [e for e in page.errors if "anywidget" not in e] == []
+
+
+def test_new_study_live_points_warning_cancel_and_resume(server, page, lenet_ir):
+    """(i) a new study after the page opened on an old one shows its points; (vi) threads beyond the
+    CPUs are warned about; (v) cancel, then Run again: label and bar agree, Run held until the thread ends."""
+    from wb_core.api import available_cpus
+    from wb_core.store import load_results
+
+    db, panel = open_sweep_tab(server, page, lenet_ir)
 
     # (vi) Threads beyond the CPUs: a warning before anything runs.
     n = len(available_cpus())
@@ -90,7 +127,6 @@ def test_sweep_tab_end_to_end(server, page, lenet_ir):
     # (i) The page opened on the old study; a new study's points appear on the live plot.
     assert plot_points(page, PANEL) == 1
     fill(panel, "Batch sizes", "1,2")
-    fill(panel, "Seconds per point", "0.3")
     message = run(page, panel, "fresh")
     assert "2 ok" in message, message
     page.wait_for_function("() => { const el = document.querySelector('.wb-sweep-panel .js-plotly-plot');"
@@ -98,6 +134,54 @@ def test_sweep_tab_end_to_end(server, page, lenet_ir):
     label_matches_bar(page)
     assert progress(page)[0] == "2 / 2"
 
+    # (v) Cancel after the first point, then Run again: the label and the bar agree, counting the
+    # stored points from the start, and Run stays disabled until the sweep's thread has ended.
+    fill(panel, "Batch sizes", "1,2,4,8,16,32")
+    fill(panel, "Seconds per point", "1")
+    fill(panel, "Study name", "resume")
+    run_button, cancel = panel.get_by_role("button", name="Run"), panel.locator(".mod-danger")
+    run_button.click()
+    page.wait_for_function("() => /^[1-9] \\/ 6/.test(document.querySelector('.wb-sweep-panel .wb-progress-text')"
+                           ".textContent)", timeout=180_000)
+    # Every change on the page from here is checked: Run may come back only once the sweep's thread
+    # has said it is done (its last words are the "Cancelled" message), never while "Cancelling…" shows.
+    page.evaluate(WATCH_RUN_BUTTON)
+    cancel.click()
+    page.wait_for_function("() => !document.querySelector('.wb-sweep-panel .mod-success').disabled",
+                           timeout=120_000)
+    assert "Cancelled" in panel.locator(".wb-messages").inner_text(), panel.locator(".wb-messages").inner_text()
+    assert cancel.is_disabled() and cancel.inner_text().strip() == "Cancel"
+    seen = page.evaluate("() => window.wbRunWatch")
+    assert seen["cancelling"] and seen["violations"] == [], seen
+    stored = len(load_results(db, "resume"))
+    assert 1 <= stored < 6
+    done, total, _, _ = label_matches_bar(page)
+    assert (done, total) == (stored, 6)
+    run_button.click()
+    try:
+        panel.locator(".wb-progress-text", has_text="resuming").wait_for(timeout=60_000)
+    except Exception:  # say what the page shows instead
+        pytest.fail(f"no 'resuming' beside the progress: {progress(page)}; {panel.locator('.wb-messages').inner_text()}")
+    done, total, text, _ = label_matches_bar(page)
+    assert (done, total) == (stored, 6) and f"resuming: {stored} already measured" in text
+    assert run_button.is_disabled()
+    panel.locator(".wb-messages .wb-msg", has_text="Study 'resume' in ").wait_for(timeout=180_000)
+    page.wait_for_function("() => !document.querySelector('.wb-sweep-panel .mod-success').disabled")
+    done, total, text, frac = label_matches_bar(page)
+    assert text == "6 / 6" and frac > 0.98
+    assert len(load_results(db, "resume")) == 6
+
+    finish(page, "sweep-tab")
+
+
+@pytest.mark.slow
+def test_accuracy_smart_search_and_serving_scenario(server, page, lenet_ir):
+    """(ii) FP32 and INT8 with the demo data, top-1 and an accuracy-drop limit; (iii) a smart search
+    with a budget; (iv) two instances of one core each."""
+    from wb_core.hardware import detect
+    from wb_core.store import load_results
+
+    db, panel = open_sweep_tab(server, page, lenet_ir)
     # (ii) FP32 and INT8 with the demo's data, top-1 accuracy and an accuracy-drop limit.
     panel.get_by_label("int8", exact=True).check()
     fill(panel, "Batch sizes", "1")
@@ -146,40 +230,4 @@ def test_sweep_tab_end_to_end(server, page, lenet_ir):
     fill(panel, "Instances", "1")
     fill(panel, "Cores per instance", "auto")
 
-    # (v) Cancel after the first point, then Run again: the label and the bar agree, counting the
-    # stored points from the start, and Run stays disabled until the sweep's thread has ended.
-    fill(panel, "Batch sizes", "1,2,4")
-    fill(panel, "Seconds per point", "1")
-    fill(panel, "Study name", "resume")
-    run_button, cancel = panel.get_by_role("button", name="Run"), panel.locator(".mod-danger")
-    run_button.click()
-    page.wait_for_function("() => /^[1-9] \\/ 3/.test(document.querySelector('.wb-sweep-panel .wb-progress-text')"
-                           ".textContent)", timeout=180_000)
-    cancel.click()
-    panel.get_by_role("button", name="Cancelling…").wait_for()
-    assert run_button.is_disabled()
-    panel.locator(".wb-messages .wb-msg", has_text="Cancelled").wait_for(timeout=120_000)
-    page.wait_for_function("() => !document.querySelector('.wb-sweep-panel .mod-success').disabled")
-    assert panel.get_by_role("button", name="Cancel", exact=True).is_disabled()
-    stored = len(load_results(db, "resume"))
-    assert 1 <= stored < 3
-    done, total, _, _ = label_matches_bar(page)
-    assert (done, total) == (stored, 3)
-    run_button.click()
-    panel.locator(".wb-progress-text", has_text="resuming").wait_for()
-    done, total, text, _ = label_matches_bar(page)
-    assert (done, total) == (stored, 3) and f"resuming: {stored} already measured" in text
-    assert run_button.is_disabled()
-    panel.locator(".wb-messages .wb-msg", has_text="Study 'resume' in ").wait_for(timeout=180_000)
-    page.wait_for_function("() => !document.querySelector('.wb-sweep-panel .mod-success').disabled")
-    done, total, text, frac = label_matches_bar(page)
-    assert text == "3 / 3" and frac > 0.98
-    assert len(load_results(db, "resume")) == 3
-
-    page.evaluate("() => window.scrollTo(0, 0)")
-    shoot(page, "sweep-tab")
-    assert "Traceback (most recent call last)" not in page.locator("body").inner_text()
-    # plotly's anywidget bridge reports a widget slower than 2 s to start (five plots loading at once
-    # on a busy machine) as a page error; such a plot still draws the data it was built with, and the
-    # Sweep tab's plots are built with theirs (checked above). Any other page error is a bug.
-    assert [e for e in page.errors if "anywidget" not in e] == []
+    finish(page, "sweep-tab-scenario")

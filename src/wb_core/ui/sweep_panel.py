@@ -154,6 +154,7 @@ class SweepPanel(w.VBox):
         self._cancel = threading.Event()
         self._thread: threading.Thread | None = None
         self._search = "grid"
+        self._resuming = ""  # said beside the progress while a resumed sweep runs
 
         self.run.on_click(guarded(self.messages)(self._on_run))
         self.cancel_button.on_click(guarded(self.messages)(self._on_cancel))
@@ -279,6 +280,7 @@ class SweepPanel(w.VBox):
             self.session.study = study
             self._redraw()
         self.progress.bar_style = "info"
+        self._resuming = ""
         self._set_progress(plan.done, plan.total)
         if plan.total and plan.remaining == 0 and extra["search"] != SMART:
             self.progress.bar_style = "success"
@@ -286,7 +288,8 @@ class SweepPanel(w.VBox):
                                f"'{study}'. Change a setting to measure more.", "ok")
             return
         resuming = f" (resuming: {plan.done} already measured)" if plan.done else ""
-        self.progress_text.value += resuming + " · starting…"
+        self._resuming = resuming
+        self._set_progress(plan.done)
         self._cancel = threading.Event()
         self.run.disabled, self.cancel_button.disabled = True, False
         self.cancel_button.description = "Cancel"
@@ -303,7 +306,7 @@ class SweepPanel(w.VBox):
             self.progress.max = max(1, total)
             self.progress.min = 0
         self.progress.value = max(0, min(self.progress.max, value))
-        self.progress_text.value = f"{self.progress.value} / {self.progress.max}"
+        self.progress_text.value = f"{self.progress.value} / {self.progress.max}{self._resuming}"
 
     def _on_cancel(self, *_):
         self._cancel.set()
@@ -321,6 +324,7 @@ class SweepPanel(w.VBox):
         except Exception as e:  # shown inline; the thread must not die silently
             self.messages.error(e)
             self.progress.bar_style = "danger"
+            self._resuming = ""
             self._set_progress(self.progress.value)
         finally:
             try:
@@ -334,6 +338,7 @@ class SweepPanel(w.VBox):
                 self.run.disabled, self.cancel_button.disabled = False, True
 
     def _finish(self, summary) -> None:
+        self._resuming = ""
         line = summary.line()
         if not summary.cancelled:
             if self._search == SMART:
