@@ -163,7 +163,8 @@ def test_new_study_live_points_warning_cancel_and_resume(server, page, lenet_ir)
     except Exception:  # say what the page shows instead
         pytest.fail(f"no 'resuming' beside the progress: {progress(page)}; {panel.locator('.wb-messages').inner_text()}")
     done, total, text, _ = label_matches_bar(page)
-    assert (done, total) == (stored, 6) and f"resuming: {stored} already measured" in text
+    # The bar starts at the stored points (points may have arrived since; the label says how it started).
+    assert total == 6 and stored <= done < 6 and f"resuming: {stored} already measured" in text, text
     assert run_button.is_disabled()
     panel.locator(".wb-messages .wb-msg", has_text="Study 'resume' in ").wait_for(timeout=180_000)
     page.wait_for_function("() => !document.querySelector('.wb-sweep-panel .mod-success').disabled")
