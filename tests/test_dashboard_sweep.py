@@ -186,7 +186,7 @@ def test_accuracy_smart_search_and_serving_scenario(server, page, lenet_ir):
     # (ii) FP32 and INT8 with the demo's data, top-1 accuracy and an accuracy-drop limit.
     panel.get_by_label("int8", exact=True).check()
     fill(panel, "Batch sizes", "1")
-    panel.get_by_text("The demo model's own data").click()
+    panel.get_by_text("The demo's own data").click()
     panel.locator(".wb-data-section .wb-msg-ok", has_text="lenet-digits").wait_for()
     panel.get_by_label("Accuracy metric").select_option(label="Top-1 accuracy")
     fill(panel, "Accuracy-drop limit", "0.02")

@@ -17,8 +17,8 @@ from wb_core.api import ConfigError, cache_dir
 from wb_core.ui.uploads import safe_name, upload_limit_mb
 from wb_core.ui.widgets import STYLE, WIDE, message_html, text, with_help
 
-NO_DATA, DEMO_DATA, SERVER_PATH, UPLOAD = ("No data (speed only)", "The demo model's own data",
-                                          "A file or folder on the server", "Upload an .npz file")
+NO_DATA, DEMO_DATA, SERVER_PATH, UPLOAD = ("No data (speed only)", "The demo's own data",
+                                          "A file on this server (.npz or image folder)", "Upload an .npz file")
 SOURCES = (NO_DATA, DEMO_DATA, SERVER_PATH, UPLOAD)
 
 # The metrics in words, and the names profile() takes.
