@@ -188,14 +188,14 @@ def test_int8_sweep(server, page):
     message = done.inner_text()
     page.wait_for_function("() => document.querySelectorAll('.wb-sweep-panel table.wb-table tbody tr').length >= 2")
     rows = sweep_table(page)
-    by_precision = {r["precision"]: r for r in rows}
+    by_precision = {r["Precision"]: r for r in rows}
     assert sorted(by_precision) == ["fp32", "int8"], rows
     if not detect().supports("int8")[0]:
-        assert by_precision["int8"]["status"] == "skipped", rows
+        assert by_precision["int8"]["Status"] == "skipped", rows
         return
-    assert by_precision["int8"]["status"] == "ok", f"{by_precision['int8']['status']}: " \
-                                                   f"{by_precision['int8']['error']} (page says: {message})"
-    assert by_precision["fp32"]["status"] == "ok", rows
+    assert by_precision["int8"]["Status"] == "ok", f"{by_precision['int8']['Status']}: " \
+                                                   f"{by_precision['int8']['Problem']} (page says: {message})"
+    assert by_precision["fp32"]["Status"] == "ok", rows
     assert "See the Explore tab" in message, message
     # The live plot has one point per precision.
     page.wait_for_function("() => { const el = document.querySelector('.wb-sweep-panel .js-plotly-plot');"

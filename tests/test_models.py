@@ -130,3 +130,24 @@ def test_broken_ir_gets_one_plain_sentence(tmp_path, lenet_ir, case, needle):
     assert needle in text and f"{case}.xml" in text
     # OpenVINO's own source paths and check expressions stay out of it.
     assert "src/" not in text and ".cpp" not in text and "Check '" not in text and "\n" not in text
+
+
+@pytest.mark.parametrize("parts, expected", [
+    (("resnet50", "saved_model"), "resnet50"),  # a SavedModel folder called saved_model
+    (("resnet50", "1"), "resnet50"),  # a TF Serving version folder
+    (("bert", "3", "model.xml"), "bert"),  # a version folder holding a generic file name
+    (("classifier", "model.onnx"), "classifier"),
+    (("mobilenet_v3.onnx",), "mobilenet_v3"),  # a meaningful name stays
+    (("zoo", "efficientnet"), "efficientnet"),
+])
+def test_default_study_name_skips_generic_names(tmp_path, parts, expected):
+    from wb_core.api import default_study_name
+
+    path = tmp_path.joinpath(*parts)
+    if path.suffix:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+    else:
+        path.mkdir(parents=True)
+    assert default_study_name(path) == expected
+    assert default_study_name(str(path)) == expected

@@ -85,6 +85,10 @@ _REEXPORTS = {
     "frame_geometry": "wb_core.pipeline.source", "SCALES": "wb_core.data",
     "ensure_ir": "wb_core.variants.convert", "inspect_inputs": "wb_core.variants.convert",
     "Store": "wb_core.store", "point_record": "wb_core.store", "results_frame": "wb_core.store",
+    # what a sweep will do before it runs, and checking a data path a user typed
+    "preview_sweep": "wb_core.sweep.preview", "SweepPreview": "wb_core.sweep.preview",
+    "oversubscription_warnings": "wb_core.sweep.preview", "describe_data_source": "wb_core.data",
+    "demo_name_of": "wb_core.demo",
 }
 _MODULES = {"plots": "wb_core.plots", "pipeline_plots": "wb_core.pipeline.plots",
             "training_plots": "wb_core.training.plots"}

@@ -542,3 +542,41 @@ def check_inputs(x, specs: list, what: str = "data") -> dict[str, np.ndarray]:
                               f"array after each input, or map them with --data-input {spec.name}=ARRAY.")
         out[spec.name] = check_input(arr, spec, f"{what} for input '{spec.name}'")
     return out
+
+
+def describe_data_source(source: str | Path) -> str:
+    """Check a data path a user typed (an .npz, an image folder or `demo:NAME`) without loading
+    it, and say in a few words what it holds; raises ConfigError with one sentence when it is unusable."""
+    text = str(source).strip()
+    if not text:
+        raise ConfigError("Give the path of an .npz file or of a folder of class subfolders.")
+    if text.startswith("demo:"):
+        from wb_core.demo import DEMOS
+
+        name = text[len("demo:"):]
+        if name not in DEMOS:
+            raise ConfigError(f"Unknown demo dataset '{name}'; choose from {', '.join(DEMOS)}.")
+        return f"the {name} demo's data"
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise ConfigError(f"Data path '{path}' does not exist on the server.")
+    if path.is_dir():
+        classes = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+        images = sum(1 for c in classes for f in c.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
+        if not images:
+            where = f"its {len(classes)} class subfolders hold none" if classes else "it has no class subfolders"
+            raise ConfigError(f"Folder '{path}' holds no images ({where}); expected one subfolder of images per class.")
+        return f"{images:,} images in {len(classes)} classes"
+    if path.suffix.lower() != ".npz":
+        raise ConfigError(f"Data file '{path}' is not an .npz file or a folder of class subfolders.")
+    arrays = check_npz_headers(path)
+    if not arrays:
+        raise ConfigError(f"Data file '{path}' holds no arrays.")
+    inputs = {k: v for k, v in arrays.items() if k not in ("y", "x_calib", "x_train", "y_train")
+              and not k.startswith("calib.")}
+    if not inputs:
+        raise ConfigError(f"Data file '{path}' has no input array: name it 'x' (or after the model's inputs).")
+    first = inputs.get("x", next(iter(inputs.values())))
+    n = first[0][0] if first[0] else 1
+    labels = "with labels" if "y" in arrays else "without labels (accuracy compares with FP32)"
+    return f"{n:,} samples, {labels}"

@@ -93,13 +93,30 @@ def demo_name_of(path: str | Path) -> str | None:
 
 # ---- the builders (run inside a child process: they import TensorFlow) ----
 
+# File or folder names that say nothing about the model: the folder above names it instead.
+GENERIC_MODEL_NAMES = {"saved_model", "savedmodel", "model", "models", "export", "exported", "serving",
+                       "frozen", "openvino", "ir", "onnx", "keras", "tf", "output", "outputs", "unpacked",
+                       "uploads"}
+
+
+def _generic(name: str) -> bool:
+    return not name or name.lower() in GENERIC_MODEL_NAMES or name.isdigit() or name.lower().startswith("upload-")
+
+
 def default_study_name(model: str | Path) -> str:
-    """`lenet-digits` for a demo, else the model's file or folder name."""
+    """`lenet-digits` for a demo, else the model's file or folder name, or the name of the nearest
+    folder above it when that name is generic: `resnet/saved_model` and `resnet/1/model.xml` give `resnet`."""
     p = Path(model)
     demo = demo_name_of(p)
     if demo:
         return demo
-    return p.stem if p.is_file() else p.name
+    name = p.stem if p.suffix and not p.is_dir() else p.name
+    if not _generic(name):
+        return name
+    for parent in list(p.absolute().parents)[:3]:
+        if not _generic(parent.name):
+            return parent.name
+    return name or "model"
 
 
 def build_demo(name: str, out: str | Path) -> dict:

@@ -1,25 +1,47 @@
-"""Sweep tab: a widget per sweep dimension, Run in the background, live plot and table, Cancel, reopen.
+"""Sweep tab: a widget per sweep dimension, data for accuracy and INT8, how to search, the serving
+scenario; Run in the background with a live plot and table; Cancel; reopen a previous study.
 
 The sweep runs in a thread so the page stays responsive; every point the runner reports updates
-the progress bar, the plot and the table. Cancel stops the worker; every finished point is
-already in the database (the runner stores each one as it arrives), so nothing is lost and
-pressing Run again resumes.
+the progress bar, the plot and the table. Before it starts, the points the study already holds are
+counted ("resuming: N already measured"), so the bar and its label agree from the first moment,
+and settings that oversubscribe the CPUs are warned about. Cancel stops the worker; every
+finished point is already in the database, so nothing is lost and pressing Run again resumes.
+Run stays disabled until the sweep's thread has really finished.
+
+The live plot is never changed after the browser has it: each drawing is a new FigureWidget built
+with its data, swapped in (at most every REDRAW_S seconds while points arrive, and once at the end).
+A plotly widget that takes over two seconds to start in the browser (a busy machine, a sweep
+starting) draws the data it was built with but follows no later change, so a figure changed in
+place could stay blank or stale.
 """
 
 from __future__ import annotations
 
+import html
 import threading
+import time
 
 import ipywidgets as w
 
+from wb_core.ui.data_section import DataSection
 from wb_core.ui.state import DashboardState
-from wb_core.ui.widgets import CSS, MessageArea, button, choices, frame_html, guarded, section, text
+from wb_core.ui.sweep_sections import SMART, ScenarioSection, SearchSection
+from wb_core.ui.widgets import CSS, MessageArea, button, choices, guarded, section, text, with_help
+from wb_core.ui.words import results_table
 
-TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "streams", "cores", "concurrency",
-                 "latency_ms_p50", "latency_ms_p99", "throughput", "cpu_util", "rss_mb", "status", "error"]
-
+TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "streams", "cores", "instances",
+                 "cores_per_instance", "concurrency", "rate", "latency_ms_p50", "latency_ms_p99", "throughput",
+                 "accuracy", "accuracy_drop", "cpu_util", "rss_mb", "status", "error"]
+# Shown only when some run has a value there (a scenario column nobody used is noise).
+OPTIONAL_COLUMNS = {"streams", "instances", "cores_per_instance", "rate", "accuracy", "accuracy_drop"}
+AUTO_COLUMNS = {"threads": "auto", "streams": "auto", "concurrency": "auto", "cores_per_instance": "auto"}
 
 PLACEHOLDER = "runs"
+REDRAW_S = 1.5  # the least time between two live plots while a sweep runs
+WARN_CSS = """<style>
+.wb-msg-warn { background: #fff8e1; border-left: 4px solid #e6a700; }
+.wb-data-section .widget-radio-box { flex-direction: column; }
+</style>"""
 
 
 def thread_ladder(n_cpus: int) -> str:
@@ -32,20 +54,20 @@ def thread_ladder(n_cpus: int) -> str:
     return ",".join(map(str, out))
 
 
-def live_figure(df=None):
-    """p99 latency vs throughput, one trace per backend and precision, built with its data.
-
-    Data goes into the constructor: a FigureWidget changed before the browser shows it stays empty.
-    """
+def _traces(df) -> list:
     import plotly.graph_objects as go
 
-    traces = []
-    for name, part in _series(df):
-        traces.append(go.Scatter(x=list(part["latency_ms_p99"]), y=list(part["throughput"]), mode="markers",
-                                 name=name, text=_labels(part), hoverinfo="text+x+y", marker={"size": 10}))
-    if not traces:
-        traces = [go.Scatter(x=[], y=[], mode="markers", name=PLACEHOLDER, marker={"size": 10})]
-    return go.FigureWidget(data=traces, layout=go.Layout(
+    traces = [go.Scatter(x=list(part["latency_ms_p99"]), y=list(part["throughput"]), mode="markers", name=name,
+                         text=_labels(part), hoverinfo="text+x+y", marker={"size": 10})
+              for name, part in _series(df)]
+    return traces or [go.Scatter(x=[], y=[], mode="markers", name=PLACEHOLDER, marker={"size": 10})]
+
+
+def live_figure(df=None):
+    """p99 latency vs throughput, one trace per backend and precision, built with its data."""
+    import plotly.graph_objects as go
+
+    return go.FigureWidget(data=_traces(df), layout=go.Layout(
         title="Measured so far: p99 latency vs throughput", xaxis_title="p99 latency (ms)",
         yaxis_title="throughput (samples/s)", height=380, margin={"t": 50, "b": 40, "l": 60, "r": 20}))
 
@@ -61,8 +83,28 @@ def _series(df):
 
 
 def _labels(part) -> list[str]:
-    return [f"b{r.batch_size} t{r.threads if r.threads == r.threads and r.threads else 'auto'} cores={r.cores}"
-            for r in part.itertuples()]
+    from wb_core.ui.words import run_name
+
+    return [run_name(r) for r in part.to_dict("records")]
+
+
+def runs_table(df) -> str:
+    """The study's runs in words: worded headers, rounded numbers, `auto` for settings left to the runtime,
+    and the reason in the Problem column of a failed or skipped run."""
+    if df is None or df.empty:
+        return "<i>No runs yet.</i>"
+    view = df.copy()
+    cols = [c for c in TABLE_COLUMNS if c in view.columns
+            and (c not in OPTIONAL_COLUMNS or view[c].notna().any() and (view[c].astype(str) != "1").any())]
+    for c, word in AUTO_COLUMNS.items():
+        if c in view.columns:
+            view[c] = view[c].astype(object).where(view[c].notna() & (view[c].astype(str) != "0"), word)
+    if "cores" in view.columns:
+        view["cores"] = view["cores"].astype(object).where(
+            view["cores"].notna() & ~view["cores"].astype(str).isin(["none", "None", ""]), "not pinned")
+    if "error" in view.columns:
+        view["error"] = view["error"].astype(object).where(view["error"].notna() & (view["error"] != ""), "")
+    return results_table(view, cols)
 
 
 class SweepPanel(w.VBox):
@@ -86,46 +128,69 @@ class SweepPanel(w.VBox):
         self.pinning = text("CPU pinning (OV)", "auto", field_help("cpu_pinning"))
         self.inter_op = text("Inter-op threads (TF)", "auto", field_help("inter_op_threads"))
         self.onednn = text("oneDNN (TF)", "auto", field_help("onednn"))
-        self.concurrency = text("Concurrency", "auto", field_help("concurrency"))
         self.max_time = w.BoundedFloatText(value=2.0, min=0.2, max=600, step=0.5, description="Seconds per point",
                                            style={"description_width": "150px"})
+        self.data = DataSection(self._demo_name)
+        self.search = SearchSection()
+        self.scenario = ScenarioSection(field_help)
+        self.concurrency = self.scenario.concurrency
+        self.warnings = w.HTML("")
+        self.warnings.add_class("wb-warnings")
         self.run = button("Run", "success", "play")
         self.cancel_button = button("Cancel", "danger", "stop")
         self.cancel_button.disabled = True
         self.progress = w.IntProgress(value=0, min=0, max=1, description="Progress", bar_style="info",
                                       layout=w.Layout(width="520px"))
         self.progress_text = w.Label("")
+        self.progress.add_class("wb-progress")
+        self.progress_text.add_class("wb-progress-text")
         self.studies = w.Dropdown(description="Previous study", style={"description_width": "150px"},
                                   layout=w.Layout(width="520px"))
         self.open_button = button("Open", icon="folder-open")
-        self.plot_box = w.Box([live_figure()])
+        self._figure = live_figure()
+        self._drawn_at = 0.0
+        self.plot_box = w.Box([self._figure])
         self.table = w.HTML()
         self._cancel = threading.Event()
         self._thread: threading.Thread | None = None
-        self._figure = self.plot_box.children[0]
+        self._search = "grid"
+        self._resuming = ""  # said beside the progress while a resumed sweep runs
 
         self.run.on_click(guarded(self.messages)(self._on_run))
         self.cancel_button.on_click(guarded(self.messages)(self._on_cancel))
         self.open_button.on_click(guarded(self.messages)(self._on_open))
+        for control in (self.threads, self.streams, self.inter_op, self.scenario.instances,
+                        self.scenario.cores_per_instance):
+            control.observe(guarded(self.messages)(self.update_warnings), "value")
         session.observe(self._on_model, "model_path")
         self._on_model()
         self.refresh_studies()
         advanced = w.Accordion(children=[w.VBox([self.streams, self.hints, self.pinning, self.inter_op,
-                                                 self.onednn, self.concurrency])],
+                                                 self.onednn])],
                                titles=("More settings",))
         super().__init__([
-            w.HTML(CSS), section("Sweep"), self.model_line, self.study, self.backends, self.precisions,
-            self.batch, self.threads, self.cores, self.max_time, advanced,
+            w.HTML(CSS + WARN_CSS), section("Sweep"), self.model_line, self.study, self.backends, self.precisions,
+            self.batch, self.threads, self.cores,
+            with_help(self.max_time, "How long each configuration is measured; short is quick, long is steadier."),
+            advanced, section("Data for accuracy and INT8"), self.data, section("How to search"), self.search,
+            self.scenario, self.warnings,
             w.HBox([self.run, self.cancel_button]), w.HBox([self.progress, self.progress_text]), self.messages,
             w.HBox([self.studies, self.open_button]), self.plot_box, section("Runs"), self.table])
         self.add_class("wb-sweep-panel")
+        self.update_warnings()
 
     # ---- model and studies ----
+    def _demo_name(self) -> str | None:
+        from wb_core.api import demo_name_of
+
+        return demo_name_of(self.session.model_path) if self.session.model_path else None
+
     def _on_model(self, *_):
         from wb_core.api import default_study_name
 
         if self.session.model_path:
-            self.model_line.value = f"Model: <b>{self.session.model_label or self.session.model_path}</b>"
+            self.model_line.value = (f"Model: <b>{html.escape(self.session.model_label or self.session.model_path)}"
+                                     f"</b>")
             self.study.value = default_study_name(self.session.model_path)
         else:
             self.model_line.value = "Model: <i>none chosen yet: pick one in the Model tab, or open a previous study.</i>"
@@ -152,28 +217,48 @@ class SweepPanel(w.VBox):
     def show_study(self, name: str) -> None:
         """Make `name` the open study and draw what it holds."""
         self.session.study = name
-        self._redraw(rebuild=True)
+        self._redraw()
         self.session.refresh()
 
-    # ---- running ----
+    # ---- settings ----
     def spec_values(self) -> dict:
-        """The sweep as keyword arguments of wb_core.api.profile (validated before a thread starts)."""
+        """The sweep grid as keyword arguments of wb_core.api.profile (validated before a thread starts)."""
         from wb_core.api import SweepSpec
 
         values = dict(backends=self.backends.selected(), precisions=self.precisions.selected(),
                       batch_sizes=self.batch.value, threads=self.threads.value, cores=self.cores.value,
                       streams=self.streams.value, hints=self.hints.value, cpu_pinning=self.pinning.value,
-                      inter_op_threads=self.inter_op.value, onednn=self.onednn.value,
-                      concurrency=self.concurrency.value)
+                      inter_op_threads=self.inter_op.value, onednn=self.onednn.value, **self.scenario.values())
         SweepSpec(**values)  # raises ConfigError naming the field
         return values
 
+    def run_values(self) -> dict:
+        """Everything else profile() takes from this tab: data, metric, calibration, drop limit, search."""
+        return {**self.data.values(), **self.search.values()}
+
+    def update_warnings(self, *_) -> list[str]:
+        """Say, before anything runs, which settings ask for more threads or cores than this process may use."""
+        from wb_core.api import ConfigError, SweepSpec, oversubscription_warnings
+
+        try:
+            spec = SweepSpec(threads=self.threads.value, streams=self.streams.value,
+                             inter_op_threads=self.inter_op.value, instances=self.scenario.instances.value,
+                             cores_per_instance=self.scenario.cores_per_instance.value, allow_oversubscribe=True)
+            found = oversubscription_warnings(spec)
+        except ConfigError:
+            found = []  # a value that does not parse is said when Run is pressed
+        self.warnings.value = "".join(f'<div class="wb-msg wb-msg-warn">⚠ {html.escape(t)}</div>' for t in found)
+        return found
+
+    # ---- running ----
     def _on_run(self, *_):
-        from wb_core.api import MeasureSettings, SweepSpec
+        from wb_core.api import MeasureSettings, SweepSpec, preview_sweep
 
         if self._thread is not None and self._thread.is_alive():
-            self.messages.show("A sweep is already running; cancel it first.", "info")
-            return
+            self._thread.join(timeout=2)  # a thread in its last statement is given a moment
+            if self._thread.is_alive():
+                self.messages.show("A sweep is still running or finishing; wait for it, or cancel it.", "info")
+                return
         if not self.session.model_path:
             self.messages.show("Choose a model in the Model tab first (or open a previous study).", "error")
             return
@@ -182,54 +267,87 @@ class SweepPanel(w.VBox):
             self.messages.show("Give the study a name.", "error")
             return
         values = self.spec_values()
+        extra = self.run_values()
+        self.update_warnings()
         t = float(self.max_time.value)
         settings = MeasureSettings(max_time_s=t, warmup_s=min(0.5, t / 2), window_s=min(0.5, t / 3))
-        planned = len(SweepSpec(**values).expand())
+        plan = preview_sweep(SweepSpec(**values), self.session.db, study, search=extra["search"],
+                             budget=extra["budget"])
+        self._search = extra["search"]
         if study in [r["name"] for r in self.session.studies()]:
             self.show_study(study)
         else:
-            self._start_empty(study)
-        self.progress.max, self.progress.value, self.progress.bar_style = planned, 0, "info"
-        self.progress_text.value = f"0 / {planned}"
+            self.session.study = study
+            self._redraw()
+        self.progress.bar_style = "info"
+        self._resuming = ""
+        self._set_progress(plan.done, plan.total)
+        if plan.total and plan.remaining == 0 and extra["search"] != SMART:
+            self.progress.bar_style = "success"
+            self.messages.show(f"All {plan.total} measurement(s) of this sweep are already stored in study "
+                               f"'{study}'. Change a setting to measure more.", "ok")
+            return
+        resuming = f" (resuming: {plan.done} already measured)" if plan.done else ""
+        self._resuming = resuming
+        self._set_progress(plan.done)
         self._cancel = threading.Event()
         self.run.disabled, self.cancel_button.disabled = True, False
-        self.messages.show(f"Profiling {planned} configuration(s) into study '{study}'…")
-        self._thread = threading.Thread(target=self._sweep, args=(self.session.model_path, study, values, settings),
-                                        daemon=True, name="wb-sweep")
+        self.cancel_button.description = "Cancel"
+        what = "at most " if extra["search"] == SMART else ""
+        self.messages.show(f"Profiling into study '{study}': {what}{plan.remaining} measurement(s) to go{resuming}. "
+                           f"Starting the workers takes a few seconds.")
+        self._thread = threading.Thread(target=self._sweep, args=(self.session.model_path, study, values, extra,
+                                                                  settings), daemon=True, name="wb-sweep")
         self._thread.start()
 
-    def _start_empty(self, study: str) -> None:
-        self.session.study = study
-        self._redraw(rebuild=True)
+    def _set_progress(self, value: int, total: int | None = None) -> None:
+        """Move the bar and its label together."""
+        if total is not None:
+            self.progress.max = max(1, total)
+            self.progress.min = 0
+        self.progress.value = max(0, min(self.progress.max, value))
+        self.progress_text.value = f"{self.progress.value} / {self.progress.max}{self._resuming}"
 
     def _on_cancel(self, *_):
         self._cancel.set()
         self.cancel_button.disabled = True
+        self.cancel_button.description = "Cancelling…"
         self.messages.show("Cancelling: the running worker is stopped; finished points stay stored.")
 
-    def _sweep(self, model, study, values, settings):
+    def _sweep(self, model, study, values, extra, settings):
         from wb_core.api import profile
 
         try:
             summary = profile(model, db=self.session.db, study=study, settings=settings, on_point=self._on_point,
-                              cancel=self._cancel, return_frame=False, **values)
+                              cancel=self._cancel, return_frame=False, **values, **extra)
             self._finish(summary)
         except Exception as e:  # shown inline; the thread must not die silently
             self.messages.error(e)
             self.progress.bar_style = "danger"
+            self._resuming = ""
+            self._set_progress(self.progress.value)
         finally:
-            self.run.disabled, self.cancel_button.disabled = False, True
             try:
-                self._redraw(rebuild=False)
-                self.refresh_studies()
                 self.session.refresh()
+                self._redraw()
+                self.refresh_studies()
             except Exception as e:
                 self.messages.error(e)
+            finally:  # the thread's very last work: Run comes back only now
+                self.cancel_button.description = "Cancel"
+                self.run.disabled, self.cancel_button.disabled = False, True
 
     def _finish(self, summary) -> None:
-        if summary.skipped_done:
-            self.progress.value = min(self.progress.max, self.progress.value + summary.skipped_done)
+        self._resuming = ""
         line = summary.line()
+        if not summary.cancelled:
+            if self._search == SMART:
+                self._set_progress(self.progress.value, self.progress.value)  # the search may stop early
+            else:
+                self._set_progress(self.progress.max)
+        else:
+            self._set_progress(self.progress.value)
+        notes = " ".join(getattr(summary, "notes", [])[:2])
         if summary.cancelled:
             self.progress.bar_style = "warning"
             self.messages.show(f"Cancelled. {line} Press Run to measure the rest.", "info")
@@ -239,36 +357,28 @@ class SweepPanel(w.VBox):
             self.messages.show(f"{line} First failures: {first}", "error")
         else:
             self.progress.bar_style = "success"
-            self.messages.show(f"{line} See the Explore tab for the recommendation.", "ok")
+            self.messages.show(f"{line} {notes + ' ' if notes else ''}See the Explore tab for the recommendation.",
+                               "ok")
 
     def _on_point(self, point: dict) -> None:
         try:
             self.session.add_point(point)
-            self.progress.value = min(self.progress.max, self.progress.value + 1)
-            self.progress_text.value = f"{self.progress.value} / {self.progress.max}"
-            self._redraw(rebuild=False)
+            self._set_progress(self.progress.value + 1)
+            self._redraw(force=False)
         except Exception as e:  # never break the runner's loop over a drawing problem
             self.messages.error(e)
 
     # ---- drawing ----
-    def _redraw(self, rebuild: bool) -> None:
+    def _redraw(self, force: bool = True) -> None:
+        """Table and plot from the open study's runs. The plot is a new figure built with its data,
+        at most every REDRAW_S seconds while a sweep runs (`force` draws now)."""
         df = self.session.results()
-        self.table.value = frame_html(df, TABLE_COLUMNS) if not df.empty else "<i>No runs yet.</i>"
-        if rebuild:
-            self._figure = live_figure(df)
-            self.plot_box.children = [self._figure]
-            return
-        series = _series(df)
-        fig = self._figure
-        with fig.batch_update():
-            by_name = {t.name: t for t in fig.data}
-            for name, part in series:
-                spare = by_name.get(PLACEHOLDER)
-                if name not in by_name and spare is not None and not spare.x:
-                    spare.name = name  # the empty first trace takes the first series
-                    by_name[name] = by_name.pop(PLACEHOLDER)
-                if name not in by_name:
-                    fig.add_scatter(x=[], y=[], mode="markers", name=name, hoverinfo="text+x+y", marker={"size": 10})
-                    by_name[name] = fig.data[-1]
-                trace = by_name[name]
-                trace.x, trace.y, trace.text = list(part["latency_ms_p99"]), list(part["throughput"]), _labels(part)
+        self.table.value = runs_table(df)
+        now = time.monotonic()
+        if not force and now - self._drawn_at < REDRAW_S:
+            return  # the next point, or the sweep's end, draws it
+        self._drawn_at = now
+        old, self._figure = self._figure, live_figure(df)
+        self.plot_box.children = [self._figure]
+        if old is not None:
+            old.close()

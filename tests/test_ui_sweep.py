@@ -1,0 +1,266 @@
+"""The Sweep tab without a browser: data choice, search and scenario values, warnings, resume counting,
+Run kept disabled while the sweep's thread finishes, the one live plot, the runs table in words."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("ipywidgets", reason="the ui extra is not installed (pip install -e '.[ui]')")
+
+from wb_core.errors import ConfigError
+from wb_core.ui.state import DashboardState
+
+
+def _panel(tmp_path, model=None, batch="1", threads="1"):
+    from wb_core.ui.sweep_panel import SweepPanel
+
+    session = DashboardState(tmp_path / "ui.db")
+    if model is not None:
+        session.model_path = str(model)
+    panel = SweepPanel(session)
+    panel.batch.value, panel.threads.value, panel.max_time.value = batch, threads, 0.3
+    return session, panel
+
+
+def _upload(name: str, content: bytes) -> tuple:
+    return ({"name": name, "type": "", "size": len(content), "last_modified": datetime.datetime.now(datetime.UTC),
+             "content": memoryview(content)},)
+
+
+def test_spec_and_run_values_carry_scenario_search_and_data(tmp_path, lenet_savedmodel):
+    from wb_core.ui.data_section import DEMO_DATA
+    from wb_core.ui.sweep_sections import SMART
+
+    _, panel = _panel(tmp_path, lenet_savedmodel)
+    sc = panel.scenario
+    sc.instances.value, sc.cores_per_instance.value, sc.concurrency.value = "1,2", "1", "1,4"
+    sc.rates.value, sc.repeats.value = "50", 2
+    values = panel.spec_values()
+    assert (values["instances"], values["cores_per_instance"], values["concurrency"], values["rates"],
+            values["repeats"]) == ("1,2", "1", "1,4", "50", 2)
+    assert panel.run_values() == {"data": None, "metric": "auto", "calib_size": 300, "max_accuracy_drop": None,
+                                  "search": "grid", "budget": None, "p99_ms": None}
+    panel.data.source.value = DEMO_DATA
+    panel.data.metric.value, panel.data.calib.value, panel.data.drop.value = "top1", 100, "0.02"
+    panel.search.how.value = SMART
+    panel.search.budget.value, panel.search.p99.value = 5, "3.5"
+    assert panel.run_values() == {"data": "demo:lenet-digits", "metric": "top1", "calib_size": 100,
+                                  "max_accuracy_drop": 0.02, "search": "smart", "budget": 5, "p99_ms": 3.5}
+    sc.cores_per_instance.value = "0"
+    with pytest.raises(ConfigError, match="Cores per instance"):
+        panel.spec_values()
+
+
+def test_smart_search_fields_show_only_for_a_smart_search():
+    from wb_core.ui.sweep_sections import GRID, SMART, SearchSection, parse_p99
+
+    s = SearchSection()
+    assert s.smart_box.layout.display == "none"
+    s.how.value = SMART
+    assert s.smart_box.layout.display == ""
+    s.p99.value = "fast"
+    with pytest.raises(ConfigError, match="p99 target takes a number"):
+        s.values()
+    s.how.value = GRID
+    assert s.values()["search"] == "grid" and s.smart_box.layout.display == "none"
+    assert parse_p99("") is None and parse_p99("5 ms") == 5.0
+    with pytest.raises(ConfigError):
+        parse_p99("0")
+
+
+def test_threads_beyond_the_cpus_are_warned_about_before_measuring(tmp_path):
+    from wb_core.api import available_cpus
+
+    n = len(available_cpus())
+    _, panel = _panel(tmp_path)
+    assert panel.warnings.value == ""
+    panel.threads.value = "1,99"
+    assert f"Threads = 99 is more than the {n} CPU" in panel.warnings.value
+    assert "oversubscribe" in panel.warnings.value
+    panel.threads.value = "1"
+    panel.scenario.instances.value, panel.scenario.cores_per_instance.value = "2", str(n)
+    assert f"2 instances × {n} cores = {2 * n} cores" in panel.warnings.value
+    panel.scenario.instances.value = "1"
+    panel.threads.value = "nonsense"  # said when Run is pressed, not as a warning
+    assert panel.warnings.value == ""
+
+
+@pytest.mark.parametrize("typed, value", [("", None), (" 0.01 ", 0.01), ("1%", 0.01), ("0", 0.0)])
+def test_accuracy_drop_limit_in_words(typed, value):
+    from wb_core.ui.data_section import parse_drop_limit
+
+    assert parse_drop_limit(typed) == value
+
+
+@pytest.mark.parametrize("typed", ["abc", "2", "-0.1", "nan"])
+def test_a_bad_accuracy_drop_limit_is_one_sentence(typed):
+    from wb_core.ui.data_section import parse_drop_limit
+
+    with pytest.raises(ConfigError, match="accuracy-drop limit"):
+        parse_drop_limit(typed)
+
+
+def test_data_choices_are_checked_when_chosen(tmp_path, lenet_ir, lenet_savedmodel):
+    from wb_core.ui.data_section import DEMO_DATA, NO_DATA, SERVER_PATH, UPLOAD
+
+    session, panel = _panel(tmp_path, lenet_ir)
+    data = panel.data
+    assert data.data() is None
+    data.source.value = DEMO_DATA  # a model that is not a demo has no demo data
+    assert "fits only the demo models" in data.status.value
+    with pytest.raises(ConfigError, match="fits only the demo models"):
+        data.data()
+    session.model_path = str(lenet_savedmodel)
+    data.source.value = NO_DATA
+    data.source.value = DEMO_DATA
+    assert data.data() == "demo:lenet-digits" and "wb-msg-ok" in data.status.value
+
+    data.source.value = SERVER_PATH
+    data.path.value = str(tmp_path / "missing.npz")
+    assert "does not exist" in data.status.value and "wb-msg-error" in data.status.value
+    with pytest.raises(ConfigError, match="does not exist"):
+        data.data()
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not an archive")
+    data.path.value = str(junk)
+    assert "not a readable .npz" in data.status.value
+    empty = tmp_path / "images"
+    (empty / "cats").mkdir(parents=True)
+    data.path.value = str(empty)
+    assert "holds no images" in data.status.value
+    good = tmp_path / "val.npz"
+    np.savez(good, x=np.zeros((7, 8, 8, 1), np.float32), y=np.arange(7))
+    data.path.value = str(good)
+    assert "7 samples, with labels" in data.status.value and "wb-msg-ok" in data.status.value
+    assert data.data() == str(good)
+
+    data.source.value = UPLOAD
+    with pytest.raises(ConfigError, match="Upload an .npz file first"):
+        data.data()
+    data.upload.set_trait("value", _upload("notes.txt", b"hello"))
+    assert "is not an .npz file" in data.status.value
+    data.upload.set_trait("value", _upload("../../my data.npz", good.read_bytes()))
+    assert "Uploaded my_data.npz: 7 samples" in data.status.value
+    assert data.uploaded.is_file() and data.uploaded.name == "my_data.npz"
+    assert data.data() == str(data.uploaded)
+
+
+def test_preview_counts_the_points_already_stored(tmp_path, lenet_ir, fast):
+    from wb_core.api import SweepSpec, preview_sweep, profile
+
+    db = tmp_path / "p.db"
+    spec = SweepSpec(batch_sizes="1,2,4", threads="1")
+    assert (preview_sweep(spec, db, "s").total, preview_sweep(spec, db, "s").done) == (3, 0)
+    profile(lenet_ir, db=db, study="s", batch_sizes="1,2", threads="1", settings=fast)
+    plan = preview_sweep(spec, db, "s")
+    assert (plan.total, plan.done, plan.remaining) == (3, 2, 1)
+    assert preview_sweep(spec, db, "other").done == 0
+    assert preview_sweep(spec, db, "s", search="smart", budget=1).total == 1
+    rounds = preview_sweep(SweepSpec(batch_sizes="1,2,4", threads="1", repeats=2), db, "s")
+    assert (rounds.total, rounds.done) == (6, 2)  # a point measured once counts as its first round
+
+
+def test_cancel_then_run_again_counts_stored_points_and_label_agrees_with_bar(tmp_path, lenet_ir):
+    session, panel = _panel(tmp_path, lenet_ir, batch="1,2,4")
+    panel.study.value = "resume"
+    original = panel._on_point
+
+    def cancel_after_first(point):
+        original(point)
+        panel.cancel_button.click()
+
+    panel._on_point = cancel_after_first
+    panel.run.click()
+    panel._thread.join(120)
+    assert "Cancelled" in panel.messages.text.value
+    done = panel.progress.value
+    assert 1 <= done < 3 and panel.progress_text.value == f"{done} / 3"
+    panel._on_point = original
+    panel.run.click()
+    # Before anything is measured, the bar already stands at the stored points, and says so.
+    assert panel.progress.value == done and panel.progress.max == 3
+    assert panel.progress_text.value.startswith(f"{done} / 3")
+    assert f"resuming: {done} already measured" in panel.progress_text.value
+    panel._thread.join(120)
+    assert panel.progress.value == panel.progress.max == 3
+    assert panel.progress_text.value == "3 / 3" and panel.progress.bar_style == "success"
+    panel.run.click()  # nothing left: said at once, without a thread
+    assert "already stored" in panel.messages.text.value and panel.progress_text.value == "3 / 3"
+
+
+def test_run_stays_disabled_until_the_sweep_thread_has_finished(tmp_path, lenet_ir):
+    session, panel = _panel(tmp_path, lenet_ir)
+    panel.study.value = "busy"
+    release, reached = threading.Event(), threading.Event()
+    original = session.refresh
+
+    def slow_refresh():  # the thread's wrap-up, held open
+        if threading.current_thread() is panel._thread:
+            reached.set()
+            release.wait(60)
+        original()
+
+    session.refresh = slow_refresh
+    panel.run.click()
+    panel.cancel_button.click()
+    assert panel.cancel_button.description == "Cancelling…" and panel.cancel_button.disabled
+    assert reached.wait(120)
+    assert panel._thread.is_alive()
+    assert panel.run.disabled and panel.cancel_button.description == "Cancelling…"
+    panel.run.click()  # refused while the thread runs
+    assert "still running" in panel.messages.text.value
+    release.set()
+    panel._thread.join(60)
+    assert not panel.run.disabled and panel.cancel_button.description == "Cancel"
+
+
+def test_the_live_plot_of_a_new_study_is_built_with_its_points_never_changed_after(tmp_path, lenet_ir, fast):
+    """A browser draws a plotly widget from the data it was built with; one slow to start follows no
+    later change. So every live plot is a new figure holding its points, and none is edited afterwards."""
+    from wb_core.api import profile
+    from wb_core.ui import dashboard
+
+    db = tmp_path / "ui.db"
+    profile(lenet_ir, db=db, study="old", batch_sizes="1", threads="1", settings=fast)
+    tabs = dashboard(db)  # opens on the old study
+    panel = tabs.children[1]
+    shown = []
+    panel.plot_box.observe(lambda ch: shown.extend(ch["new"]), "children")
+    assert sum(len(t["x"]) for t in panel._figure._widget_data) == 1
+    panel.study.value = "new"
+    panel.batch.value, panel.threads.value, panel.max_time.value = "1,2", "1", 0.3
+    panel.run.click()
+    panel._thread.join(120)
+    assert "2 ok" in panel.messages.text.value, panel.messages.text.value
+    assert panel.plot_box.children == (panel._figure,)
+    assert sum(len(t["x"]) for t in panel._figure._widget_data) == 2  # the state a browser reads
+    assert shown and all(f._last_trace_edit_id == 0 and f._last_layout_edit_id == 0 for f in shown)
+    assert all(f.comm is None for f in shown[:-1])  # replaced figures are closed
+
+
+def test_runs_table_in_words_with_the_reason_of_a_skipped_run():
+    from wb_core.ui.sweep_panel import runs_table
+
+    df = pd.DataFrame([
+        {"backend": "openvino", "precision": "fp32", "batch_size": 1, "threads": 2.0, "streams": None,
+         "cores": "none", "instances": 1, "concurrency": 1, "latency_ms_p50": 0.123456, "latency_ms_p99": 0.98765,
+         "throughput": 1234.5678, "cpu_util": 1.23456, "rss_mb": 300.123, "status": "ok", "error": None},
+        {"backend": "openvino", "precision": "bf16", "batch_size": 1, "threads": None, "streams": None,
+         "cores": "0-1", "instances": 1, "concurrency": 1, "latency_ms_p50": None, "latency_ms_p99": None,
+         "throughput": None, "cpu_util": None, "rss_mb": None, "status": "skipped",
+         "error": "bf16 skipped: this CPU has no native BF16"},
+    ])
+    table = runs_table(df)
+    for header in ("Runtime", "Precision", "Batch", "Threads", "Cores pinned", "p99 latency (ms)",
+                   "Throughput (samples/s)", "Status", "Problem"):
+        assert f"<th>{header}</th>" in table
+    assert "latency_ms_p99" not in table and "Instances" not in table and "Streams" not in table
+    assert "<td>1,235</td>" in table and "<td>0.988</td>" in table and "1234.5678" not in table
+    assert "<td>skipped</td>" in table and "bf16 skipped: this CPU has no native BF16" in table
+    assert "<td>auto</td>" in table and "<td>not pinned</td>" in table
+    assert runs_table(pd.DataFrame()) == "<i>No runs yet.</i>"
