@@ -485,6 +485,7 @@ def test_export_tab_downloads_the_model_and_shows_serve_checks(tiny_ir, tmp_path
     _store(db, ServeCheckResult(study="t", run_key=key, status="ok", predicted={"throughput": 5000.0},
                                 served={"throughput": 2500.0}, ratio={"throughput": 0.5}))
     panel = ExportPanel(DashboardState(db=db, study="t", selected_key=key))
+    panel.shown()  # the tab renders once it is on screen
     panel.format.value = "ovms"
     data = base64.b64decode(re.search(r"base64,([^\"]+)\"", panel.download.value).group(1))
     with zipfile.ZipFile(io.BytesIO(data)) as zf:

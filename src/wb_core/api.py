@@ -183,6 +183,12 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
                              shapes=_shape_axis(shapes),
                              repeats=repeats)
     settings = settings or MeasureSettings(max_time_s=max_time)
+    if text is None and tokenizer is None and not (inputs and inputs.text):
+        from wb_core.demo import demo_name_of, demo_text
+
+        own = demo_text(demo_name_of(path))
+        if own and data in (None, f"demo:{demo_name_of(path)}"):  # a text demo's own data is its sample text
+            text, tokenizer, data = own[0], own[1], None
     if text is not None or tokenizer is not None:
         import dataclasses
 

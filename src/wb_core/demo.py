@@ -91,6 +91,15 @@ def demo_name_of(path: str | Path) -> str | None:
     return None
 
 
+def demo_text(name: str | None) -> tuple[Path, Path] | None:
+    """(sample text, tokenizer) of a demo that ships text, else None: its own data, as an image
+    demo's is its test split."""
+    if name != "text-encoder":
+        return None
+    folder = demo_dir(name)
+    return folder / "sample.txt", folder / "tokenizer.json"
+
+
 # ---- the builders (run inside a child process: they import TensorFlow) ----
 
 # File or folder names that say nothing about the model: the folder above names it instead.
