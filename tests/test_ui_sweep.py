@@ -264,3 +264,31 @@ def test_runs_table_in_words_with_the_reason_of_a_skipped_run():
     assert "<td>skipped</td>" in table and "bf16 skipped: this CPU has no native BF16" in table
     assert "<td>auto</td>" in table and "<td>not pinned</td>" in table
     assert runs_table(pd.DataFrame()) == "<i>No runs yet.</i>"
+
+
+def test_a_text_model_sweeps_real_text_at_the_lengths_chosen(tmp_path):
+    """Text and tokenizer paths on the server are checked when entered and feed the sweep, at each length."""
+    from wb_core.api import demo_text, ensure_demo, load_results
+    from wb_core.ui.data_section import TEXT
+
+    model = ensure_demo("text-encoder") / "model.xml"
+    sample, tokenizer = demo_text("text-encoder")
+    session, panel = _panel(tmp_path, model, batch="1")
+    panel.seq_lens.value = "16,32"
+    panel.data.source.value = TEXT
+    panel.data.text_path.value = str(tmp_path / "missing.txt")
+    panel.data.tokenizer_path.value = str(tokenizer)
+    assert "does not exist" in panel.data.status.value
+    with pytest.raises(ConfigError, match="does not exist"):
+        panel.run_values()
+    panel.data.text_path.value = str(sample)
+    assert "lines of text" in panel.data.status.value and "vocabulary" in panel.data.status.value
+    values = panel.run_values()
+    assert values["text"] == str(sample) and values["tokenizer"] == str(tokenizer) and values["data"] is None
+    assert panel.spec_values()["seq_lens"] == "16,32"
+    panel.study.value = "text"
+    panel.run.click()
+    panel._thread.join(180)
+    df = load_results(session.db, "text")
+    assert sorted(df["seq_len"]) == [16, 32] and (df["status"] == "ok").all(), panel.messages.text.value
+    assert (df["data_source"] == f"'{sample}'").all()

@@ -88,7 +88,7 @@ _REEXPORTS = {
     # what a sweep will do before it runs, and checking a data path a user typed
     "preview_sweep": "wb_core.sweep.preview", "SweepPreview": "wb_core.sweep.preview",
     "oversubscription_warnings": "wb_core.sweep.preview", "describe_data_source": "wb_core.data",
-    "demo_name_of": "wb_core.demo",
+    "describe_text_source": "wb_core.text", "demo_name_of": "wb_core.demo", "demo_text": "wb_core.demo",
 }
 _MODULES = {"plots": "wb_core.plots", "pipeline_plots": "wb_core.pipeline.plots",
             "training_plots": "wb_core.training.plots"}

@@ -184,3 +184,14 @@ def sample_arrays(path: str | Path, length: int) -> dict[str, np.ndarray] | None
     prefix = f"{length}."
     found = {k[len(prefix):]: v for k, v in _LOADED[key].items() if k.startswith(prefix)}
     return found or None
+
+
+def describe_text_source(text: str | Path, tokenizer: str | Path) -> str:
+    """Check a text file and its tokenizer without a model: what they hold, in words, or one
+    ConfigError sentence naming what is wrong."""
+    tok = load_tokenizer(tokenizer)
+    lines = read_lines(text)
+    lengths = sorted(len(e.ids) for e in tok.encode_batch(lines[:2000]))
+    median = lengths[len(lengths) // 2]
+    return (f"{len(lines):,} lines of text, {median} tokens at the median and {lengths[-1]} at most, "
+            f"with a vocabulary of {tok.get_vocab_size():,} tokens")

@@ -17,9 +17,10 @@ from wb_core.api import ConfigError, cache_dir
 from wb_core.ui.uploads import safe_name, upload_limit_mb
 from wb_core.ui.widgets import STYLE, WIDE, message_html, text, with_help
 
-NO_DATA, DEMO_DATA, SERVER_PATH, UPLOAD = ("No data (speed only)", "The demo's own data",
-                                          "A file on this server (.npz or image folder)", "Upload an .npz file")
-SOURCES = (NO_DATA, DEMO_DATA, SERVER_PATH, UPLOAD)
+NO_DATA, DEMO_DATA, SERVER_PATH, UPLOAD, TEXT = (
+    "No data (speed only)", "The demo's own data", "A file on this server (.npz or image folder)",
+    "Upload an .npz file", "Text on this server (one sample per line) and its tokenizer")
+SOURCES = (NO_DATA, DEMO_DATA, SERVER_PATH, UPLOAD, TEXT)
 
 # The metrics in words, and the names profile() takes.
 METRICS = (
@@ -82,6 +83,16 @@ class DataSection(w.VBox):
                                      style=STYLE, layout=w.Layout(width="520px"))
         self.path = text("Data path", placeholder="/data/val.npz or /data/images/ (one subfolder per class)")
         self.path.continuous_update = False
+        self.text_path = text("Text file", placeholder="/data/questions.txt (one sample per line)")
+        self.tokenizer_path = text("Tokenizer", placeholder="/models/bert/tokenizer.json")
+        for control in (self.text_path, self.tokenizer_path):
+            control.continuous_update = False
+        self.text_box = w.VBox([
+            with_help(self.text_path, "Real text for a text model: each line is one request. It is tokenized to "
+                                      "every sequence length swept, and used for measuring, INT8 and accuracy."),
+            with_help(self.tokenizer_path, "The model's own tokenizer.json (Hugging Face tokenizers format), a file "
+                                           "on this server; nothing is downloaded."),
+        ])
         self.upload = w.FileUpload(accept=".npz", multiple=False, description="Choose .npz")
         self.status = w.HTML("")
         self.metric = w.Dropdown(options=METRICS, value="auto", description="Accuracy metric", style=STYLE,
@@ -97,6 +108,8 @@ class DataSection(w.VBox):
         self.source.observe(self._on_source, "value")
         self.path.observe(self._on_path, "value")
         self.upload.observe(self._on_upload, "value")
+        self.text_path.observe(self._on_text, "value")
+        self.tokenizer_path.observe(self._on_text, "value")
         super().__init__([
             with_help(self.source, "Data lets the workbench measure accuracy and calibrate INT8. Without it, "
                                    "INT8 calibrates on the demo's data or random inputs and accuracy is not shown."),
@@ -113,14 +126,20 @@ class DataSection(w.VBox):
     # ---- the choice ----
     def _on_source(self, *_):
         self.status.value = ""
-        self.choice.children = {SERVER_PATH: [self.path_box], UPLOAD: [self.upload_box]}.get(self.source.value, [])
+        self.choice.children = {SERVER_PATH: [self.path_box], UPLOAD: [self.upload_box],
+                                TEXT: [self.text_box]}.get(self.source.value, [])
         if self.source.value == DEMO_DATA:
+            from wb_core.api import demo_text
+
             name = self._demo_name()
-            self.status.value = (message_html(f"Using the {name} demo's test data (with labels).", "ok") if name else
+            what = "sample text, through its tokenizer" if demo_text(name) else "test data (with labels)"
+            self.status.value = (message_html(f"Using the {name} demo's {what}.", "ok") if name else
                                  message_html("The demo data fits only the demo models; pick a demo in the Model "
                                               "tab, or another data source.", "error"))
         elif self.source.value == SERVER_PATH and self.path.value.strip():
             self._on_path()
+        elif self.source.value == TEXT:
+            self._on_text()
         elif self.source.value == UPLOAD and self.uploaded:
             self.status.value = message_html(f"Uploaded {self.uploaded.name}.", "ok")
 
@@ -134,6 +153,23 @@ class DataSection(w.VBox):
             self.status.value = message_html(f"Found {describe_data_source(self.path.value.strip())}.", "ok")
         except ConfigError as e:
             self.status.value = message_html(str(e), "error")
+
+    def _on_text(self, *_):
+        if self.source.value != TEXT:
+            return
+        if not (self.text_path.value.strip() and self.tokenizer_path.value.strip()):
+            self.status.value = ""
+            return
+        try:
+            self.status.value = message_html(f"Found {self._text_description()}.", "ok")
+        except ConfigError as e:
+            self.status.value = message_html(str(e), "error")
+
+    def _text_description(self) -> str:
+        from wb_core.api import describe_text_source
+
+        return describe_text_source(Path(self.text_path.value.strip()).expanduser(),
+                                    Path(self.tokenizer_path.value.strip()).expanduser())
 
     def _on_upload(self, *_):
         if not self.upload.value:
@@ -161,6 +197,8 @@ class DataSection(w.VBox):
                 raise ConfigError("The demo data fits only the demo models; pick a demo in the Model tab, "
                                   "or choose another data source.")
             return f"demo:{name}"
+        if self.source.value == TEXT:
+            return None
         if self.source.value == SERVER_PATH:
             path = self.path.value.strip()
             describe_data_source(path)
@@ -174,6 +212,13 @@ class DataSection(w.VBox):
         from wb_core.api import check_number
 
         drop = parse_drop_limit(self.drop.value)
-        return dict(data=self.data(), metric=self.metric.value,
+        text_inputs = {}
+        if self.source.value == TEXT:
+            if not (self.text_path.value.strip() and self.tokenizer_path.value.strip()):
+                raise ConfigError("Give both the text file and its tokenizer.json, or choose another data source.")
+            self._text_description()  # a wrong file is said now, not halfway through a sweep
+            text_inputs = dict(text=str(Path(self.text_path.value.strip()).expanduser()),
+                               tokenizer=str(Path(self.tokenizer_path.value.strip()).expanduser()))
+        return dict(data=self.data(), metric=self.metric.value, **text_inputs,
                     calib_size=int(check_number(self.calib.value, "The calibration size", 1, 100_000, integer=True)),
                     max_accuracy_drop=drop)

@@ -121,6 +121,7 @@ class SweepPanel(w.VBox):
         self.backends = choices("Backends", list(list_backends()), ["openvino"], field_help("backends"))
         self.precisions = choices("Precisions", ["fp32", "bf16", "int8"], ["fp32"], field_help("precisions"))
         self.batch = text("Batch sizes", "1,8", field_help("batch_sizes"))
+        self.seq_lens = text("Sequence lengths", "", field_help("seq_lens"), "text models only, e.g. 32,128,384")
         self.threads = text("Threads", thread_ladder(len(cpus)), field_help("threads"))
         self.cores = text("Cores", "none", field_help("cores"), f"none, all, first1 … first{len(cpus)}, 0-1")
         self.streams = text("Streams (OpenVINO)", "auto", field_help("streams"))
@@ -170,7 +171,10 @@ class SweepPanel(w.VBox):
                                titles=("More settings",))
         super().__init__([
             w.HTML(CSS + WARN_CSS), section("Sweep"), self.model_line, self.study, self.backends, self.precisions,
-            self.batch, self.threads, self.cores,
+            self.batch,
+            with_help(self.seq_lens, "For text models: the token lengths to measure, e.g. 32,128,384 (each is a "
+                                     "point of its own). Leave empty for image models."),
+            self.threads, self.cores,
             with_help(self.max_time, "How long each configuration is measured; short is quick, long is steadier."),
             advanced, section("Data for accuracy and INT8"), self.data, section("How to search"), self.search,
             self.scenario, self.warnings,
@@ -229,6 +233,8 @@ class SweepPanel(w.VBox):
                       batch_sizes=self.batch.value, threads=self.threads.value, cores=self.cores.value,
                       streams=self.streams.value, hints=self.hints.value, cpu_pinning=self.pinning.value,
                       inter_op_threads=self.inter_op.value, onednn=self.onednn.value, **self.scenario.values())
+        if self.seq_lens.value.strip():
+            values["seq_lens"] = self.seq_lens.value.strip()
         SweepSpec(**values)  # raises ConfigError naming the field
         return values
 
