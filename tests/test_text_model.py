@@ -300,12 +300,12 @@ def test_text_encoder_demo_is_built_here_with_its_tokenizer(tmp_path):
 def test_the_text_demo_measures_its_own_text_by_default(db, fast):
     """Profiling `text-encoder` with no data reads its sample text through its tokenizer, not random ids."""
     from wb_core.api import profile
-    from wb_core.demo import demo_text
+    from wb_core.demo import demo_sample_text
 
     summary = profile("text-encoder", db=db, study="demo-text", seq_lens="16", settings=fast, return_frame=False,
                       accuracy=False)
     assert summary.ok == 1, summary.errors
-    sample, tokenizer = demo_text("text-encoder")
+    sample, tokenizer = demo_sample_text("text-encoder")
     assert sample.exists() and tokenizer.exists()
     assert any("lines of text" in n for n in summary.notes), summary.notes
     assert not any("gets values" in n for n in summary.notes)  # no random token ranges

@@ -268,11 +268,11 @@ def test_runs_table_in_words_with_the_reason_of_a_skipped_run():
 
 def test_a_text_model_sweeps_real_text_at_the_lengths_chosen(tmp_path):
     """Text and tokenizer paths on the server are checked when entered and feed the sweep, at each length."""
-    from wb_core.api import demo_text, ensure_demo, load_results
+    from wb_core.api import demo_sample_text, ensure_demo, load_results
     from wb_core.ui.data_section import TEXT
 
     model = ensure_demo("text-encoder") / "model.xml"
-    sample, tokenizer = demo_text("text-encoder")
+    sample, tokenizer = demo_sample_text("text-encoder")
     session, panel = _panel(tmp_path, model, batch="1")
     panel.seq_lens.value = "16,32"
     panel.data.source.value = TEXT

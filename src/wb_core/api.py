@@ -88,7 +88,7 @@ _REEXPORTS = {
     # what a sweep will do before it runs, and checking a data path a user typed
     "preview_sweep": "wb_core.sweep.preview", "SweepPreview": "wb_core.sweep.preview",
     "oversubscription_warnings": "wb_core.sweep.preview", "describe_data_source": "wb_core.data",
-    "describe_text_source": "wb_core.text", "demo_name_of": "wb_core.demo", "demo_text": "wb_core.demo",
+    "describe_text_source": "wb_core.text", "demo_name_of": "wb_core.demo", "demo_sample_text": "wb_core.demo",
 }
 _MODULES = {"plots": "wb_core.plots", "pipeline_plots": "wb_core.pipeline.plots",
             "training_plots": "wb_core.training.plots"}
@@ -184,9 +184,9 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
                              repeats=repeats)
     settings = settings or MeasureSettings(max_time_s=max_time)
     if text is None and tokenizer is None and not (inputs and inputs.text):
-        from wb_core.demo import demo_name_of, demo_text
+        from wb_core.demo import demo_name_of, demo_sample_text
 
-        own = demo_text(demo_name_of(path))
+        own = demo_sample_text(demo_name_of(path))
         if own and data in (None, f"demo:{demo_name_of(path)}"):  # a text demo's own data is its sample text
             text, tokenizer, data = own[0], own[1], None
     if text is not None or tokenizer is not None:

@@ -91,7 +91,7 @@ def demo_name_of(path: str | Path) -> str | None:
     return None
 
 
-def demo_text(name: str | None) -> tuple[Path, Path] | None:
+def demo_sample_text(name: str | None) -> tuple[Path, Path] | None:
     """(sample text, tokenizer) of a demo that ships text, else None: its own data, as an image
     demo's is its test split."""
     if name != "text-encoder":

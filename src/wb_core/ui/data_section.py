@@ -129,10 +129,10 @@ class DataSection(w.VBox):
         self.choice.children = {SERVER_PATH: [self.path_box], UPLOAD: [self.upload_box],
                                 TEXT: [self.text_box]}.get(self.source.value, [])
         if self.source.value == DEMO_DATA:
-            from wb_core.api import demo_text
+            from wb_core.api import demo_sample_text
 
             name = self._demo_name()
-            what = "sample text, through its tokenizer" if demo_text(name) else "test data (with labels)"
+            what = "sample text, through its tokenizer" if demo_sample_text(name) else "test data (with labels)"
             self.status.value = (message_html(f"Using the {name} demo's {what}.", "ok") if name else
                                  message_html("The demo data fits only the demo models; pick a demo in the Model "
                                               "tab, or another data source.", "error"))
