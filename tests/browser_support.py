@@ -8,6 +8,7 @@ conftest.py registers the fixtures; test modules import the helpers they use.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -28,6 +29,27 @@ ROOT = Path(__file__).resolve().parent.parent
 SHOTS = Path(os.environ.get("WB_SCREENSHOTS") or Path(tempfile.gettempdir()) / "wb-screenshots")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+# Console errors that are not ours, each with why it is ignored:
+KNOWN_CONSOLE_NOISE = (
+    # Voila's page template links Font Awesome (the buttons' icons) from cdn.jsdelivr.net; a machine
+    # without internet access logs the failed load (ERR_NAME_NOT_RESOLVED and the like) as an error.
+    re.compile(r"Failed to load resource: net::ERR_(NAME_NOT_RESOLVED|INTERNET_DISCONNECTED|CONNECTION_REFUSED|"
+               r"ADDRESS_UNREACHABLE|NETWORK_ACCESS_DENIED)"),
+)
+
+
+def our_console_errors(page) -> list[str]:
+    """The page's console errors, less those in KNOWN_CONSOLE_NOISE."""
+    return [e for e in page.console_errors if not any(p.search(e) for p in KNOWN_CONSOLE_NOISE)]
+
+
+def assert_clean(page) -> None:
+    """No page error, no console error of ours, no Python traceback on the page."""
+    assert "Traceback (most recent call last)" not in page.locator("body").inner_text()
+    assert page.errors == []
+    assert our_console_errors(page) == []
 
 
 def free_port() -> int:

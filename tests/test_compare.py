@@ -200,7 +200,7 @@ def test_layers_and_compare_tabs_profile_compare_and_reuse(lenet_ir, db, fast):
     assert not layers.profile_button.disabled
     html_out = " ".join(getattr(c, "value", "") for c in layers.result.children)
     assert "Layer type" in html_out and "Convolution" in html_out and "Executed in" in html_out
-    assert any(type(c).__name__ == "FigureWidget" and len(c.data) for c in layers.result.children)
+    assert any(type(c).__name__ == "PlotArea" and len(c.figure.data) for c in layers.result.children)
     assert api.stored_layer_profile(db, "two", keys[0]) is not None
     assert "Profiled earlier" in LayersPanel(session).status.value  # a new page shows the kept profile at once
 

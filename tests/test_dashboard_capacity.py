@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import open_tab, shoot
+from browser_support import assert_clean, open_tab, shoot
 
 pytestmark = pytest.mark.browser
 
@@ -72,7 +72,4 @@ def test_capacity_tab(server, page, lenet_dir, fast):
     assert df.rate.notna().sum() == 3  # every probe stored in the study
     shoot(page, "capacity")
 
-    text = page.locator("body").inner_text()
-    assert "Traceback (most recent call last)" not in text
-    # Plotly's anywidget bridge reports slow model start-up as page errors; anything else is a bug.
-    assert [e for e in page.errors if "anywidget" not in e] == []
+    assert_clean(page)

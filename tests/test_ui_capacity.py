@@ -169,8 +169,7 @@ def test_find_max_rate_draws_each_probe_and_answers_in_words(lenet_ir, tmp_path,
     assert p.rate_answer.value.count("OpenVINO · FP32 · batch 1 · 1 threads") == 1
     assert len(p._probes) == 3 and "Done: 3 rate(s) tried" in p.rate_progress.value
     assert tables[-3:] == [1, 2, 3]  # each rate tried was listed as it was stored
-    fig = p.rate_plot
-    assert p.rate_box.children == (fig,)
+    fig = p.rate_plot.figure
     star = next(t for t in fig.data if t.name == "highest rate within")
     assert sum(len(t.x) for t in fig.data if t.name != "p99 limit") >= 4  # three probes and the star
     assert f"sustains {rounded(star.x[0])} requests/s" in p.rate_answer.value  # the star is the answer

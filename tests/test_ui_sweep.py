@@ -219,28 +219,32 @@ def test_run_stays_disabled_until_the_sweep_thread_has_finished(tmp_path, lenet_
     assert not panel.run.disabled and panel.cancel_button.description == "Cancel"
 
 
-def test_the_live_plot_of_a_new_study_is_built_with_its_points_never_changed_after(tmp_path, lenet_ir, fast):
-    """A browser draws a plotly widget from the data it was built with; one slow to start follows no
-    later change. So every live plot is a new figure holding its points, and none is edited afterwards."""
+def test_the_live_plot_is_sent_whole_to_the_page_with_every_point(tmp_path, lenet_ir, fast):
+    """The live plot goes to the page as plotly's own output (no widget to start in the browser),
+    redrawn whole with the study's points, the last drawing holding every point."""
     from wb_core.api import profile
     from wb_core.ui import dashboard
+    from wb_core.ui.widgets import PLOTLY_MIME
 
     db = tmp_path / "ui.db"
     profile(lenet_ir, db=db, study="old", batch_sizes="1", threads="1", settings=fast)
     tabs = dashboard(db)  # opens on the old study
     panel = tabs.children[1]
-    shown = []
-    panel.plot_box.observe(lambda ch: shown.extend(ch["new"]), "children")
-    assert sum(len(t["x"]) for t in panel._figure._widget_data) == 1
+    drawn = []
+    panel.plot.observe(lambda ch: drawn.append(ch["new"]), "outputs")
+
+    def points(outputs):
+        (out,) = outputs
+        return sum(len(t["x"]) for t in out["data"][PLOTLY_MIME]["data"])
+
+    assert points(panel.plot.outputs) == 1
     panel.study.value = "new"
     panel.batch.value, panel.threads.value, panel.max_time.value = "1,2", "1", 0.3
     panel.run.click()
     panel._thread.join(120)
     assert "2 ok" in panel.messages.text.value, panel.messages.text.value
-    assert panel.plot_box.children == (panel._figure,)
-    assert sum(len(t["x"]) for t in panel._figure._widget_data) == 2  # the state a browser reads
-    assert shown and all(f._last_trace_edit_id == 0 and f._last_layout_edit_id == 0 for f in shown)
-    assert all(f.comm is None for f in shown[:-1])  # replaced figures are closed
+    assert drawn and points(drawn[-1]) == 2 == points(panel.plot.outputs)  # the state a browser reads
+    assert sum(len(t.x) for t in panel.plot.figure.data) == 2
 
 
 def test_runs_table_in_words_with_the_reason_of_a_skipped_run():

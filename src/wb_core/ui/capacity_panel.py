@@ -15,7 +15,7 @@ import threading
 import ipywidgets as w
 
 from wb_core.ui.state import DashboardState
-from wb_core.ui.widgets import CSS, MessageArea, button, caption, guarded, key_values, section, text, with_help
+from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, key_values, section, text, with_help
 from wb_core.ui.words import rounded, run_name
 
 NO_STUDY = "Nothing to work from yet: run a sweep, or open a study in the Sweep tab."
@@ -112,7 +112,7 @@ def rate_figure(probes: list[dict], p99_ms: float | None, best_rate: float | Non
     points, log = rate_points(probes, p99_ms, best_rate)
     traces = [go.Scatter(x=x, y=y, name=name, showlegend=bool(x), **style)
               for (name, style), (x, y) in zip(RATE_TRACES, points)]
-    return go.FigureWidget(data=traces, layout=go.Layout(
+    return go.Figure(data=traces, layout=go.Layout(
         title="Rates tried: p99 latency vs arrival rate", xaxis_title="arrival rate (requests/s)", height=360,
         margin={"t": 50, "b": 40, "l": 60, "r": 20}, xaxis={"rangemode": "tozero"}, yaxis=_axis(log)))
 
@@ -181,10 +181,8 @@ class CapacityPanel(w.VBox):
         self.rate_answer.add_class("wb-rate-answer")
         self.rate_table = w.HTML()
         self.rate_table.add_class("wb-rate-table")
-        self._browser_seen = threading.Event()  # set once a browser reports having drawn one of our figures
-        self.rate_plot = self._watched(rate_figure([], None))
-        self.rate_box = w.Box([self.rate_plot])
-        self.rate_box.add_class("wb-rate-plot")
+        self.rate_plot = PlotArea(rate_figure([], None))
+        self.rate_plot.add_class("wb-rate-plot")
         self.rate_caption = caption(
             "Each dot is one arrival rate tried, requests arriving at random like real traffic. Dots under the dashed "
             "line kept p99 within the limit; the star is the highest such rate. A cross at the top means requests "
@@ -219,7 +217,7 @@ class CapacityPanel(w.VBox):
             w.HTML("<i>Requests arrive at random, as from many users; the search finds the highest arrival rate "
                    "this run keeps p99 within the limit. Every rate tried is stored in the study.</i>"),
             self.run, self.p99, self.probe_time, self.steps, self.find, self.rate_progress, self.rate_messages,
-            self.rate_answer, self.rate_table, self.rate_box, self.rate_caption,
+            self.rate_answer, self.rate_table, self.rate_plot, self.rate_caption,
             section("Capacity plan"),
             w.HTML("<i>From the open study's measurements: how many instances, replicas and CPUs serve a target "
                    "rate.</i>"),
@@ -281,7 +279,7 @@ class CapacityPanel(w.VBox):
         name = dict((k, n) for n, k in self.run.control.options)[key].split(" — ")[0]
         self._probes = []
         self.rate_answer.value = self.rate_table.value = ""
-        self._show_figure(rate_figure([], p99), wait_s=0)
+        self.rate_plot.show(rate_figure([], p99))
         self.find.disabled = True
         self.rate_progress.value = (f"<i>Working… measuring {html.escape(name)} with back-to-back requests first, "
                                     f"then up to {steps} arrival rates of {rounded(secs)} s each.</i>")
@@ -307,7 +305,7 @@ class CapacityPanel(w.VBox):
             self.find.disabled = False
             try:
                 if self._probes:
-                    self._show_figure(rate_figure(list(self._probes), p99, self.best_so_far(p99)))
+                    self.rate_plot.show(rate_figure(list(self._probes), p99, self.best_so_far(p99)))
                 s.refresh()  # the other tabs see the probes; the run list keeps its choice
             except Exception as e:
                 self.rate_messages.error(e)
@@ -333,6 +331,7 @@ class CapacityPanel(w.VBox):
             self.rate_progress.value = (f"<i>Working… tried {len(self._probes)} rate(s); last: "
                                         f"{rounded(probe['rate'])} requests/s → {html.escape(how)}.</i>")
             self.rate_table.value = probes_table(self._probes)
+            self.rate_plot.show(rate_figure(list(self._probes), p99_ms, self.best_so_far(p99_ms)))
         except Exception as e:  # never break the search over a drawing problem
             self.rate_messages.error(e)
 
@@ -341,30 +340,6 @@ class CapacityPanel(w.VBox):
         passed = [p["rate"] for p in self._probes if p["status"] == "ok" and not p["saturated"]
                   and p["p99"] is not None and p["p99"] <= p99_ms]
         return max(passed) if passed else None
-
-    def _watched(self, fig, drawn: threading.Event | None = None):
-        """`fig`, telling `drawn` when a browser reports having drawn all its traces."""
-        def on_deltas(change):
-            msg = change["new"]
-            if msg:
-                self._browser_seen.set()
-                if drawn is not None and len(msg.get("trace_deltas") or []) == len(fig.data):
-                    drawn.set()
-
-        fig.observe(on_deltas, "_js2py_traceDeltas")
-        return fig
-
-    def _show_figure(self, fig, tries: int = 3, wait_s: float = 8.0) -> None:
-        """Put `fig` on the page; where a browser watches but does not report drawing it in `wait_s`, a
-        fresh copy goes in its place. A plot widget started while the CPU is busy can miss its start-up
-        deadline in the browser and stay empty."""
-        for attempt in range(tries):
-            drawn = threading.Event()
-            copy = self._watched(fig if attempt == 0 else type(fig)(fig), drawn)
-            self.rate_plot = copy
-            self.rate_box.children = [copy]
-            if not wait_s or not self._browser_seen.is_set() or drawn.wait(wait_s):
-                return
 
     def show_answer(self, result: dict, p99_ms: float, name: str) -> None:
         best = result.get("best")

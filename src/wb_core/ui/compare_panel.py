@@ -13,7 +13,7 @@ import ipywidgets as w
 
 from wb_core.ui.layers_panel import ITERATIONS, run_choices
 from wb_core.ui.state import DashboardState
-from wb_core.ui.widgets import CSS, MessageArea, button, caption, guarded, section, with_help
+from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, section, with_help
 from wb_core.ui.words import results_table, run_name
 
 MODES = (("Runs of the open study", "runs"), ("The best run of each of these studies", "studies"))
@@ -60,7 +60,7 @@ def layer_figure(diff, name_a: str, name_b: str, top: int = 12):
     traces = [go.Bar(x=list(t["type"]), y=list(t[col]), name=name, text=list(t[prec]),
                      hovertemplate="%{x}: %{y:.4f} " + unit + ", executed in %{text}<extra>" + name + "</extra>")
               for col, prec, name in (("time_a_ms", "precisions_a", name_a), ("time_b_ms", "precisions_b", name_b))]
-    return go.FigureWidget(data=traces, layout=go.Layout(
+    return go.Figure(data=traces, layout=go.Layout(
         title="Time per layer type in each run", barmode="group", xaxis_title="layer type",
         yaxis_title=f"time ({unit})", legend_title="run", height=420,
         margin={"t": 50, "b": 80, "l": 60, "r": 20}))
@@ -238,7 +238,7 @@ class ComparePanel(w.VBox):
             section("Layers: run 1 against run 2"),
             w.HTML(f"<div class='wb-msg wb-msg-info wb-layer-summary'>{html.escape(summary)}</div>"),
             w.HTML(results_table(diff.by_type, LAYER_COLUMNS)),
-            layer_figure(diff, name_a, name_b),
+            PlotArea(layer_figure(diff, name_a, name_b)),
             caption(f"Each pair of bars is the time one kind of layer took {unit} in each run, summed over its "
                     f"layers. A shorter second bar is where the second run gained; a bar with no partner is a layer "
                     f"type only one run has (an INT8 model adds conversions and reorders). 'Second is faster by' "

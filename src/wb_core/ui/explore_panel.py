@@ -1,11 +1,12 @@
 """Explore tab: limits on p99 latency, accuracy drop and memory; the Pareto plot with the
-recommended run highlighted; click a point to see that run; the study's other plots.
+recommended run highlighted; "Look at a run" (the Pareto-front runs listed first) shows a run in
+words; the study's other plots.
 
 A slider at its right end means "no limit". The recommendation is what the Export tab writes,
-unless the user picks a clicked run with "Export this run" (clicking alone only shows it).
+unless the user picks the run looked at with "Export this run" (looking alone only shows it).
 Nothing is read or drawn until the tab is first opened (`shown()`), so the page starts fast.
-Every figure is built with its data and swapped in whole (a FigureWidget changed before the
-browser has drawn it stays empty).
+Plots are drawn whole in `PlotArea`s (plotly's own renderer in the page, which sends no clicks
+back; hovering a point still names its run).
 """
 
 from __future__ import annotations
@@ -17,19 +18,21 @@ import re
 import ipywidgets as w
 
 from wb_core.ui.state import DashboardState
-from wb_core.ui.widgets import CSS, MessageArea, button, caption, guarded, key_values, section, with_help
+from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, key_values, section, with_help
 from wb_core.ui.words import label, rounded, run_name
 
 OBJECTIVES = (("highest throughput", "throughput"), ("lowest p99 latency", "latency"),
               ("highest throughput per core", "throughput_per_core"))
 DETAIL_SKIP = ("study", "latency_samples_ms", "stderr_tail", "ov_properties", "key")
-# The short table of a clicked run: what a user compares runs by.
+# The short table of the run looked at: what a user compares runs by.
 SUMMARY = ("throughput", "latency_ms_p50", "latency_ms_p99", "cpu_util", "rss_mb", "accuracy", "executed_precision")
+NOT_LOOKING = "(pick a run)"
 CHOSEN_REASON = "Chosen by the user with “Export this run” in the dashboard's Explore tab."
 PARETO_CAPTION = ("Each dot is one run. Further left answers faster (p99 latency: 99 of 100 requests finish "
                   "within it; log scale), higher does more work per second. The black line joins the runs no "
                   "other run beats on both; the gold star is the recommendation and the dashed red line your "
-                  "p99 limit. Click a dot to see that run below.")
+                  "p99 limit. Hover over a dot to see which run it is; pick a run under “Look at a run” "
+                  "to see it in words.")
 
 
 def limit_slider(description: str, unit: str) -> w.FloatSlider:
@@ -86,7 +89,7 @@ def highlight(fig, run: dict | None, p99_limit: float | None):
 
 
 def run_summary_html(run: dict) -> str:
-    """A clicked run in a few rows of words: its name, throughput, latency, CPU, memory, accuracy."""
+    """A run in a few rows of words: its name, throughput, latency, CPU, memory, accuracy."""
     rows = [("Run", run_name(run))]
     for col in SUMMARY:
         v = run.get(col)
@@ -128,7 +131,7 @@ def _without_keys(text: str) -> str:
 
 class ExplorePanel(w.VBox):
     """Recommends a run of DashboardState.study under the user's limits; sets DashboardState.selected_key
-    (the recommendation, or a clicked run the user chose with "Export this run")."""
+    (the recommendation, or the run looked at, chosen with "Export this run")."""
 
     def __init__(self, session: DashboardState):
         self.session = session
@@ -141,9 +144,16 @@ class ExplorePanel(w.VBox):
         self.limits_text = w.HTML()
         self.recommendation = w.HTML()
         self.recommendation.add_class("wb-recommendation")
-        self.pareto_box = w.Box()
+        self.pareto_plot = PlotArea()
+        self.pareto_plot.add_class("wb-pareto-plot")
         self.pareto_caption = caption(PARETO_CAPTION)
-        self.details = w.HTML("<i>Click a point of the plot to see that run here.</i>")
+        self.look = w.Dropdown(options=[(NOT_LOOKING, "")], value="", description="Look at a run",
+                               style={"description_width": "170px"}, layout=w.Layout(width="820px"))
+        self.look.add_class("wb-look")
+        self.look.observe(guarded(self.messages)(self._on_look), "value")
+        self.look_box = with_help(self.look, "Every successful run, the ones on the Pareto front (no other run is "
+                                             "both faster and does more per second) first.")
+        self.details = w.HTML("<i>Pick a run above to see it here.</i>")
         self.details.add_class("wb-run-details")
         self.full_details = w.HTML()
         self.full_details.add_class("wb-run-full")
@@ -157,7 +167,7 @@ class ExplorePanel(w.VBox):
         self.export_this.on_click(guarded(self.messages)(self._on_export_this))
         self.chosen_text = w.HTML()
         self.other_plots = w.Tab()
-        # Drawn when opened: each figure is a plotly widget the browser takes a moment to start.
+        # Drawn when opened: plotly takes a moment to draw each figure.
         self.more = w.Accordion(children=[w.VBox([self.other_plots])], titles=("More plots: batch size, threads, "
                                                                               "cores, accuracy",))
         self.more.selected_index = None
@@ -168,7 +178,7 @@ class ExplorePanel(w.VBox):
                                      "setting stops paying.")
         self._df = None
         self._hardware = None
-        self._clicked: dict | None = None
+        self._looked: dict | None = None
         self._user_key = ""  # a run the user chose with "Export this run" (kept until the limits change)
         self._shown = False
         self._stale = True
@@ -185,8 +195,9 @@ class ExplorePanel(w.VBox):
             with_help(self.accuracy, "How much accuracy a lower precision (INT8, BF16) may lose against FP32, "
                                      "as a fraction (0.01 = one point in a hundred)."),
             self.limits_text, self.messages,
-            section("Recommendation"), self.recommendation, self.pareto_box, self.pareto_caption,
-            section("Clicked run"), self.details, self.details_toggle, w.HBox([self.export_this]), self.chosen_text,
+            section("Recommendation"), self.recommendation, self.pareto_plot, self.pareto_caption,
+            section("Look at a run"), self.look_box, self.details, self.details_toggle,
+            w.HBox([self.export_this]), self.chosen_text,
             section("More plots"), self.more, self.other_caption])
         self.add_class("wb-explore-panel")
         self._updating = False
@@ -214,7 +225,8 @@ class ExplorePanel(w.VBox):
         if df.empty:
             self._df = None
             self.recommendation.value = "<i>No results yet: run a sweep, or open a previous study in the Sweep tab.</i>"
-            self.pareto_box.children = []
+            self.pareto_plot.clear()
+            self._fill_look()
             self.other_plots.children = []
             self._others_drawn = False
             return
@@ -232,6 +244,7 @@ class ExplorePanel(w.VBox):
             self._updating = False
         if self._user_key and self._user_key not in set(self._df["key"]):
             self._user_key = ""
+        self._fill_look()
         self._others_drawn = False
         if self.more.selected_index is not None:
             self._draw_other_plots()
@@ -305,37 +318,43 @@ class ExplorePanel(w.VBox):
 
     # ---- plots ----
     def _draw_pareto(self, best: dict | None, cons) -> None:
-        import plotly.graph_objects as go
-
         from wb_core.api import plots
 
         fig = plots.latency_throughput(self._df)
         highlight(fig, best, cons.max_p99_ms)
         fig.update_layout(height=420, margin={"t": 60, "b": 40, "l": 60, "r": 20})
-        widget = go.FigureWidget(fig)
-        for trace in widget.data:
-            if trace.name != "recommended" and not str(trace.name).startswith("p99 limit"):
-                trace.on_click(self._on_click)
-        self.pareto_box.children = [widget]
+        self.pareto_plot.show(fig)
 
-    def _on_click(self, trace, points, selector):
-        if not points.point_inds:
+    def look_options(self) -> list[tuple[str, str]]:
+        """(name, key) of every successful run: the Pareto front first (fastest first), then the rest by name."""
+        from wb_core.api import pareto_mask, successful
+
+        ok = successful(self._df) if self._df is not None else None
+        if ok is None or ok.empty:
+            return []
+        on_front = pareto_mask(ok)
+        front = ok[on_front].sort_values("latency_ms_p99")
+        rest = ok[~on_front]
+        named = [(f"{run_name(r)} (Pareto front)", str(r["key"])) for _, r in front.iterrows()]
+        return named + sorted(((run_name(r), str(r["key"])) for _, r in rest.iterrows()), key=lambda o: o[0])
+
+    def _fill_look(self) -> None:
+        keep = self.look.value
+        options = [(NOT_LOOKING, ""), *self.look_options()]
+        self.look.options = options
+        self.look.value = keep if keep in {k for _, k in options} else ""
+
+    def _on_look(self, change) -> None:
+        key = change["new"]
+        if not key or self._df is None:
             return
-        try:
-            x, y = points.xs[0], points.ys[0]
-            self.show_run(self._nearest(x, y))
-        except Exception as e:
-            self.messages.error(e)
-
-    def _nearest(self, x: float, y: float) -> dict:
-        ok = self._df[self._df["status"] == "ok"]
-        dist = ((ok["latency_ms_p99"].astype(float) - x).abs() / max(x, 1e-9)
-                + (ok["throughput"].astype(float) - y).abs() / max(y, 1e-9))
-        return ok.loc[dist.idxmin()].to_dict()
+        rows = self._df[self._df["key"].astype(str) == key]
+        if not rows.empty:
+            self.show_run(rows.iloc[0].to_dict())
 
     def show_run(self, run: dict) -> None:
         """Show a run in words (its full record behind "details"); Export is not changed by this."""
-        self._clicked = run
+        self._looked = run
         self.details.value = run_summary_html(run)
         self.full_details.value = run_details_html(run)
         self.details_toggle.layout.display = ""
@@ -346,29 +365,27 @@ class ExplorePanel(w.VBox):
                                        "this one instead.</i>")
 
     def _on_export_this(self, *_):
-        """The clicked run becomes the one Export writes (until the limits change)."""
-        if self._clicked is None:
+        """The run looked at becomes the one Export writes (until the limits change)."""
+        if self._looked is None:
             return
-        key = str(self._clicked["key"])
+        key = str(self._looked["key"])
         self._user_key = key
         self.session.selected_reason = CHOSEN_REASON
         self.session.selected_key = key
         self.export_this.disabled = True
         self.chosen_text.value = (f"<div class='wb-msg wb-msg-ok wb-chosen'>The Export tab now writes "
-                                  f"{html.escape(run_name(self._clicked))}.</div>")
+                                  f"{html.escape(run_name(self._looked))}.</div>")
 
     def _on_more(self, *_):
         if self.more.selected_index is not None and not self._others_drawn and self._df is not None:
             self._draw_other_plots()
 
     def _draw_other_plots(self) -> None:
-        import plotly.graph_objects as go
-
         from wb_core.api import plots
 
         figs = plots.study_figures(self._df)
         figs.pop("latency_throughput", None)
         titles = {"batch": "Batch size", "threads": "Threads", "cores": "Cores", "accuracy": "Accuracy"}
-        self.other_plots.children = [go.FigureWidget(f) for f in figs.values()]
+        self.other_plots.children = [PlotArea(f) for f in figs.values()]
         self.other_plots.titles = tuple(titles.get(k, k.replace("_", " ").capitalize()) for k in figs)
         self._others_drawn = True

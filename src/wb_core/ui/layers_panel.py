@@ -13,7 +13,7 @@ import threading
 import ipywidgets as w
 
 from wb_core.ui.state import DashboardState
-from wb_core.ui.widgets import CSS, MessageArea, button, caption, guarded, section, with_help
+from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, section, with_help
 from wb_core.ui.words import results_table, run_name
 
 TOP_TYPES = 12  # layer types in the bar chart
@@ -65,7 +65,7 @@ def type_figure(profile, top: int = TOP_TYPES):
                              customdata=list(zip(part["layers"], part["share_pct"])),
                              hovertemplate="%{y}: %{x:.4f} ms in %{customdata[0]} layers "
                                            "(%{customdata[1]:.1f}%)<extra></extra>"))
-    return go.FigureWidget(data=traces, layout=go.Layout(
+    return go.Figure(data=traces, layout=go.Layout(
         title=f"Time per layer type (top {min(top, len(t))})", xaxis_title="time per inference (ms)",
         yaxis_title="layer type", legend_title="executed in", barmode="stack",
         yaxis={"categoryorder": "total ascending"}, height=max(300, 30 * len(t) + 140),
@@ -190,7 +190,7 @@ class LayersPanel(w.VBox):
         self.result.children = [
             section("Time per layer type"),
             w.HTML(results_table(types, ["type", "layers", "time_ms", "share_pct", "precisions"])),
-            type_figure(profile),
+            PlotArea(type_figure(profile)),
             caption(f"Each bar is the time one kind of layer took per inference, summed over its layers "
                     f"({total:.3g} ms for all layers; the mean of {profile.iterations} inferences at batch "
                     f"{profile.batch_size}). The colour says which precision those layers executed in: a layer "

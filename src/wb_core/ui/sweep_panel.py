@@ -8,11 +8,8 @@ and settings that oversubscribe the CPUs are warned about. Cancel stops the work
 finished point is already in the database, so nothing is lost and pressing Run again resumes.
 Run stays disabled until the sweep's thread has really finished.
 
-The live plot is never changed after the browser has it: each drawing is a new FigureWidget built
-with its data, swapped in (at most every REDRAW_S seconds while points arrive, and once at the end).
-A plotly widget that takes over two seconds to start in the browser (a busy machine, a sweep
-starting) draws the data it was built with but follows no later change, so a figure changed in
-place could stay blank or stale.
+The live plot is redrawn from the study's runs (at most every REDRAW_S seconds while points arrive,
+and once at the end) in a `PlotArea`, which the page draws with plotly's own renderer.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ import ipywidgets as w
 from wb_core.ui.data_section import DataSection
 from wb_core.ui.state import DashboardState
 from wb_core.ui.sweep_sections import SMART, ScenarioSection, SearchSection
-from wb_core.ui.widgets import CSS, MessageArea, button, choices, guarded, section, text, with_help
+from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, choices, guarded, section, text, with_help
 from wb_core.ui.words import results_table
 
 TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "streams", "cores", "instances",
@@ -67,7 +64,7 @@ def live_figure(df=None):
     """p99 latency vs throughput, one trace per backend and precision, built with its data."""
     import plotly.graph_objects as go
 
-    return go.FigureWidget(data=_traces(df), layout=go.Layout(
+    return go.Figure(data=_traces(df), layout=go.Layout(
         title="Measured so far: p99 latency vs throughput", xaxis_title="p99 latency (ms)",
         yaxis_title="throughput (samples/s)", height=380, margin={"t": 50, "b": 40, "l": 60, "r": 20}))
 
@@ -148,9 +145,8 @@ class SweepPanel(w.VBox):
         self.studies = w.Dropdown(description="Previous study", style={"description_width": "150px"},
                                   layout=w.Layout(width="520px"))
         self.open_button = button("Open", icon="folder-open")
-        self._figure = live_figure()
+        self.plot = PlotArea(live_figure())
         self._drawn_at = 0.0
-        self.plot_box = w.Box([self._figure])
         self.table = w.HTML()
         self._cancel = threading.Event()
         self._thread: threading.Thread | None = None
@@ -179,7 +175,7 @@ class SweepPanel(w.VBox):
             advanced, section("Data for accuracy and INT8"), self.data, section("How to search"), self.search,
             self.scenario, self.warnings,
             w.HBox([self.run, self.cancel_button]), w.HBox([self.progress, self.progress_text]), self.messages,
-            w.HBox([self.studies, self.open_button]), self.plot_box, section("Runs"), self.table])
+            w.HBox([self.studies, self.open_button]), self.plot, section("Runs"), self.table])
         self.add_class("wb-sweep-panel")
         self.update_warnings()
 
@@ -376,15 +372,12 @@ class SweepPanel(w.VBox):
 
     # ---- drawing ----
     def _redraw(self, force: bool = True) -> None:
-        """Table and plot from the open study's runs. The plot is a new figure built with its data,
-        at most every REDRAW_S seconds while a sweep runs (`force` draws now)."""
+        """Table and plot from the open study's runs; the plot at most every REDRAW_S seconds while a
+        sweep runs (`force` draws now)."""
         df = self.session.results()
         self.table.value = runs_table(df)
         now = time.monotonic()
         if not force and now - self._drawn_at < REDRAW_S:
             return  # the next point, or the sweep's end, draws it
         self._drawn_at = now
-        old, self._figure = self._figure, live_figure(df)
-        self.plot_box.children = [self._figure]
-        if old is not None:
-            old.close()
+        self.plot.show(live_figure(df))

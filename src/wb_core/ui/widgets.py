@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import html
+import json
 import traceback
 
 import ipywidgets as w
@@ -163,3 +164,39 @@ def with_help(control, help_text: str) -> w.VBox:
 def caption(text: str) -> w.HTML:
     """A line under a plot saying how to read it."""
     return w.HTML(f'<div class="wb-caption">{html.escape(text)}</div>')
+
+
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
+class PlotArea(w.Output):
+    """Where a plotly figure is drawn: `show(fig)` puts `fig` in place of the one shown before.
+
+    The figure goes to the page as plotly's own output type, drawn by the plotly renderer that
+    ships with plotly (served by the dashboard, nothing fetched online), not as a FigureWidget: a
+    FigureWidget is a widget the browser must start within two seconds, which a busy machine often
+    misses (an error in the console, and a figure that follows no later change). The drawn figure
+    sends no events back to Python, so a choice of point is made with a control beside the plot.
+    The last figure shown is kept as `.figure` (a `plotly.graph_objects.Figure`).
+    """
+
+    def __init__(self, fig=None, **kwargs):
+        super().__init__(**kwargs)
+        self.figure = None
+        self.add_class("wb-plot")
+        if fig is not None:
+            self.show(fig)
+
+    def show(self, fig) -> None:
+        import plotly.io as pio
+
+        self.figure = fig
+        spec = json.loads(pio.to_json(fig, validate=False))
+        spec["config"] = {"displaylogo": False}
+        title = fig.layout.title.text or "plot"
+        self.outputs = ({"output_type": "display_data", "metadata": {},
+                         "data": {PLOTLY_MIME: spec, "text/plain": f"<{title}>"}},)
+
+    def clear(self) -> None:
+        self.figure = None
+        self.outputs = ()
