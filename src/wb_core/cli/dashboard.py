@@ -31,7 +31,7 @@ from wb_core.cli.app import app
 REPO_NOTEBOOK = Path(__file__).resolve().parents[3] / "workbench" / "dashboard.ipynb"
 # Optional modules that cost seconds at import and that nothing in the dashboard uses, kept out of
 # Voila's server and its kernels. jsonschema (imported by Jupyter Server's event log, and in the
-# kernel by plotly's FigureWidget through nbformat) loads `rfc3987_syntax` when it is installed,
+# kernel by anything that loads nbformat) loads `rfc3987_syntax` when it is installed,
 # which builds an IRI grammar at import: about 5.5 s each time on a 2-core machine. Without it
 # jsonschema only skips checking the "iri" string format, which no schema here uses.
 SLOW_OPTIONAL_IMPORTS = ("rfc3987_syntax",)
