@@ -162,15 +162,30 @@ class SweepPanel(w.VBox):
         session.observe(self._on_model, "model_path")
         self._on_model()
         self.refresh_studies()
-        advanced = w.Accordion(children=[w.VBox([self.streams, self.hints, self.pinning, self.inter_op,
-                                                 self.onednn])],
+        advanced = w.Accordion(children=[w.VBox([
+            with_help(self.streams, "OpenVINO streams: requests run side by side on separate groups of cores, "
+                                    "e.g. 1,2; auto lets OpenVINO choose."),
+            with_help(self.hints, "OpenVINO's own tuning: latency or throughput, e.g. none,throughput (none: "
+                                  "the settings above decide)."),
+            with_help(self.pinning, "Whether OpenVINO ties its threads to cores: on, off or auto."),
+            with_help(self.inter_op, "TensorFlow threads that run independent operations at once, e.g. 1,2."),
+            with_help(self.onednn, "TensorFlow's oneDNN kernels: on, off or auto.")])],
                                titles=("More settings",))
         super().__init__([
-            w.HTML(CSS + WARN_CSS), section("Sweep"), self.model_line, self.study, self.backends, self.precisions,
-            self.batch,
+            w.HTML(CSS + WARN_CSS), section("Sweep"), self.model_line,
+            with_help(self.study, "Results are kept under this name; running it again measures only what is "
+                                  "missing."),
+            with_help(self.backends, "The runtimes to measure the model with; tick more than one to compare them."),
+            with_help(self.precisions, "FP32 is the model as it is; BF16 runs at half width where the CPU has it; "
+                                       "INT8 is quantized here (give data below to check its accuracy)."),
+            with_help(self.batch, "Requests grouped into one inference, e.g. 1,8,32; bigger batches raise "
+                                  "throughput and latency together."),
             with_help(self.seq_lens, "For text models: the token lengths to measure, e.g. 32,128,384 (each is a "
                                      "point of its own). Leave empty for image models."),
-            self.threads, self.cores,
+            with_help(self.threads, "Threads one inference may use, e.g. 1,2,4; auto: the runtime's default. "
+                                    "More than the CPUs here gets a warning."),
+            with_help(self.cores, "Which CPUs the worker is pinned to: none, all, first2, or lists like 0-1; "
+                                  "pinning keeps neighbours from sharing cores."),
             with_help(self.max_time, "How long each configuration is measured; short is quick, long is steadier."),
             advanced, section("Data for accuracy and INT8"), self.data, section("How to search"), self.search,
             self.scenario, self.warnings,
