@@ -1,10 +1,17 @@
-"""Small helpers the benchmark scripts share: tables, spread statistics, quick measuring settings."""
+"""Small helpers the benchmark scripts share: tables, spread statistics, quick measuring settings,
+and OpenVINO's own benchmark_app as the reference."""
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from wb_core.config import MeasureSettings
 
@@ -76,3 +83,24 @@ def _is_num(s: str) -> bool:
         return True
     except ValueError:
         return s in ("-", "n/a")
+
+
+def benchmark_app_path() -> str:
+    here = Path(sys.executable).parent / "benchmark_app"
+    found = str(here) if here.exists() else shutil.which("benchmark_app")
+    if not found:
+        sys.exit("benchmark_app not found: it ships in the openvino wheel; install openvino in this environment.")
+    return found
+
+
+def run_benchmark_app(xml: Path, args: Sequence[str]) -> dict:
+    """One benchmark_app run of `xml` on the CPU with `args`; throughput and median latency from its JSON report."""
+    with tempfile.TemporaryDirectory() as report:  # the report folder must exist beforehand
+        cmd = [benchmark_app_path(), "-m", str(xml), "-d", "CPU", *args, "-report_type", "no_counters",
+               "-report_folder", report, "-json_stats"]  # -json_stats last: it takes an optional value
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            tail = (out.stdout + out.stderr).strip().splitlines()[-3:]
+            raise RuntimeError(f"benchmark_app failed: {' | '.join(tail)}")
+        res = json.loads((Path(report) / "benchmark_report.json").read_text())["execution_results"]
+    return {"throughput": float(res["throughput"]), "median_ms": float(res["latency (ms)"])}

@@ -16,14 +16,11 @@ The ratio is ours / benchmark_app: its median over the rounds and its range.
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from bench_util import fixed_time, fmt_ratio, median_spread, print_table
+from bench_util import run_benchmark_app as benchmark_app
 
 from wb_core.config import SweepSpec, available_cpus
 from wb_core.demo import demo_model_path
@@ -35,30 +32,14 @@ OV_PRECISION = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 lives in t
 TARGET = 0.05
 
 
-def benchmark_app_path() -> str:
-    here = Path(sys.executable).parent / "benchmark_app"
-    found = str(here) if here.exists() else shutil.which("benchmark_app")
-    if not found:
-        sys.exit("benchmark_app not found: it ships in the openvino wheel; install openvino in this environment.")
-    return found
-
-
 def run_benchmark_app(xml: Path, batch: int, precision: str, mode: str, n: int, seconds: float) -> dict:
-    """One benchmark_app run; throughput and median latency from its JSON report."""
-    with tempfile.TemporaryDirectory() as report:  # the report folder must exist beforehand
-        cmd = [benchmark_app_path(), "-m", str(xml), "-d", "CPU", "-b", str(batch), "-t", str(seconds),
-               "-infer_precision", OV_PRECISION[precision], "-report_type", "no_counters", "-report_folder", report]
-        if mode == "latency":
-            cmd += ["-hint", "latency", "-api", "sync"]
-        else:
-            cmd += ["-hint", "none", "-nstreams", str(n), "-nthreads", str(n), "-api", "async", "-nireq", str(n)]
-        cmd += ["-json_stats"]  # last: it takes an optional value
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        if out.returncode != 0:
-            tail = (out.stdout + out.stderr).strip().splitlines()[-3:]
-            raise RuntimeError(f"benchmark_app failed: {' | '.join(tail)}")
-        res = json.loads((Path(report) / "benchmark_report.json").read_text())["execution_results"]
-    return {"throughput": float(res["throughput"]), "median_ms": float(res["latency (ms)"])}
+    """One benchmark_app run in `mode` (latency or streams); throughput and median latency."""
+    args = ["-b", str(batch), "-t", str(seconds), "-infer_precision", OV_PRECISION[precision]]
+    if mode == "latency":
+        args += ["-hint", "latency", "-api", "sync"]
+    else:
+        args += ["-hint", "none", "-nstreams", str(n), "-nthreads", str(n), "-api", "async", "-nireq", str(n)]
+    return benchmark_app(xml, args)
 
 
 def spec_for(precision: str, mode: str, n: int, batches: str) -> SweepSpec:

@@ -15,13 +15,11 @@ which goes first alternates each round. The ratio is ours / benchmark_app: media
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import tempfile
 from pathlib import Path
 
 from bench_util import fixed_time, fmt_ratio, median_spread, print_table
-from fidelity import benchmark_app_path
+from bench_util import run_benchmark_app as benchmark_app
 
 from wb_core.config import InputOptions, SweepSpec, available_cpus
 from wb_core.demo import demo_model_path, ensure_demo
@@ -33,17 +31,9 @@ INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def run_benchmark_app(xml: Path, length: int, threads: int, seconds: int) -> dict:
-    with tempfile.TemporaryDirectory() as report:  # the report folder must exist beforehand
-        shape = ",".join(f"{name}[1,{length}]" for name in INPUTS)
-        cmd = [benchmark_app_path(), "-m", str(xml), "-d", "CPU", "-shape", shape, "-t", str(seconds),
-               "-infer_precision", "f32", "-hint", "none", "-nstreams", "1", "-nthreads", str(threads),
-               "-api", "sync", "-nireq", "1", "-report_type", "no_counters", "-report_folder", report, "-json_stats"]
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        if out.returncode != 0:
-            tail = (out.stdout + out.stderr).strip().splitlines()[-3:]
-            raise RuntimeError(f"benchmark_app failed: {' | '.join(tail)}")
-        res = json.loads((Path(report) / "benchmark_report.json").read_text())["execution_results"]
-    return {"throughput": float(res["throughput"]), "median_ms": float(res["latency (ms)"])}
+    shape = ",".join(f"{name}[1,{length}]" for name in INPUTS)
+    return benchmark_app(xml, ["-shape", shape, "-t", str(seconds), "-infer_precision", "f32", "-hint", "none",
+                               "-nstreams", "1", "-nthreads", str(threads), "-api", "sync", "-nireq", "1"])
 
 
 def run_ours(xml: Path, lengths: list[int], threads: int, seconds: float, inputs: InputOptions, db: Path,
