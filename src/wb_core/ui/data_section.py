@@ -146,22 +146,23 @@ class DataSection(w.VBox):
     def _on_path(self, *_):
         from wb_core.api import describe_data_source
 
-        if not self.path.value.strip():
+        if self.path.value.strip():
+            self._say_found(lambda: describe_data_source(self.path.value.strip()))
+        else:
             self.status.value = ""
-            return
-        try:
-            self.status.value = message_html(f"Found {describe_data_source(self.path.value.strip())}.", "ok")
-        except ConfigError as e:
-            self.status.value = message_html(str(e), "error")
 
     def _on_text(self, *_):
         if self.source.value != TEXT:
             return
-        if not (self.text_path.value.strip() and self.tokenizer_path.value.strip()):
+        if self.text_path.value.strip() and self.tokenizer_path.value.strip():
+            self._say_found(self._text_description)
+        else:
             self.status.value = ""
-            return
+
+    def _say_found(self, describe) -> None:
+        """What `describe()` found in what the user typed, or its one-sentence error."""
         try:
-            self.status.value = message_html(f"Found {self._text_description()}.", "ok")
+            self.status.value = message_html(f"Found {describe()}.", "ok")
         except ConfigError as e:
             self.status.value = message_html(str(e), "error")
 
