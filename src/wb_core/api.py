@@ -124,7 +124,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             budget: int | None = None, cluster: str | None = None, hosts=None, ship_model: bool = False,
             timeout_s: float | None = None, memory_limit_mb: int | None = None, repeats: int = 1,
             text: str | Path | None = None, tokenizer: str | Path | None = None, shapes=None,
-            remeasure_busy: bool = False, ci_target: float | None = None, max_rounds: int = 10):
+            remeasure_busy: bool = False, ci_target: float | None = None, max_rounds: int = 10,
+            accuracy_guard: float | str = "auto", int8_recipe: str = "auto", fallback_budget_s: float = 600.0):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
     Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
@@ -145,7 +146,11 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     callable `(outputs, labels) -> float` (higher is better). Without labels, accuracy is each
     variant's metric against the FP32 variant's outputs (cosine by default). `output` names the
     output accuracy reads (default: the first). `max_accuracy_drop` switches INT8 to
-    accuracy-aware quantization. `precision_options` (a PrecisionOptions) overrides them all.
+    accuracy-aware quantization. `accuracy_guard` ("auto": cosine to FP32 >= 0.99, top-1 within 1
+    point; a number: the largest drop allowed; "off") marks INT8 and BF16 variants that miss it as
+    "accuracy failed", never recommended; `int8_recipe` ("auto": the model family's) is the first
+    INT8 recipe tried and `fallback_budget_s` the time later recipes may take (see
+    wb_core.variants.recipes). `precision_options` (a PrecisionOptions) overrides them all.
     `cluster` (a Dask scheduler address) runs the study on that cluster's hosts (or only `hosts`),
     once per hardware type; `ship_model` sends the model to hosts that do not share its path.
 
@@ -198,7 +203,9 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     study = study or default_study_name(path)
     prec = precision_options or PrecisionOptions(data=data, preprocess=preprocess, metric=metric,
                                                  subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
-                                                 accuracy=accuracy, output=output, input_map=dict(input_map or {}))
+                                                 accuracy=accuracy, output=output, input_map=dict(input_map or {}),
+                                                 guard=accuracy_guard, int8_recipe=int8_recipe,
+                                                 fallback_budget_s=fallback_budget_s)
     check_ci_target(ci_target)
     if ci_target is not None:
         check_max_rounds(max_rounds)

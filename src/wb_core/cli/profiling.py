@@ -119,6 +119,15 @@ def profile(
     max_accuracy_drop: Optional[float] = typer.Option(None, "--max-accuracy-drop",
                                                       help="Quantize with NNCF accuracy control, keeping the "
                                                            "absolute metric drop within this bound."),
+    accuracy_guard: str = typer.Option("auto", "--accuracy-guard", help="The largest accuracy drop an INT8 or BF16 "
+                                       "variant may show against FP32 before it is marked 'accuracy failed' and "
+                                       "never recommended: auto (cosine to FP32 at least 0.99, top-1 within 1 "
+                                       "point), a number such as 0.02, or off."),
+    int8_recipe: str = typer.Option("auto", "--int8-recipe", help="The first INT8 recipe to try: auto (the model "
+                                    "family's: transformer or cnn), default, mixed-preset, transformer, "
+                                    "transformer-sq50, accuracy-control, mixed-precision."),
+    fallback_budget: float = typer.Option(600.0, "--fallback-budget", help="Seconds the INT8 fallback recipes may "
+                                          "take when a recipe misses the accuracy guard."),
     image_size: Optional[str] = typer.Option(None, "--image-size", help="Resize folder images to HxW (default: the "
                                              "model's input size)."),
     image_scale: str = typer.Option("unit", "--image-scale", help="Folder image pixels: unit (0..1), raw (0..255), "
@@ -186,7 +195,7 @@ def profile(
     if cluster and (search != "grid" or budget is not None or p99_ms is not None):
         _fail("The smart search runs on this machine; leave out --cluster, or search with a grid.")
     prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,
-                                      output, data_input)
+                                      output, data_input, accuracy_guard, int8_recipe, fallback_budget)
     summary = run_profile(path, spec=spec, db=db, study=study, settings=settings, inputs=inputs, progress=not quiet,
                           return_frame=False, precision_options=prec, search=search, p99_ms=p99_ms, budget=budget,
                           cluster=cluster, hosts=hosts, ship_model=ship_model, timeout_s=timeout,
@@ -247,12 +256,14 @@ TABLE_COLUMNS = ["backend", "precision", "seq_len", "shape", "batch_size", "thre
                  "latency_ms_p99_ci_low", "latency_ms_p99_ci_high", "throughput", "throughput_ci_low",
                  "throughput_ci_high", "rounds", "tied_with_best", "vs_fp32", "cpu_util", "other_cpu", "steal_pct",
                  "busy", "rss_mb",
-                 "executed_precision", "variant", "accuracy", "accuracy_metric", "accuracy_drop", "status", "error",
+                 "executed_precision", "variant", "quant_recipe", "accuracy", "accuracy_metric", "accuracy_drop",
+                 "accuracy_guard", "status", "error",
                  "host"]
 
 
 def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,
-                               output=None, data_input=()):
+                               output=None, data_input=(), accuracy_guard="auto", int8_recipe="auto",
+                               fallback_budget=600.0):
     from wb_core.api import ImageOptions, PrecisionOptions
 
     mapping = {}
@@ -263,7 +274,8 @@ def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, imag
         mapping[name] = array
     return PrecisionOptions(data=data, metric=metric, subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
                             image=ImageOptions(size=ImageOptions.parse_size(image_size), scale=image_scale),
-                            accuracy=accuracy, output=output, input_map=mapping)
+                            accuracy=accuracy, output=output, input_map=mapping, guard=accuracy_guard,
+                            int8_recipe=int8_recipe, fallback_budget_s=fallback_budget)
 
 
 def _print_table(df, notes=()) -> None:

@@ -7,6 +7,7 @@ or TensorFlow; the parent side is `wb_core.variants.planner`. Each emits one `re
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -102,33 +103,45 @@ def task_evaluate(task: dict) -> None:
         session.prepare(batch, InputOptions(shapes={k: (batch,) + tuple(a.shape[1:]) for k, a in feeds.items()}))
         infer = session.make_infer()
         outs, names = [], []
+        started = time.perf_counter()
         for chunk, k in _chunks(feeds, batch):
             (converted,) = session.convert_batches([chunk])
             res = infer(converted)
             names = names or output_names(res)
             outs.append(pick_output(res, task.get("output"))[:k])
+        seconds = time.perf_counter() - started  # the validation pass, compile excluded: a rough speed
         out_path = os.path.join(task["out_dir"], f"{v['id']}.npy")
         np.save(out_path, np.concatenate(outs))
         _emit({"type": "variant", "id": v["id"], "executed_precision": session.info().get("executed_precision"),
                "samples": n, "outputs": names})
-    _emit({"type": "result", "ok": True, "outputs": names})
+    _emit({"type": "result", "ok": True, "outputs": names,
+           "samples_per_s": round(n / seconds, 1) if seconds > 0 else None})
 
 
 def task_quantize(task: dict) -> None:
-    """Quantize an FP32 IR to INT8 with NNCF: plain PTQ, or accuracy-aware when max_drop is set.
+    """Quantize an FP32 IR to INT8 with NNCF, by a recipe chosen for the model's family.
 
-    Task: ir, data (npz), out (xml path), subset_size, max_drop (None or float), metric (name),
-    output (name or None). Without labels, accuracy-aware mode keeps the chosen output close to
-    the FP32 model's outputs (cosine similarity by default).
+    Task: ir, data (npz), out (xml path), subset_size, recipe ("auto": the family's first; see
+    wb_core.variants.recipes), base (the recipe accuracy control and mixed precision build on),
+    max_drop (accuracy control's bound), limit (mixed precision's bound), metric (name), output
+    (name or None), budget_s. Without labels, accuracy control and mixed precision keep the chosen
+    output close to the FP32 model's outputs (cosine similarity by default).
     """
     import nncf
     import openvino as ov
 
-    from wb_core.accuracy import reference_targets, resolve_metric
     from wb_core.data import check_inputs
     from wb_core.models import ov_inputs
+    from wb_core.variants.family import detect_family
+    from wb_core.variants.recipes import base_recipe, nncf_arguments
 
+    started = time.monotonic()
     model = ov.Core().read_model(task["ir"])
+    family = detect_family(model)
+    recipe = task.get("recipe") or "auto"
+    if recipe == "auto":
+        recipe = "accuracy-control" if task.get("max_drop") is not None else base_recipe(family.name)
+    base = task.get("base") or base_recipe(family.name)
     specs = ov_inputs(model)
     single = len(specs) == 1
     ds = _load(task["data"])
@@ -142,20 +155,16 @@ def task_quantize(task: dict) -> None:
                           f"model's fixed batch of {step}.")
     calibration = nncf.Dataset(items)
     subset = int(task["subset_size"])
-    info = {"calibration_samples": min(subset, len(items)) * step}
+    info = {"calibration_samples": min(subset, len(items)) * step, "family": family.name,
+            "family_reason": family.reason, "recipe": recipe}
     output = task.get("output")
-    if task.get("max_drop") is None:
-        quantized = nncf.quantize(model, calibration, subset_size=subset)
-    else:
+    if recipe in ("accuracy-control", "mixed-precision"):
         val_items = _items(check_inputs(ds.x, specs, "validation data"), step, single)
-        if ds.y is not None:
-            targets = ds.y[:len(val_items) * step]
-            metric = resolve_metric(task.get("metric") or "auto", targets)
-        else:  # no labels: stay close to the FP32 model's own outputs
-            fp32 = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-            reference = np.concatenate([pick_output(fp32(it), output) for it in val_items])
-            metric, targets = reference_targets(task.get("metric") or "auto", reference)
-            info["reference"] = "fp32 outputs"
+        metric, targets, reference = _validation_targets(task, ds, model, val_items, step, output)
+        info["metric"] = metric.name
+        if reference:
+            info["reference"] = reference
+    if recipe == "accuracy-control":
         sign = 1.0 if metric.higher_is_better else -1.0  # NNCF expects higher = better
         labelled = [(it, targets[i * step:(i + 1) * step]) for i, it in enumerate(val_items)]
 
@@ -168,12 +177,85 @@ def task_quantize(task: dict) -> None:
             per_item = scores.reshape(-1, step).mean(axis=1) if step > 1 else scores
             return float(scores.mean()), [float(s) for s in per_item]
 
+        bound = task.get("max_drop") if task.get("max_drop") is not None else task.get("limit")
         quantized = nncf.quantize_with_accuracy_control(
             model, calibration, nncf.Dataset(labelled, lambda item: item[0]), validate,
-            max_drop=float(task["max_drop"]), drop_type=nncf.DropType.ABSOLUTE, subset_size=subset)
-        info["metric"] = metric.name
+            max_drop=float(bound), drop_type=nncf.DropType.ABSOLUTE, subset_size=subset, **nncf_arguments(base))
+        info["base"] = base
+    elif recipe == "mixed-precision":
+        quantized = nncf.quantize(model, calibration, subset_size=subset, **nncf_arguments(base))
+        deadline = started + float(task.get("budget_s") or 600)
+        quantized, kept = _mixed_precision(model, quantized, val_items, targets, metric, output,
+                                           float(task.get("limit") or 0.01), deadline)
+        info.update(base=base, fp32_layers=kept)
+    else:
+        quantized = nncf.quantize(model, calibration, subset_size=subset, **nncf_arguments(recipe))
     ov.save_model(quantized, task["out"], compress_to_fp16=False)
-    _emit({"type": "result", "path": task["out"], **info})
+    _emit({"type": "result", "path": task["out"], "seconds": round(time.monotonic() - started, 2), **info})
+
+
+def _validation_targets(task: dict, ds, model, val_items: list, step: int, output):
+    """(metric, targets, reference) for validation: the labels, else the FP32 model's own outputs."""
+    import openvino as ov
+
+    from wb_core.accuracy import reference_targets, resolve_metric
+
+    if ds.y is not None:
+        targets = ds.y[:len(val_items) * step]
+        return resolve_metric(task.get("metric") or "auto", targets), targets, None
+    fp32 = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    reference = np.concatenate([pick_output(fp32(it), output) for it in val_items])
+    metric, targets = reference_targets(task.get("metric") or "auto", reference)
+    return metric, targets, "fp32 outputs"
+
+
+WEIGHTED = ("MatMul", "Convolution", "GroupConvolution", "ConvolutionBackpropData")
+
+
+def _dequantize_layers(model, names: set[str]) -> None:
+    """Feed the named layers their floating-point inputs: their FakeQuantize inputs are bypassed."""
+    for op in model.get_ops():
+        if op.get_friendly_name() in names:
+            for port in op.inputs():
+                src = port.get_source_output().get_node()
+                if src.get_type_name() == "FakeQuantize":
+                    port.replace_source_output(src.input_value(0))
+
+
+def _mixed_precision(model, quantized, val_items, targets, metric, output, limit: float, deadline: float):
+    """Keep the most sensitive layers in FP32 until the drop against FP32 is within `limit`.
+
+    A layer's sensitivity is the metric gained when it alone runs in floating point; layers are
+    then returned to FP32 most sensitive first. Stops at the deadline with the best model so far.
+    """
+    import openvino as ov
+
+    core = ov.Core()
+
+    def score(m) -> float:
+        compiled = core.compile_model(m, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        return metric(np.concatenate([pick_output(compiled(it), output) for it in val_items]), targets)
+
+    reference, current = score(model), score(quantized)
+    layers = [op.get_friendly_name() for op in quantized.get_ordered_ops() if op.get_type_name() in WEIGHTED and
+              any(p.get_source_output().get_node().get_type_name() == "FakeQuantize" for p in op.inputs())]
+    gains = []
+    for name in layers:
+        if metric.drop(reference, current) <= limit or time.monotonic() > deadline:
+            break
+        trial = quantized.clone()
+        _dequantize_layers(trial, {name})
+        gains.append((metric.drop(score(trial), current), name))  # what the metric gains with it in FP32
+    kept: list[str] = []
+    best = quantized
+    for _, name in sorted(gains, reverse=True):
+        if metric.drop(reference, current) <= limit or time.monotonic() > deadline:
+            break
+        kept.append(name)
+        best = quantized.clone()
+        _dequantize_layers(best, set(kept))
+        current = score(best)
+    return best, kept
 
 
 def task_probe_tf_bf16(task: dict) -> None:

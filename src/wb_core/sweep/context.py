@@ -203,6 +203,7 @@ class SweepContext:
         check_inputs(self.input_specs, self.inputs, self.settings, configs)
         self.planner = VariantPlanner(self.model, self.format, self.fingerprint, precision, self.hardware,
                                       self.input_specs, details=self.details)
+        self.planner.input_options = self.inputs  # random inputs for the accuracy guard take the sweep's sizes
         self.planner.check_data(configs)  # data that cannot feed the model stops the study here too
 
     def _prepare_text(self, configs: list[RunConfig], precision: PrecisionOptions | None) -> PrecisionOptions:

@@ -16,6 +16,7 @@ import json
 import math
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +28,12 @@ from wb_core.accuracy import Metric, reference_targets, resolve_metric
 from wb_core.backends.registry import get as get_backend
 from wb_core.config import RunConfig
 from wb_core.data import Dataset, ImageOptions, check_inputs, load_dataset
-from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.errors import ConfigError, WorkbenchError, WorkerError
 from wb_core.paths import cache_dir
 from wb_core.proc.parent import run_task
+from wb_core.variants.guard import FAILED, Guard
 from wb_core.variants.quantize import DEFAULT_SUBSET, QuantizeSettings, ensure_int8_ir
+from wb_core.variants.recipes import DEFAULT_BUDGET_S, DESCRIPTIONS, RECIPES, order_for
 
 
 @dataclass
@@ -46,8 +49,20 @@ class PrecisionOptions:
     accuracy: bool = True  # measure accuracy when data is at hand (against labels, else the FP32 outputs)
     output: str | None = None  # the output accuracy reads (by name); None: the first
     input_map: dict = field(default_factory=dict)  # model input -> array name in the data
+    guard: Guard | float | str = "auto"  # the accuracy guard: "auto" (per metric), a largest drop, or "off"
+    int8_recipe: str = "auto"  # the first INT8 recipe to try; "auto": the model family's own
+    fallback_budget_s: float = DEFAULT_BUDGET_S  # time the INT8 fallbacks may take after the first recipe
 
     def __post_init__(self):
+        if not isinstance(self.guard, Guard):
+            self.guard = Guard(self.guard)
+        if self.int8_recipe != "auto" and self.int8_recipe not in RECIPES:
+            raise ConfigError(f"Unknown INT8 recipe '{self.int8_recipe}'; choose from auto, {', '.join(RECIPES)}.")
+        b = self.fallback_budget_s
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b) or b < 0:
+            raise ConfigError(f"The INT8 fallback time budget must be a number of seconds of at least 0; got {b!r}.")
+        if isinstance(self.metric, str) and self.metric.lower() != "auto":
+            self.guard.check_metric(self.metric.lower())
         if not isinstance(self.subset_size, int) or self.subset_size < 1:
             raise ConfigError(f"The calibration subset size must be a whole number of at least 1; got {self.subset_size!r}.")
         if self.max_accuracy_drop is not None:
@@ -83,6 +98,8 @@ class VariantPlanner:
         self._paths: dict[tuple, tuple[Path, dict]] = {}
         self._accuracy: dict[tuple, dict] = {}
         self._checked_ir = False
+        self.input_options = None  # InputOptions of the sweep: random inputs for the guard need its sizes
+        self.attempts: list[dict] = []  # every INT8 recipe tried: recipe, accuracy, drop, passed, seconds
 
     # ---- data ----
     def dataset(self) -> Dataset | None:
@@ -202,18 +219,100 @@ class VariantPlanner:
         return self._paths[key]
 
     def _int8(self) -> tuple[Path, dict]:
+        """The INT8 variant: the model family's recipe, then fallbacks until one passes the accuracy guard."""
         data_path, data_fp = self._data_path()
         metric = self.options.metric
-        settings = QuantizeSettings(subset_size=self.options.subset_size, max_drop=self.options.max_accuracy_drop,
-                                    metric=metric.name if isinstance(metric, Metric) else str(metric),
-                                    output=self.options.output)
-        path, info = ensure_int8_ir(self.model, self.fmt, self.fp, data_path, data_fp, settings)
-        how = "with accuracy control" if settings.max_drop is not None else "post-training"
-        info["variant_note"] = (f"INT8 OpenVINO IR from NNCF {how} quantization on {info.get('calibration_size')} "
-                                f"calibration samples")
+        common = dict(subset_size=self.options.subset_size, output=self.options.output,
+                      metric=metric.name if isinstance(metric, Metric) else str(metric))
+        basis = self._basis("openvino")
+        limit = self.options.guard.limit_for(basis["metric"].name) if basis and "metric" in basis else None
+        judged = limit is not None
+        started, budget = time.monotonic(), float(self.options.fallback_budget_s)
+        queue, tried, family, best = [self.options.int8_recipe], set(), None, None
+        if self.options.max_accuracy_drop is not None:  # the user's own accuracy-aware quantization: one recipe
+            queue = ["auto"]
+        while queue:
+            recipe = queue.pop(0)
+            if recipe in tried:
+                continue
+            spent = time.monotonic() - started
+            if self.attempts and spent > budget:
+                self._note(f"INT8 fallbacks stopped at their time budget ({budget:g} s) after "
+                           f"{len(self.attempts)} recipe(s); {', '.join(queue + [recipe])} not tried.")
+                break
+            base = best["recipe"] if best else None
+            settings = QuantizeSettings(**common, max_drop=self.options.max_accuracy_drop, recipe=recipe,
+                                        base=base if recipe in ("accuracy-control", "mixed-precision") else None,
+                                        limit=limit if recipe in ("accuracy-control", "mixed-precision") else None,
+                                        budget_s=max(30.0, budget - spent) if recipe != "auto" else None)
+            t0 = time.monotonic()
+            try:
+                path, info = ensure_int8_ir(self.model, self.fmt, self.fp, data_path, data_fp, settings)
+            except ConfigError:
+                raise
+            except WorkbenchError as e:
+                tried.add(recipe)
+                self.attempts.append({"recipe": recipe, "ok": False, "error": str(e),
+                                      "seconds": round(time.monotonic() - t0, 2)})
+                if recipe == "auto":
+                    raise
+                continue
+            actual = info.get("quant_recipe") or recipe
+            tried.update({recipe, actual})
+            if family is None:
+                family = info.get("model_family")
+                if self.options.max_accuracy_drop is None:
+                    queue += [r for r in order_for(family or "other", actual) if r not in tried]
+            attempt = {"recipe": actual, "ok": True, "path": path, "info": info,
+                       "seconds": info.get("quant_seconds") or round(time.monotonic() - t0, 2)}
+            if basis and "metric" in basis:
+                ev = self._evaluate_file(("int8", str(path)), "openvino", path, "int8")
+                if "outputs" in ev:
+                    value = _score(ev, basis["metric"], basis["targets"])
+                    attempt.update(accuracy=value, drop=basis["metric"].drop(basis["reference"], value),
+                                   samples_per_s=ev.get("samples_per_s"))
+            attempt["passed"] = self.options.guard.passes(basis["metric"].name, attempt.get("drop")) \
+                if judged else None
+            self.attempts.append(attempt)
+            if best is None or (attempt.get("drop") is not None and
+                                (best.get("drop") is None or attempt["drop"] < best["drop"])):
+                best = attempt
+            if not judged or attempt["passed"]:
+                best = attempt
+                break
+        if best is None:
+            raise WorkerError(f"No INT8 recipe could quantize '{self.model.name}': {self.attempts[-1]['error']}")
+        if judged and not best["passed"]:
+            self._note(self._failed_int8_note(basis, limit))
+        return best["path"], self._int8_info(best)
+
+    def _int8_info(self, chosen: dict) -> dict:
+        info = dict(chosen["info"])
+        recipe = chosen["recipe"]
+        how = DESCRIPTIONS.get(recipe, recipe)
+        info["variant_note"] = (f"INT8 OpenVINO IR ({how}) on {info.get('calibration_size')} calibration samples")
         if self.fmt in ("savedmodel", "keras"):
             info["variant_note"] += "; TensorFlow models reach INT8 through this OpenVINO variant"
-        return path, info
+        family = info.get("model_family")
+        tried = [a for a in self.attempts if a is not chosen]
+        reason = (f"Read as a {family} model ({info.get('model_family_reason')})" if family else "")
+        if tried:
+            reason += (f"; {recipe} was chosen after " + ", ".join(_attempt_words(a) for a in tried))
+        elif family:
+            reason += f"; {recipe} is the first recipe for that family"
+        info["quant_recipe_reason"] = reason + "." if reason else None
+        layers = info.pop("fp32_layers", None)
+        if layers:
+            info["quant_fp32_layers"] = ", ".join(layers)
+        info["quant_attempts"] = json.dumps([{k: v for k, v in a.items() if k not in ("path", "info")}
+                                             for a in self.attempts])
+        return info
+
+    def _failed_int8_note(self, basis: dict, limit: float) -> str:
+        tried = "; ".join(_attempt_words(a) for a in self.attempts)
+        return (f"INT8 failed the accuracy guard with every recipe tried ({tried}): its runs are marked 'accuracy "
+                f"failed' and never recommended. Try more or more typical calibration data, labelled data, or a "
+                f"larger time budget for the fallbacks.")
 
     # ---- accuracy ----
     def columns_for(self, cfg: RunConfig) -> dict:
@@ -222,16 +321,51 @@ class VariantPlanner:
         cols.update(self._accuracy_columns(cfg.backend, cfg.precision))
         return cols
 
-    def _accuracy_columns(self, backend: str, precision: str) -> dict:
-        if not self.options.accuracy or (self.options.data is None and not self._demo_has_data()):
-            return {}  # nothing to measure with: no need to load (or synthesise) data
-        ds = self.dataset()
-        if not self.options.accuracy or ds is None or ds.meta.get("synthetic"):
-            return {}  # synthetic demo inputs calibrate, but say nothing about accuracy
+    def _eval_data(self) -> Dataset | None:
+        """The data accuracy is measured on: the study's or the demo's, else random inputs (said so)."""
+        if self.options.data is not None or self._demo_has_data():
+            return self.dataset()
+        ds = self.dataset()  # a demo without labels (random images), or nothing
+        if ds is None:
+            ds = self._random_dataset()
+        return ds
+
+    def _random_dataset(self) -> Dataset | None:
+        if getattr(self, "_random", None) is None:
+            from wb_core.config import InputOptions
+            from wb_core.models import make_batches
+
+            if self.inputs is None:
+                self._input()
+            try:
+                (batch,) = make_batches(self.inputs, 64, self.input_options or InputOptions(), pool_size=64,
+                                        max_batches=1)
+            except ConfigError:
+                self._random = False  # no size to draw them at (a dynamic dimension without --dynamic-size)
+                return None
+            x = next(iter(batch.values())) if len(batch) == 1 else batch
+            self._random = Dataset(x=x, source="random inputs", meta={"synthetic": True})
+        return self._random or None
+
+    def _basis(self, backend: str) -> dict | None:
+        """How accuracy is judged on this backend: the metric, its targets and the FP32 reference score.
+
+        None when accuracy is off or there is nothing to measure it with; {"note": ...} when the FP32
+        variant could not be evaluated.
+        """
+        key = ("basis", backend)
+        if key in self._accuracy:
+            return self._accuracy[key]
+        self._accuracy[key] = None
+        if not self.options.accuracy:
+            return None
+        ds = self._eval_data()
+        if ds is None:
+            return None
         ref = self._evaluate(backend, "fp32")
-        cur = ref if precision == "fp32" else self._evaluate(backend, precision)
-        if "outputs" not in cur or "outputs" not in ref:
-            return {"accuracy_note": cur.get("note") or ref.get("note")}
+        if "outputs" not in ref:
+            self._accuracy[key] = {"note": ref.get("note")}
+            return self._accuracy[key]
         self._note_output(ref.get("output_names") or [])
         names = ref.get("output_names") or []
         read = self.options.output or (names[0] if names else None)
@@ -258,14 +392,42 @@ class VariantPlanner:
                                   "(cosine, mse, max_abs, top1, top5), not a function.")
             metric, targets = reference_targets(self.options.metric, ref["outputs"])
             name = f"{metric.name} vs fp32"
-            self._note(f"The data from {ds.source} has no labels: accuracy is each variant's {metric.name} against "
-                       f"the FP32 variant's outputs on the same inputs.")
-        reference, value = _score(ref, metric, targets), _score(cur, metric, targets)
-        cols = {"accuracy": value, "accuracy_drop": metric.drop(reference, value),
-                "accuracy_metric": name or metric.name, "accuracy_reference": reference,
-                "accuracy_samples": int(len(cur["outputs"])), "data_source": ds.source}
+            if ds.meta.get("synthetic"):
+                self._note(f"No data was given: accuracy is each variant's {metric.name} against the FP32 variant's "
+                           f"outputs on {ds.source}, a last resort that catches a broken variant but not a subtle "
+                           f"loss; give real data to measure it properly.")
+            else:
+                self._note(f"The data from {ds.source} has no labels: accuracy is each variant's {metric.name} "
+                           f"against the FP32 variant's outputs on the same inputs.")
+        self._accuracy[key] = {"metric": metric, "targets": targets, "name": name or metric.name, "ds": ds,
+                               "reference": _score(ref, metric, targets), "ref": ref}
+        return self._accuracy[key]
+
+    def _accuracy_columns(self, backend: str, precision: str) -> dict:
+        if precision == "fp32" and (self.options.data is None and not self._demo_has_data()):
+            return {}  # FP32 against itself on random inputs says nothing
+        basis = self._basis(backend)
+        if basis is None:
+            return {}
+        if "metric" not in basis:
+            return {"accuracy_note": basis.get("note")}
+        cur = basis["ref"] if precision == "fp32" else self._evaluate(backend, precision)
+        if "outputs" not in cur:
+            return {"accuracy_note": cur.get("note")}
+        metric, ds = basis["metric"], basis["ds"]
+        reference, value = basis["reference"], _score(cur, metric, basis["targets"])
+        drop = metric.drop(reference, value)
+        cols = {"accuracy": value, "accuracy_drop": drop, "accuracy_metric": basis["name"],
+                "accuracy_reference": reference, "accuracy_samples": int(len(cur["outputs"])),
+                "data_source": ds.source}
         if self.options.output:
             cols["accuracy_output"] = self.options.output
+        if precision != "fp32":
+            verdict = self.options.guard.judge(basis["name"], precision, reference, value, drop)
+            cols.update(verdict)
+            if verdict.get("accuracy_guard") == FAILED and precision != "int8":  # INT8 says so with its attempts
+                self._note(f"{verdict['accuracy_guard_note']} Its runs are marked 'accuracy failed' and never "
+                           f"recommended; FP32 (or INT8, if it passes) is the choice on this CPU.")
         return cols
 
     def _note(self, text: str) -> None:
@@ -278,11 +440,21 @@ class VariantPlanner:
                        f"({', '.join(names)}); choose another with --output NAME.")
 
     def _evaluate(self, backend: str, precision: str) -> dict:
-        key = (backend, precision)
+        path, _ = self._variant(backend, precision)
+        return self._evaluate_file((backend, precision), backend, path, precision)
+
+    def _eval_data_path(self) -> Path:
+        ds = self._eval_data()
+        if ds is self._dataset:
+            return self._data_path()[0]
+        if getattr(self, "_random_path", None) is None:
+            self._random_path = ds.save()[0]
+        return self._random_path
+
+    def _evaluate_file(self, key: tuple, backend: str, path: Path, precision: str) -> dict:
         if key in self._accuracy:
             return self._accuracy[key]
-        data_path, _ = self._data_path()
-        path, _ = self._variant(backend, precision)
+        data_path = self._eval_data_path()
         out_dir = Path(tempfile.mkdtemp(prefix="wb-eval-"))
         try:
             res = run_task({"task": "evaluate", "backend": backend, "data": str(data_path), "out_dir": str(out_dir),
@@ -290,7 +462,7 @@ class VariantPlanner:
                             "variants": [{"id": "v", "model_path": str(path), "precision": precision}]},
                            timeout=1800, what=f"measuring the accuracy of the {backend} {precision} variant")
             self._accuracy[key] = {"outputs": np.load(out_dir / "v.npy"), "output_names": res.get("outputs"),
-                                   "checked": res.get("ok")}
+                                   "checked": res.get("ok"), "samples_per_s": res.get("samples_per_s")}
         except ConfigError:
             raise  # bad data or metric: the user must fix it, the sweep cannot mean anything
         except WorkbenchError as e:
@@ -300,6 +472,16 @@ class VariantPlanner:
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
         return self._accuracy[key]
+
+
+def _attempt_words(attempt: dict) -> str:
+    """'transformer: cosine to FP32 0.962 (failed, 4.1 s)' for the summary and the recipe reason."""
+    if not attempt.get("ok"):
+        return f"{attempt['recipe']} did not finish ({attempt.get('error', 'failed')})"
+    if attempt.get("accuracy") is None:
+        return f"{attempt['recipe']} ({attempt['seconds']:g} s)"
+    verdict = "passed" if attempt.get("passed") else "failed"
+    return f"{attempt['recipe']} {verdict} with a drop of {attempt['drop']:.3g} ({attempt['seconds']:g} s)"
 
 
 def _score(evaluation: dict, metric: Metric, targets) -> float:

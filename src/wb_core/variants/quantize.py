@@ -26,10 +26,16 @@ class QuantizeSettings:
     max_drop: float | None = None  # set: accuracy-aware quantization with this absolute bound
     metric: str = "auto"  # metric name for accuracy-aware mode
     output: str | None = None  # the output accuracy-aware mode reads; None: the first
+    recipe: str = "auto"  # see wb_core.variants.recipes; "auto": the model family's first
+    base: str | None = None  # the recipe accuracy control and mixed precision build on
+    limit: float | None = None  # the accuracy guard's bound, for accuracy control and mixed precision
+    budget_s: float | None = None  # mixed precision's time budget
 
     @property
     def method(self) -> str:
-        return "int8-ptq" if self.max_drop is None else "int8-aac"
+        if self.recipe == "mixed-precision":
+            return "int8-mixed"
+        return "int8-aac" if self.max_drop is not None or self.recipe == "accuracy-control" else "int8-ptq"
 
 
 def _version(dist: str) -> str:
@@ -43,7 +49,8 @@ def variant_key(model_fp: str, data_fp: str, settings: QuantizeSettings) -> str:
     blob = json.dumps({"model": model_fp, "data": data_fp, "method": settings.method,
                        "subset": settings.subset_size, "max_drop": settings.max_drop, "metric": settings.metric,
                        "nncf": _version("nncf"), "openvino": _version("openvino"),
-                       **({"output": settings.output} if settings.output else {})}, sort_keys=True)
+                       **({"output": settings.output} if settings.output else {}),
+                       "recipe": settings.recipe, "base": settings.base, "limit": settings.limit}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -53,15 +60,18 @@ def ensure_int8_ir(model: str | Path, fmt: str, model_fp: str, data_path: Path, 
     fp32_ir = ensure_ir(model, fmt, model_fp)
 
     def build(tmp: Path):
-        what = ("quantizing with accuracy control" if settings.max_drop is not None else "quantizing") + \
-               f" '{model}' to INT8"
+        what = f"quantizing '{model}' to INT8" + ("" if settings.recipe == "auto" else f" ({settings.recipe})")
         res = run_task({"task": "quantize", "ir": str(fp32_ir), "data": str(data_path), "out": str(tmp / "model.xml"),
                         "subset_size": settings.subset_size, "max_drop": settings.max_drop,
-                        "metric": settings.metric, "output": settings.output}, timeout=3600, what=what)
+                        "metric": settings.metric, "output": settings.output, "recipe": settings.recipe,
+                        "base": settings.base, "limit": settings.limit, "budget_s": settings.budget_s},
+                       timeout=3600 if settings.budget_s is None else settings.budget_s + 600, what=what)
         info = {"variant": settings.method, "calibration_size": res.get("calibration_samples"),
                 "calibration_data": data_fp, "subset_size": settings.subset_size,
                 "max_accuracy_drop": settings.max_drop, "accuracy_control_metric": res.get("metric"),
-                "accuracy_control_reference": res.get("reference")}
+                "accuracy_control_reference": res.get("reference"), "model_family": res.get("family"),
+                "model_family_reason": res.get("family_reason"), "quant_recipe": res.get("recipe"),
+                "quant_seconds": res.get("seconds"), "fp32_layers": res.get("fp32_layers")}
         (tmp / "info.json").write_text(json.dumps(info))
 
     folder = _cached("int8", variant_key(model_fp, data_fp, settings), build)
