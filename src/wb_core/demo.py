@@ -190,13 +190,15 @@ def _build_lenet(keras):
 
 
 def build_text_encoder(path: str | Path, vocab: int = 1000, hidden: int = 32, layers: int = 2,
-                       ffn: int = 64, seed: int = 0) -> Path:
+                       ffn: int = 64, seed: int = 0, outlier_scale: float = 1.0) -> Path:
     """A small BERT-style sentence encoder as an OpenVINO IR, built with the opset API (no TensorFlow).
 
     Inputs `input_ids`, `attention_mask`, `token_type_ids` (int64, [batch, sequence]); outputs
     `last_hidden_state` [batch, sequence, hidden] and `sentence_embedding` [batch, hidden] (the
     masked mean of the last hidden state). Random weights: the speed and the shape of a text
-    model, and outputs that precision changes measurably.
+    model, and outputs that precision changes measurably. `outlier_scale` above 1 gives two hidden
+    channels that scale after every normalisation, as trained transformers have (their activation
+    outliers): plain per-tensor INT8 then loses the other channels' detail.
     """
     import numpy as np
     import openvino as ov
@@ -208,8 +210,12 @@ def build_text_encoder(path: str | Path, vocab: int = 1000, hidden: int = 32, la
         s = scale if scale is not None else 1.0 / np.sqrt(shape[0])
         return ops.constant((rng.standard_normal(shape) * s).astype(np.float32))
 
+    gamma = np.ones(hidden, np.float32)
+    gamma[[3 % hidden, 17 % hidden]] = outlier_scale
+
     def layer_norm(h):
-        return ops.mvn(h, ops.constant(np.array([-1], np.int64)), True, 1e-6, "inside_sqrt")
+        normed = ops.mvn(h, ops.constant(np.array([-1], np.int64)), True, 1e-6, "inside_sqrt")
+        return normed if outlier_scale == 1.0 else ops.multiply(normed, ops.constant(gamma))
 
     ids = ops.parameter([-1, -1], ov.Type.i64, name="input_ids")
     mask = ops.parameter([-1, -1], ov.Type.i64, name="attention_mask")

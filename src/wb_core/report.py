@@ -19,7 +19,8 @@ TABLE_COLUMNS = ("key", "backend", "precision", "batch_size", "threads", "inter_
                  "concurrency", "latency_ms_p50", "latency_ms_p99", "latency_ms_p99_ci_low", "latency_ms_p99_ci_high",
                  "throughput", "throughput_ci_low", "throughput_ci_high", "rounds", "tied_with_best",
                  "throughput_per_core", "pct_peak_flops", "cpu_util", "other_cpu", "steal_pct", "busy", "rss_mb",
-                 "executed_precision", "accuracy", "accuracy_drop", "oversubscribed", "pareto", "status", "error")
+                 "executed_precision", "quant_recipe", "accuracy", "accuracy_drop", "accuracy_guard", "oversubscribed",
+                 "pareto", "status", "error")
 
 CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -79,9 +80,9 @@ def build_report(db: str | Path, study: str, constraints=None, objective: str = 
     sections.append("<h2>Trade-offs</h2>" + _figures_html(figures))
     if layer_profile is not None:
         sections.append(_layers(layer_profile))
-    busy = _busy(df)
-    if busy:
-        sections.append(busy)
+    for extra in (_guard(df), _busy(df)):
+        if extra:
+            sections.append(extra)
     sections.append(_runs_table(df))
     title = f"{_e(study)}: CPU inference report"
     return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
@@ -168,6 +169,24 @@ def _layers(profile) -> str:
     return (f"<h2>Per-layer profile</h2><p>{_e(profile.label)}, mean of {profile.iterations} inferences, "
             f"{profile.total_ms:.4f} ms of layer time per inference.</p><table><tr><th class='text'>type</th>"
             f"<th>layers</th><th>ms</th><th>share</th><th class='text'>executed in</th></tr>{body}</table>")
+
+
+def _guard(df: pd.DataFrame) -> str:
+    """The accuracy guard's verdict on each reduced-precision variant, failed ones first."""
+    if "accuracy_guard_note" not in df.columns:
+        return ""
+    judged = df[df["accuracy_guard_note"].notna()].drop_duplicates(["backend", "precision"])
+    if judged.empty:
+        return ""
+    status = judged["accuracy_guard"] if "accuracy_guard" in judged.columns else pd.Series("", index=judged.index)
+    failed = judged[status == "failed"]
+    items = "".join(f"<li>{_e(r['accuracy_guard_note'])}"
+                    f"{' ' + _e(r['quant_recipe_reason']) if isinstance(r.get('quant_recipe_reason'), str) else ''}"
+                    f"</li>" for _, r in pd.concat([failed, judged.drop(failed.index)]).iterrows())
+    head = (f"<p>{len(failed)} variant(s) failed the accuracy guard: their runs are measured and listed below as "
+            f"'accuracy failed', and never recommended.</p>" if len(failed) else
+            "<p>Every reduced-precision variant passed the accuracy guard.</p>")
+    return f"<h2>Accuracy guard</h2><div class='{'warn' if len(failed) else 'best'}'>{head}<ul>{items}</ul></div>"
 
 
 def _busy(df: pd.DataFrame) -> str:

@@ -283,7 +283,10 @@ class VariantPlanner:
         if best is None:
             raise WorkerError(f"No INT8 recipe could quantize '{self.model.name}': {self.attempts[-1]['error']}")
         if judged and not best["passed"]:
-            self._note(self._failed_int8_note(basis, limit))
+            self._note(self._failed_int8_note())
+        measured = self._accuracy.get(("int8", str(best["path"])))
+        if measured is not None:  # the chosen attempt's accuracy is the INT8 variant's: not measured twice
+            self._accuracy[("openvino", "int8")] = measured
         return best["path"], self._int8_info(best)
 
     def _int8_info(self, chosen: dict) -> dict:
@@ -308,7 +311,7 @@ class VariantPlanner:
                                              for a in self.attempts])
         return info
 
-    def _failed_int8_note(self, basis: dict, limit: float) -> str:
+    def _failed_int8_note(self) -> str:
         tried = "; ".join(_attempt_words(a) for a in self.attempts)
         return (f"INT8 failed the accuracy guard with every recipe tried ({tried}): its runs are marked 'accuracy "
                 f"failed' and never recommended. Try more or more typical calibration data, labelled data, or a "
