@@ -75,13 +75,13 @@ def models(work: Path, quick: bool) -> list[dict]:
 
     n = 32 if quick else 96
     out = [{"name": "text demo (sample text)", "path": demo_model_path("text-encoder"), "feeds": _text_feeds(n),
-            "output": "sentence_embedding", "shape": SEQ}]
+            "output": "sentence_embedding"}]
     enc = build_text_encoder(work / "outliers.xml", vocab=1000, hidden=64, layers=2, ffn=256, outlier_scale=30.0)
     out.append({"name": "encoder with outliers", "path": enc, "feeds": _token_feeds(n, 1000),
-                "output": "sentence_embedding", "shape": SEQ})
+                "output": "sentence_embedding"})
     with np.load(ensure_demo("lenet-digits") / "data.npz") as f:
         out.append({"name": "LeNet (digits)", "path": demo_model_path("lenet-digits"), "feeds": f["x"][:300],
-                    "labels": f["y"][:300], "output": None, "shape": None})
+                    "labels": f["y"][:300], "output": None})
     return out
 
 
@@ -119,12 +119,17 @@ def accuracy(model: dict, fp32_xml: Path, int8_xml: Path) -> str:
     return f"cosine {_cosine(out, ref):.4f}"
 
 
-def speed_args(model: dict, seconds: float, fp32: bool) -> list[str]:
+def speed_args(model: dict, xml: Path, seconds: int, fp32: bool) -> list[str]:
+    """benchmark_app's arguments: the THROUGHPUT hint, batch 1 at the data's sample shape."""
+    import openvino as ov
+
     args = ["-hint", "throughput", "-t", str(max(1, round(seconds)))]  # benchmark_app takes whole seconds
     if fp32:
         args += ["-infer_precision", "f32"]
-    if model["shape"]:
-        args += ["-shape", ",".join(f"{k}[1,{model['shape']}]" for k in model["feeds"])]
+    feeds = model["feeds"]
+    names = [port.get_any_name() for port in ov.Core().read_model(str(xml)).inputs]
+    shapes = {n: feeds[n].shape[1:] for n in names} if isinstance(feeds, dict) else {names[0]: feeds.shape[1:]}
+    args += ["-shape", ",".join(f"{n}[{','.join(str(d) for d in (1, *shape))}]" for n, shape in shapes.items())]
     return args
 
 
@@ -148,9 +153,9 @@ def main() -> None:
             fp32_xml = build(model, "default", work)[0]
             samples: dict[str, list[float]] = {"fp32": [], **{r: [] for r in built}}
             for _ in range(args.rounds):  # interleaved: each round times every variant once
-                samples["fp32"].append(run_benchmark_app(fp32_xml, speed_args(model, args.seconds, True))["throughput"])
+                samples["fp32"].append(run_benchmark_app(fp32_xml, speed_args(model, fp32_xml, args.seconds, True))["throughput"])
                 for recipe, (xml, _) in built.items():
-                    samples[recipe].append(run_benchmark_app(xml, speed_args(model, args.seconds, False))["throughput"])
+                    samples[recipe].append(run_benchmark_app(xml, speed_args(model, xml, args.seconds, False))["throughput"])
             fp32 = statistics.median(samples["fp32"])
             for recipe, (xml, info) in built.items():
                 tput = statistics.median(samples[recipe])

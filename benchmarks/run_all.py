@@ -32,6 +32,7 @@ SCRIPTS = [
     ("sweep_cost.py", ["--max-time", "3"], ["--max-time", "1"]),
     ("instances.py", ["--max-time", "2"], ["--max-time", "1", "--models", "lenet-digits"]),
     ("precision_throughput.py", ["--rounds", "3"], ["--rounds", "1", "--seconds", "1", "--batch", "1"]),
+    ("int8_recipes.py", [], ["--quick"]),
     ("serving.py", [], ["--quick"]),
     ("pipeline.py", [], ["--quick"]),
     ("training.py", [], ["--quick"]),
