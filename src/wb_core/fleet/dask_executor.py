@@ -4,11 +4,17 @@ The coordinator (this process) connects as a Dask client. A job is pinned to one
 (`workers=[address]`, no other worker allowed), so the coordinator alone decides where a group
 runs and retries it; points stream back through Dask's event log (`log_event` on the host,
 `subscribe_topic` here) while the group runs, and the job's result carries them all again.
+
+When the connection to the scheduler drops, Dask's client reconnects by itself (for
+`connect_timeout` seconds) and cancels the futures it had; `interrupted` tells the coordinator
+which futures were lost that way (their groups are queued again), and the event subscription is
+renewed once the client is back.
 """
 
 from __future__ import annotations
 
 import queue
+import time
 import uuid
 
 from wb_core.errors import ConfigError, WorkbenchError
@@ -40,7 +46,7 @@ def _run_job_on_worker(job: dict, topic: str, shipped=None) -> dict:
 
     def emit(msg: dict):
         try:
-            worker.log_event(topic, msg)
+            worker.log_event(topic, {**msg, "sent_at": time.time()})  # the coordinator logs the delay
         except TypeError:
             pass  # not serialisable as an event: the job's result still carries it
 
@@ -74,7 +80,8 @@ class DaskExecutor:
         self.topic = f"wb-points-{self.run_id}"
         self._points: queue.Queue = queue.Queue()
         self._shipped: dict[str, object] = {}
-        self.client.subscribe_topic(self.topic, lambda event: self._points.put(event[1]))
+        self._cancelled: set[str] = set()  # keys of the futures this coordinator cancelled itself
+        self._subscribe()
 
     # ---- the executor protocol used by wb_core.fleet.sweep ----
     def hosts(self) -> list[Host]:
@@ -108,13 +115,24 @@ class DaskExecutor:
             found = [h for h in found if h.name in self.wanted]
         return sorted(found, key=lambda h: h.name)
 
+    def _subscribe(self) -> None:
+        self._comm = self.client.scheduler_comm
+        self.client.subscribe_topic(self.topic, lambda event: self._points.put(event[1]))
+
     def live_hosts(self) -> set[str]:
         """Ids (addresses) of the workers the scheduler knows now."""
         try:
-            return set(self.client.scheduler_info()["workers"])
-        except Exception as e:  # the scheduler itself is gone
+            workers = set(self.client.scheduler_info()["workers"])
+        except Exception as e:  # the scheduler itself is gone (Dask tried to reconnect first)
             raise WorkbenchError(f"Lost the Dask scheduler at {self.address} ({type(e).__name__}: {e}); every "
                                  f"point received so far is stored, and rerunning resumes.") from None
+        if self.client.scheduler_comm is not self._comm and self.client.status == "running":
+            self._subscribe()  # a new connection: the scheduler forgot the old one's subscription
+        return workers
+
+    def interrupted(self, future) -> bool:
+        """True for a future Dask cancelled because its connection to the scheduler dropped."""
+        return future.status == "cancelled" and future.key not in self._cancelled
 
     def submit(self, host: Host, job: dict):
         shipped = self._ship(job["path"]) if self.ship_model else None
@@ -126,6 +144,7 @@ class DaskExecutor:
         return self._points
 
     def cancel(self, future) -> None:
+        self._cancelled.add(future.key)
         try:
             future.cancel(force=True)
         except Exception:  # the scheduler may already have forgotten it
