@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,11 +50,21 @@ SETTINGS = {"warmup_s": 0.02, "warmup_iters": 1, "window_s": 0.05, "min_windows"
 WORKER_TIMEOUT_S = 10.0  # a group's worker silent this long is stopped; a host silent 1.5x this + 10 s is hung
 
 
-def register_standin() -> None:
-    """Register the stand-in backend in this process (the others get it from tests/standin's sitecustomize)."""
+@contextmanager
+def standin_registered():
+    """The stand-in backend registered in this process for the block (the processes the rehearsal
+    starts get it from tests/standin's sitecustomize)."""
+    from wb_core.backends import registry
+
     if str(STANDIN) not in sys.path:
         sys.path.insert(0, str(STANDIN))
+    had = "standin" in registry.names()
     runpy.run_path(str(STANDIN / "sitecustomize.py"))
+    try:
+        yield
+    finally:
+        if not had:
+            registry._REGISTRY.pop("standin", None)
 
 
 def python_path() -> str:
@@ -91,9 +102,11 @@ class Outcome:
     compare_hosts: str = ""
     compare_mismatch: list = field(default_factory=list)
     coordinator_rc: list = field(default_factory=list)
+    noticed: list = field(default_factory=list)  # what the coordinators logged about hosts and the connection
     faults_done: list = field(default_factory=list)
     figures: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)  # the last coordinator's summary
+    plan: dict = field(default_factory=dict)  # the workers: their types, and which the faults hit
 
     def line(self) -> str:
         return (f"points expected {self.expected}, stored {self.stored}, lost {self.lost}, "
@@ -150,11 +163,14 @@ class Proxy:
                 b.sendall(data)
         except OSError:
             pass
+        with self.lock:
+            self.socks -= {a, b}
         for s in (a, b):
             try:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            s.close()
 
     def drop(self, seconds: float):
         self.open.clear()
@@ -163,9 +179,9 @@ class Proxy:
         for s in socks:
             try:
                 s.shutdown(socket.SHUT_RDWR)
-                s.close()
             except OSError:
                 pass
+            s.close()
         time.sleep(seconds)
         self.open.set()
 
@@ -281,7 +297,6 @@ def rehearse(folder: Path, workers: int, points: int, faults: Faults, db: str | 
     check what the store holds. `db`: a SQLite path or a PostgreSQL URL (default: a file in `folder`)."""
     from fleet_cluster import LocalFleet
 
-    register_standin()
     rng = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
     db = db or str(folder / "fleet.db")
@@ -293,6 +308,7 @@ def rehearse(folder: Path, workers: int, points: int, faults: Faults, db: str | 
     cluster = LocalFleet(folder)
     proxy = coordinator = None
     kill_times: dict[str, float] = {}
+    outcome.plan = plan
     try:
         common = {"PYTHONPATH": python_path(), MARK_ENV: mark}
         specs = [(name, i, {**common, "WB_HARDWARE_TYPE": t, **({"WB_STANDIN_GARBAGE": "1"}
@@ -357,6 +373,9 @@ def rehearse(folder: Path, workers: int, points: int, faults: Faults, db: str | 
     outcome.orphans = _orphans(mark)
     _check_store(outcome, db, study, spec, plan, expected)
     outcome.figures = _figures(coordinator.logs(), kill_times, outcome.summary, db)
+    outcome.noticed = [line.split(" wb_core.fleet ", 1)[1] for path in coordinator.logs() if path.exists()
+                       for line in path.read_text().splitlines()
+                       if " wb_core.fleet " in line and not line.split(" wb_core.fleet ", 1)[1].startswith("stored ")]
     outcome.compare_hosts, outcome.compare_mismatch = _compare_hosts(db, study, spec)
     return outcome
 
@@ -366,7 +385,9 @@ def _expected_keys(spec: dict) -> dict:
     from wb_core.config import SweepSpec
     from wb_core.fleet import fleet_key
 
-    return {fleet_key(c, t): (t, c.threads, c.batch_size) for c in SweepSpec(**spec).expand() for t in TYPES}
+    with standin_registered():
+        configs = SweepSpec(**spec).expand()
+    return {fleet_key(c, t): (t, c.threads, c.batch_size) for c in configs for t in TYPES}
 
 
 def _count_stored(db: str, study: str) -> int:
@@ -375,6 +396,8 @@ def _count_stored(db: str, study: str) -> int:
 
     try:
         with Store(db, readonly=True) as st:
+            if "runs" not in st.db.tables():
+                return 0  # the coordinator is creating the store
             rows = st.db.execute("SELECT COUNT(*) AS n FROM runs WHERE study = ? AND status = 'ok'", (study,))
             return int(rows[0]["n"])
     except StoreError:
@@ -432,7 +455,8 @@ def _compare_hosts(db: str, study: str, spec: dict) -> tuple[str, list]:
                        capture_output=True, text=True, timeout=300, env=env)
     text = r.stdout + r.stderr
     mismatch = [] if r.returncode == 0 else [f"exit {r.returncode}"]
-    configs = SweepSpec(**spec).expand()
+    with standin_registered():
+        configs = SweepSpec(**spec).expand()
     blocks = re.split(r"^(?=type-)", text, flags=re.M)
     for t in TYPES:
         best = max(standin_backend.known(t, c.threads, c.batch_size)[0] for c in configs)

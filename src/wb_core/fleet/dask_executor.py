@@ -74,8 +74,11 @@ class DaskExecutor:
         self.ship_model = ship_model
         try:
             self.client = Client(address, timeout=connect_timeout, set_as_default=False)
-        except (OSError, TimeoutError) as e:
-            raise WorkbenchError(f"Cannot reach the Dask scheduler at {address}: {e}.") from None
+        except (OSError, TimeoutError):
+            raise WorkbenchError(f"Cannot reach the Dask scheduler at {address} within {connect_timeout:g} s: start "
+                                 f"`dask scheduler` there, or check the address (tcp://HOST:PORT).") from None
+        except ValueError as e:  # an address Dask cannot parse
+            raise ConfigError(f"'{address}' is not a Dask scheduler address (tcp://HOST:PORT): {e}.") from None
         self.run_id = uuid.uuid4().hex[:8]
         self.topic = f"wb-points-{self.run_id}"
         self._points: queue.Queue = queue.Queue()
@@ -93,10 +96,6 @@ class DaskExecutor:
         except Exception as e:  # e.g. a host without the workbench installed
             raise WorkbenchError(f"Could not ask the hosts of {self.address} who they are ({type(e).__name__}: {e}); "
                                  f"is the same workbench version installed on every host?") from None
-        odd = sorted(f"{a} ({i.get('version')})" for a, i in answers.items() if i.get("version") != __version__)
-        if odd:
-            raise WorkbenchError(f"Hosts run another version of the workbench than this one ({__version__}): "
-                                 f"{', '.join(odd)}; install the same version everywhere.")
         found = []
         for address, info in sorted(answers.items()):
             found.append(Host(id=address, name=info["name"], fingerprint=info["fingerprint"],
@@ -113,6 +112,13 @@ class DaskExecutor:
                 raise ConfigError(f"No host named {', '.join(unknown)} in the cluster at {self.address}; "
                                   f"its hosts are {', '.join(names) or 'none'}.")
             found = [h for h in found if h.name in self.wanted]
+        # Only the hosts this study uses must run this version; nothing is measured before this check.
+        odd = sorted(f"{h.name} ({answers[h.id].get('version')})" for h in found
+                     if answers[h.id].get("version") != __version__)
+        if odd:
+            raise WorkbenchError(f"Hosts of the cluster at {self.address} run another version of the workbench than "
+                                 f"this one ({__version__}): {', '.join(odd)}; install the same version everywhere, "
+                                 f"or leave them out with --hosts.")
         return sorted(found, key=lambda h: h.name)
 
     def _subscribe(self) -> None:

@@ -249,7 +249,7 @@ class _FleetRun:
 
     def collect_finished(self) -> None:
         for fut, job in list(self.running.items()):
-            if not fut.done():
+            if not fut.done() or fut not in self.running:  # taken out meanwhile: its host was set aside
                 continue
             del self.running[fut]
             self.busy.discard(job.host.id)
@@ -258,6 +258,8 @@ class _FleetRun:
             if self.interrupted(fut):
                 # The connection to the cluster dropped: the group goes back to the queue, on its type.
                 rest = self.remaining(job)
+                log.warning("the connection to the cluster dropped; the group on host %s goes back to the queue",
+                            job.host.name)
                 if rest:
                     self.plan_.queues[job.fingerprint].appendleft(
                         self.new_job(job.fingerprint, job.path, rest, attempt=job.attempt))
