@@ -61,6 +61,7 @@ def test_a_scheduler_that_does_not_answer(tmp_path):
         str(e.value))
 
 
+@pytest.mark.slow  # the CLI waits its full 15 s for the scheduler
 def test_a_scheduler_that_does_not_answer_from_the_cli(tmp_path, lenet_ir):
     db = tmp_path / "r.db"
     address = f"tcp://127.0.0.1:{_closed_port()}"

@@ -79,6 +79,9 @@ class DaskExecutor:
                                  f"`dask scheduler` there, or check the address (tcp://HOST:PORT).") from None
         except ValueError as e:  # an address Dask cannot parse
             raise ConfigError(f"'{address}' is not a Dask scheduler address (tcp://HOST:PORT): {e}.") from None
+        self.connect_timeout = connect_timeout
+        self._down_since: float | None = None  # when asking the scheduler first failed (None: it answers)
+        self._live: set[str] | None = None  # the workers it named last
         self.run_id = uuid.uuid4().hex[:8]
         self.topic = f"wb-points-{self.run_id}"
         self._points: queue.Queue = queue.Queue()
@@ -128,10 +131,17 @@ class DaskExecutor:
     def live_hosts(self) -> set[str]:
         """Ids (addresses) of the workers the scheduler knows now."""
         try:
-            workers = set(self.client.scheduler_info()["workers"])
-        except Exception as e:  # the scheduler itself is gone (Dask tried to reconnect first)
+            workers = set(self.client.ncores())  # addresses only: cheap with a thousand workers
+        except Exception as e:
+            # A connection that broke a moment ago: the client reconnects on its own for
+            # `connect_timeout` seconds; until then the hosts are taken as they were.
+            now = time.monotonic()
+            self._down_since = self._down_since or now
+            if now - self._down_since < self.connect_timeout + 5 and self._live is not None:
+                return set(self._live)
             raise WorkbenchError(f"Lost the Dask scheduler at {self.address} ({type(e).__name__}: {e}); every "
                                  f"point received so far is stored, and rerunning resumes.") from None
+        self._down_since, self._live = None, workers
         if self.client.scheduler_comm is not self._comm and self.client.status == "running":
             self._subscribe()  # a new connection: the scheduler forgot the old one's subscription
         return workers
