@@ -40,6 +40,9 @@ from wb_core.sweep.context import SweepContext, SweepSummary
 MAX_ATTEMPTS = 3
 POLL_S = 0.1
 LIVENESS_EVERY_S = 0.5
+# A host running a group that sends no point for 1.5 worker timeouts plus this is hung (points take
+# at most the worker timeout each; the margin covers starting the group's worker).
+HANG_MARGIN_S = 10.0
 
 log = logging.getLogger("wb_core.fleet")
 
@@ -111,9 +114,7 @@ class _FleetRun:
         self.alive: dict[str, Host] = {h.id: h for h in hosts}
         self.busy: set[str] = set()
         self.last_heard: dict[str, float] = {}  # host id -> when it last sent a point (or got a group)
-        # A host running a group that sends nothing for this long is hung (points take at most the
-        # worker timeout each; the margin covers starting the group's worker).
-        self.hang_s = ctx.worker_timeout() * 1.5 + 10
+        self.hang_s = ctx.worker_timeout() * 1.5 + HANG_MARGIN_S
         self.running: dict[object, Job] = {}
         self.jobs: dict[str, Job] = {}
         self.plan_ = _Plan(queues={fp: collections.deque() for fp in self.types})
