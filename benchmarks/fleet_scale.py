@@ -61,8 +61,9 @@ def main(argv=None) -> int:
     def fmt(v, spec):
         return "-" if v is None else format(v, spec)
 
+    happened = sorted({what for _, what, _ in o.faults_done} | ({"garbage"} if faults.garbage else set()))
     print_table(f"Fleet at scale: {args.workers} workers, 4 hardware types, {o.expected} points; faults: "
-                f"{', '.join(sorted({w for _, w, _ in o.faults_done})) or 'none'}",
+                f"{', '.join(happened) or 'none'}",
                 ["figure", "value"],
                 [["points/s the coordinator sustained (middle 80% of the points)", fmt(f.get("points_per_s"), ".1f")],
                  ["event latency worker -> store, p50 (ms)", fmt(f.get("latency_p50_ms"), ".1f")],

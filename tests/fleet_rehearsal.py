@@ -326,11 +326,11 @@ def rehearse(folder: Path, workers: int, points: int, faults: Faults, db: str | 
         # The faults, each at a seeded random fraction of the points stored.
         events = [(rng.uniform(0.05, 0.85), "kill", w) for w in plan["kills"]]
         if plan["hung"]:
-            events.append((rng.uniform(0.1, 0.3), "hang", plan["hung"]))
+            events.append((rng.uniform(0.05, 0.15), "hang", plan["hung"]))
         if faults.drop_s:
             events.append((rng.uniform(0.45, 0.65), "drop", None))
         if faults.restart:
-            events.append((rng.uniform(0.25, 0.45), "restart", None))
+            events.append((rng.uniform(0.3, 0.45), "restart", None))
         events.sort(key=lambda e: e[0])
         expected = _expected_keys(spec)
         outcome.expected = len(expected)
@@ -346,6 +346,8 @@ def rehearse(folder: Path, workers: int, points: int, faults: Faults, db: str | 
                 break
             done = _count_stored(db, study) / outcome.expected
             while events and events[0][0] <= done:
+                if events[0][1] == "restart" and plan["hung"] and not _hang_noticed(coordinator, plan["hung"]):
+                    break  # the first coordinator is to notice the hung host before it is killed
                 at, what, who = events.pop(0)
                 outcome.faults_done.append((round(at, 3), what, who))
                 log(f"{done:.0%} stored: {what} {who or ''}")
@@ -378,6 +380,11 @@ def rehearse(folder: Path, workers: int, points: int, faults: Faults, db: str | 
                        if " wb_core.fleet " in line and not line.split(" wb_core.fleet ", 1)[1].startswith("stored ")]
     outcome.compare_hosts, outcome.compare_mismatch = _compare_hosts(db, study, spec)
     return outcome
+
+
+def _hang_noticed(coordinator: Coordinator, host: str) -> bool:
+    path = coordinator.logs()[-1]
+    return path.exists() and f"host {host} stopped answering" in path.read_text()
 
 
 def _expected_keys(spec: dict) -> dict:

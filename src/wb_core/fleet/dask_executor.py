@@ -13,12 +13,15 @@ renewed once the client is back.
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import time
 import uuid
 
 from wb_core.errors import ConfigError, WorkbenchError
 from wb_core.fleet.hosts import Host
+
+PROBE_TIMEOUT_S = 30.0  # a worker that does not say who it is within this is left out of the study
 
 
 def _probe(dask_worker=None) -> dict:
@@ -86,6 +89,7 @@ class DaskExecutor:
         self.topic = f"wb-points-{self.run_id}"
         self._points: queue.Queue = queue.Queue()
         self._shipped: dict[str, object] = {}
+        self.notes: list[str] = []  # what `hosts()` found worth telling (hosts that did not answer)
         self._cancelled: set[str] = set()  # keys of the futures this coordinator cancelled itself
         self._subscribe()
 
@@ -95,7 +99,7 @@ class DaskExecutor:
         from wb_core.version import __version__
 
         try:
-            answers = self.client.run(_probe)
+            answers, silent = self._probe_all()
         except Exception as e:  # e.g. a host without the workbench installed
             raise WorkbenchError(f"Could not ask the hosts of {self.address} who they are ({type(e).__name__}: {e}); "
                                  f"is the same workbench version installed on every host?") from None
@@ -109,8 +113,11 @@ class DaskExecutor:
         if dupes:
             raise ConfigError(f"Several workers of the cluster at {self.address} call themselves {', '.join(dupes)}; "
                               f"give each its own --name (or WB_HOST_LABEL).")
+        self.notes = [f"Host(s) {', '.join(silent)} of the cluster at {self.address} did not answer within "
+                      f"{PROBE_TIMEOUT_S:g} s and were left out of this study."] if silent else []
         if self.wanted:
-            unknown = [n for n in self.wanted if n not in names]
+            silent_names = {s.split(" (")[0] for s in silent}
+            unknown = [n for n in self.wanted if n not in names and n not in silent_names]
             if unknown:
                 raise ConfigError(f"No host named {', '.join(unknown)} in the cluster at {self.address}; "
                                   f"its hosts are {', '.join(names) or 'none'}.")
@@ -123,6 +130,29 @@ class DaskExecutor:
                                  f"this one ({__version__}): {', '.join(odd)}; install the same version everywhere, "
                                  f"or leave them out with --hosts.")
         return sorted(found, key=lambda h: h.name)
+
+    def _probe_all(self) -> tuple[dict, list[str]]:
+        """Ask every worker who it is, each within PROBE_TIMEOUT_S: {address: answer}, and the
+        workers that did not answer (a hung host must not stop the study from starting)."""
+        names = {a: w.get("name", a) for a, w in self.client.scheduler_info()["workers"].items()}
+
+        async def one(address):
+            try:
+                got = await asyncio.wait_for(self.client._run(_probe, workers=[address]), PROBE_TIMEOUT_S)
+            except TimeoutError:
+                return address, None
+            return address, got.get(address)
+
+        async def every():
+            return await asyncio.gather(*(one(a) for a in names))
+
+        answers, silent = {}, []
+        for address, info in self.client.sync(every):
+            if info is None:
+                silent.append(f"{names[address]} ({address})")
+            else:
+                answers[address] = info
+        return answers, sorted(silent)
 
     def _subscribe(self) -> None:
         self._comm = self.client.scheduler_comm

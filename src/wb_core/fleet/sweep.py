@@ -85,6 +85,8 @@ def run_fleet_sweep(executor, model: str | Path, spec: SweepSpec, db: str | Path
                        precision=precision, on_point=on_point, progress=progress, cancel=cancel,
                        memory_limit_mb=memory_limit_mb, timeout_s=timeout_s)
     hosts = executor.hosts()
+    for note in getattr(executor, "notes", []):
+        ctx.note(note)
     if not hosts:
         raise WorkbenchError("The cluster has no hosts to run on; start a worker on each host first "
                              "(see docs/fleet.md).")
