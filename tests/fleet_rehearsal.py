@@ -246,7 +246,8 @@ class Coordinator:
                                          stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self):
-        os.killpg(self.proc.pid, signal.SIGKILL)
+        """SIGKILL the coordinator alone: processes it started must end by themselves (orphans are counted)."""
+        self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
 
     def logs(self) -> list[Path]:
