@@ -447,7 +447,7 @@ def _check_store(outcome: Outcome, db: str, study: str, spec: dict, plan: dict, 
         m = json.loads(r["metrics_json"])
         want = standin_backend.known(t, threads, batch)
         if (m.get("throughput"), m.get("latency_ms_p99")) != want:
-            outcome.wrong_values.append((key, want, (m.get("throughput"), m.get("latency_ms_p99"))))
+            outcome.wrong_values.append((key, r["host"], want, (m.get("throughput"), m.get("latency_ms_p99"))))
         if r["host"] == plan["garbage"]:
             outcome.from_bad_hosts.append((key, r["host"]))
 
