@@ -521,7 +521,7 @@ def store_writes_per_s(db: str, n: int = 400) -> float:
         t0 = time.perf_counter()
         for i in range(n):
             st.add_run(study, f"k{i}", cfg, "ok", {"throughput": float(i + 1), "latency_ms_p99": 1.0},
-                       host="h", hardware_fingerprint="t")
+                       host="h", hardware_fingerprint="t", release_owner="writes")
         return n / (time.perf_counter() - t0)
 
 

@@ -402,8 +402,8 @@ class SweepContext:
         redo = key in self.busy_stored()  # a busy point measured again replaces the stored one
         self._remeasured.add(key)
         self.store.add_run(self.study, key, cfg.to_dict(), status, metrics, error, host=host,
-                           hardware_fingerprint=hardware_fingerprint, replace=redo and status == "ok")
-        self.store.release(self.owner, self.study, key)
+                           hardware_fingerprint=hardware_fingerprint, replace=redo and status == "ok",
+                           release_owner=self.owner)  # one transaction: the point, and its lease given back
         setattr(self.summary, status, getattr(self.summary, status) + 1)
         if error and status == "failed":
             self.summary.errors.append(f"{cfg.label()}{f' on {where}' if where else ''}: {error}")
