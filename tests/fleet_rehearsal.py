@@ -47,7 +47,9 @@ MARK_ENV = "WB_REHEARSAL_MARK"  # every process the rehearsal starts carries it:
 # Short measurements: the stand-in's figures do not depend on them.
 SETTINGS = {"warmup_s": 0.02, "warmup_iters": 1, "window_s": 0.05, "min_windows": 2, "tolerance": 5.0,
             "max_time_s": 0.3, "min_requests": 5, "pool_size": 2}
-WORKER_TIMEOUT_S = 10.0  # a group's worker silent this long is stopped; a host silent 1.5x this + 10 s is hung
+# A group's measuring process silent this long is stopped (a point fails), and a host silent 1.5x this
+# + 10 s is hung. Generous: fifty measuring processes starting at once on two cores take a while.
+WORKER_TIMEOUT_S = 30.0
 
 
 @contextmanager
@@ -347,8 +349,6 @@ def rehearse(folder: Path, workers: int, points: int, faults: Faults, db: str | 
                 break
             done = _count_stored(db, study) / outcome.expected
             while events and events[0][0] <= done:
-                if events[0][1] == "restart" and plan["hung"] and not _hang_noticed(coordinator, plan["hung"]):
-                    break  # the first coordinator is to notice the hung host before it is killed
                 at, what, who = events.pop(0)
                 outcome.faults_done.append((round(at, 3), what, who))
                 log(f"{done:.0%} stored: {what} {who or ''}")
@@ -381,11 +381,6 @@ def rehearse(folder: Path, workers: int, points: int, faults: Faults, db: str | 
                        if " wb_core.fleet " in line and not line.split(" wb_core.fleet ", 1)[1].startswith("stored ")]
     outcome.compare_hosts, outcome.compare_mismatch = _compare_hosts(db, study, spec)
     return outcome
-
-
-def _hang_noticed(coordinator: Coordinator, host: str) -> bool:
-    path = coordinator.logs()[-1]
-    return path.exists() and f"host {host} stopped answering" in path.read_text()
 
 
 def _expected_keys(spec: dict) -> dict:

@@ -54,7 +54,12 @@ def test_fifty_workers_four_types_a_thousand_points_with_every_fault(tmp_path):
     noticed = _assert_sound(o, kills=10)
     assert o.expected >= 1000
     assert "hang" in [what for _, what, _ in o.faults_done]
-    assert f"host {o.plan['hung']} stopped answering" in noticed, noticed
+    # The hung host was set aside by the coordinator that saw it hang, or, when that one was killed
+    # first, left out by the restarted one (it did not say who it is within the probe's time).
+    hung = o.plan["hung"]
+    assert (f"host {hung} stopped answering" in noticed
+            or any(n.startswith("Host(s) ") and f"{hung} (" in n and "did not answer" in n
+                   for n in o.summary["notes"])), (noticed, o.summary["notes"])
 
 
 def test_the_stand_in_backend_is_registered_everywhere_the_rehearsal_runs(tmp_path):
