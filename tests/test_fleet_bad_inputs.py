@@ -94,3 +94,19 @@ def test_a_worker_of_another_version_stops_the_study_before_anything_is_measured
     # Left out with --hosts, the other version is no obstacle.
     with DaskExecutor(fleet.address, hosts="good") as ex:
         assert [h.name for h in ex.hosts()] == ["good"]
+
+
+def test_a_host_that_does_not_answer_is_left_out_with_a_note(fleet, monkeypatch):
+    import signal
+
+    from wb_core.fleet import dask_executor
+
+    monkeypatch.setattr(dask_executor, "PROBE_TIMEOUT_S", 3.0)
+    fleet.signal("older", signal.SIGSTOP)  # hung: connected, but answers nothing
+    try:
+        with DaskExecutor(fleet.address, hosts="good,older") as ex:
+            assert [h.name for h in ex.hosts()] == ["good"]
+            assert len(ex.notes) == 1 and ex.notes[0].startswith("Host(s) older (tcp://127.0.0.1:")
+            assert ex.notes[0].endswith("did not answer within 3 s and were left out of this study.")
+    finally:
+        fleet.signal("older", signal.SIGCONT)
