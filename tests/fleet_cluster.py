@@ -53,14 +53,14 @@ class LocalFleet:
         if self.procs[name].poll() is not None:
             raise RuntimeError(f"{name} exited early:\n" + (self.folder / f"{name}.log").read_text()[-3000:])
 
-    def start_workers(self, *specs: tuple[str, int, dict]):
+    def start_workers(self, *specs: tuple[str, int, dict], timeout: float = 90):
         """Start workers (name, CPU index, extra env) together and wait until the scheduler has them."""
         for name, cpu, env in specs:
             self._start(name, WORKER + ["--scheduler-file", str(self.scheduler_file), "--name", name,
                                         "--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
                                         "--memory-limit", "0", "--death-timeout", "60"],
                         env, cpu=self.cpus[cpu % len(self.cpus)])
-        deadline = time.time() + 90
+        deadline = time.time() + timeout
         while time.time() < deadline:
             logs = {name: (self.folder / f"{name}.log").read_text() for name, _, _ in specs}
             if all("Registered to" in text for text in logs.values()):
@@ -69,6 +69,14 @@ class LocalFleet:
                 self._check(name)
             time.sleep(0.1)
         raise RuntimeError("workers did not register in time")
+
+    def signal(self, name: str, sig: int):
+        """Send one signal to a worker's own process only (SIGKILL: the machine's engine dies and
+        its measuring processes must follow by themselves; SIGSTOP: it hangs)."""
+        try:
+            os.kill(self.procs[name].pid, sig)
+        except ProcessLookupError:
+            pass
 
     def kill(self, name: str):
         """SIGKILL a worker and everything under it (its measuring processes too)."""
@@ -84,7 +92,8 @@ class LocalFleet:
     def close(self):
         for name in reversed(list(self.procs)):
             try:
+                os.kill(self.procs[name].pid, signal.SIGCONT)  # a stopped worker takes its SIGKILL too
                 self.kill(name)
-            except psutil.NoSuchProcess:
+            except (psutil.NoSuchProcess, ProcessLookupError):
                 pass
             self.procs[name].wait(timeout=10)

@@ -7,7 +7,7 @@ import queue
 import sqlite3
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 
 import pandas as pd
 import pytest
@@ -80,7 +80,10 @@ class StandInFleet:
                 self.q.put(msg)
                 if host.name in self.dies_after:
                     self.dies_after[host.name] -= 1
-            fut.set_result({"job": job["id"], "points": points})
+            try:
+                fut.set_result({"job": job["id"], "points": points})
+            except InvalidStateError:  # the coordinator gave up on this host meanwhile (cancelled)
+                pass
 
         threading.Thread(target=work, daemon=True).start()
         return fut
@@ -213,3 +216,76 @@ def test_prices_and_host_type_selection_errors():
     assert select_host_type(_fleet_frame(), _hosts(), "ol")[1] == "old"
     with pytest.raises(ConfigError, match="matches none"):
         select_host_type(_fleet_frame(), _hosts(), "zzz")
+
+
+# ---------------------------------------------------------------- hosts that misbehave
+
+
+class Misbehaving(StandInFleet):
+    """A stand-in fleet where `garbage` hosts report a throughput that is no number, `hung` hosts
+    never answer (yet stay in the cluster), and the first group sent to `cut` is lost with the
+    connection (as Dask's client gives up its futures when the scheduler connection drops)."""
+
+    def __init__(self, hosts, garbage=(), hung=(), cut=(), **kw):
+        super().__init__(hosts, **kw)
+        self.garbage, self.hung, self.cut = set(garbage), set(hung), set(cut)
+        self.lost_with_connection = set()
+
+    def interrupted(self, fut):
+        return fut in self.lost_with_connection
+
+    def submit(self, host, job):
+        if host.name in self.hung:
+            return Future()  # never completes, never sends a point
+        if host.name in self.cut:
+            self.cut.discard(host.name)
+            fut = Future()
+            fut.cancel()
+            fut.set_running_or_notify_cancel()
+            self.lost_with_connection.add(fut)
+            return fut
+        if host.name in self.garbage:
+            self._spoil(job)
+        return super().submit(host, job)
+
+    def _spoil(self, job):
+        """What the host streams for `job` arrives with a throughput that is no number."""
+        real_put = self.q.put
+
+        def put(msg):
+            if msg.get("job") == job["id"]:
+                msg = {**msg, "metrics": {**msg["metrics"], "throughput": float("nan")}}
+            real_put(msg)
+
+        self.q.put = put
+
+
+def test_a_host_sending_garbage_is_set_aside_and_its_group_measured_on_its_type(lenet_ir, db, fast):
+    fleet = Misbehaving([_host("a1", "slow"), _host("a2", "slow"), _host("b1", "fast")], garbage={"a1"})
+    s = run_sweep(lenet_ir, SPEC, db, "g", settings=fast, executor=fleet)
+    df = load_results(db, "g")
+    assert len(df) == 12 and df.key.is_unique and (df.status == "ok").all()
+    assert "a1" not in set(df.host)  # nothing it sent was stored
+    assert set(df[df.hardware_fingerprint == "slow"].host) == {"a2"} and (df.throughput > 0).all()
+    assert any("a1 sent a point that is not a measurement (throughput 'nan')" in e for e in s.errors), s.errors
+
+
+def test_a_hung_host_is_noticed_and_its_group_measured_on_its_type(lenet_ir, db, fast, monkeypatch):
+    from wb_core.fleet import sweep as fleet_sweep
+
+    monkeypatch.setattr(fleet_sweep, "HANG_MARGIN_S", 0.0)
+    fleet = Misbehaving([_host("a1", "slow"), _host("a2", "slow"), _host("b1", "fast")], hung={"a1"})
+    s = run_sweep(lenet_ir, SPEC, db, "h", settings=fast, executor=fleet, timeout_s=1)
+    df = load_results(db, "h")
+    assert len(df) == 12 and (df.status == "ok").all() and "a1" not in set(df.host)
+    assert any("a1 stopped answering" in e for e in s.errors), s.errors
+
+
+def test_groups_lost_with_the_connection_go_back_to_the_queue(lenet_ir, db, fast):
+    fleet = Misbehaving([_host("a1", "slow"), _host("b1", "fast")], cut={"a1", "b1"})
+    s = run_sweep(lenet_ir, SPEC, db, "c", settings=fast, executor=fleet)
+    df = load_results(db, "c")
+    # Both hosts stay in use (the connection, not the host, was lost) and nothing is failed.
+    assert len(df) == 12 and (df.status == "ok").all() and set(df.host) == {"a1", "b1"}
+    assert (s.ok, s.failed) == (12, 0) and not fleet.cut
+    assert len(fleet.ran) == len(set(fleet.ran)) == 12

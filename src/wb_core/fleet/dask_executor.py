@@ -4,15 +4,24 @@ The coordinator (this process) connects as a Dask client. A job is pinned to one
 (`workers=[address]`, no other worker allowed), so the coordinator alone decides where a group
 runs and retries it; points stream back through Dask's event log (`log_event` on the host,
 `subscribe_topic` here) while the group runs, and the job's result carries them all again.
+
+When the connection to the scheduler drops, Dask's client reconnects by itself (for
+`connect_timeout` seconds) and cancels the futures it had; `interrupted` tells the coordinator
+which futures were lost that way (their groups are queued again), and the event subscription is
+renewed once the client is back.
 """
 
 from __future__ import annotations
 
+import asyncio
 import queue
+import time
 import uuid
 
 from wb_core.errors import ConfigError, WorkbenchError
 from wb_core.fleet.hosts import Host
+
+PROBE_TIMEOUT_S = 30.0  # a worker that does not say who it is within this is left out of the study
 
 
 def _probe(dask_worker=None) -> dict:
@@ -40,7 +49,7 @@ def _run_job_on_worker(job: dict, topic: str, shipped=None) -> dict:
 
     def emit(msg: dict):
         try:
-            worker.log_event(topic, msg)
+            worker.log_event(topic, {**msg, "sent_at": time.time()})  # the coordinator logs the delay
         except TypeError:
             pass  # not serialisable as an event: the job's result still carries it
 
@@ -68,13 +77,21 @@ class DaskExecutor:
         self.ship_model = ship_model
         try:
             self.client = Client(address, timeout=connect_timeout, set_as_default=False)
-        except (OSError, TimeoutError) as e:
-            raise WorkbenchError(f"Cannot reach the Dask scheduler at {address}: {e}.") from None
+        except (OSError, TimeoutError):
+            raise WorkbenchError(f"Cannot reach the Dask scheduler at {address} within {connect_timeout:g} s: start "
+                                 f"`dask scheduler` there, or check the address (tcp://HOST:PORT).") from None
+        except ValueError as e:  # an address Dask cannot parse
+            raise ConfigError(f"'{address}' is not a Dask scheduler address (tcp://HOST:PORT): {e}.") from None
+        self.connect_timeout = connect_timeout
+        self._down_since: float | None = None  # when asking the scheduler first failed (None: it answers)
+        self._live: set[str] | None = None  # the workers it named last
         self.run_id = uuid.uuid4().hex[:8]
         self.topic = f"wb-points-{self.run_id}"
         self._points: queue.Queue = queue.Queue()
         self._shipped: dict[str, object] = {}
-        self.client.subscribe_topic(self.topic, lambda event: self._points.put(event[1]))
+        self.notes: list[str] = []  # what `hosts()` found worth telling (hosts that did not answer)
+        self._cancelled: set[str] = set()  # keys of the futures this coordinator cancelled itself
+        self._subscribe()
 
     # ---- the executor protocol used by wb_core.fleet.sweep ----
     def hosts(self) -> list[Host]:
@@ -82,14 +99,10 @@ class DaskExecutor:
         from wb_core.version import __version__
 
         try:
-            answers = self.client.run(_probe)
+            answers, silent = self._probe_all()
         except Exception as e:  # e.g. a host without the workbench installed
             raise WorkbenchError(f"Could not ask the hosts of {self.address} who they are ({type(e).__name__}: {e}); "
                                  f"is the same workbench version installed on every host?") from None
-        odd = sorted(f"{a} ({i.get('version')})" for a, i in answers.items() if i.get("version") != __version__)
-        if odd:
-            raise WorkbenchError(f"Hosts run another version of the workbench than this one ({__version__}): "
-                                 f"{', '.join(odd)}; install the same version everywhere.")
         found = []
         for address, info in sorted(answers.items()):
             found.append(Host(id=address, name=info["name"], fingerprint=info["fingerprint"],
@@ -100,21 +113,72 @@ class DaskExecutor:
         if dupes:
             raise ConfigError(f"Several workers of the cluster at {self.address} call themselves {', '.join(dupes)}; "
                               f"give each its own --name (or WB_HOST_LABEL).")
+        self.notes = [f"Host(s) {', '.join(silent)} of the cluster at {self.address} did not answer within "
+                      f"{PROBE_TIMEOUT_S:g} s and were left out of this study."] if silent else []
         if self.wanted:
-            unknown = [n for n in self.wanted if n not in names]
+            silent_names = {s.split(" (")[0] for s in silent}
+            unknown = [n for n in self.wanted if n not in names and n not in silent_names]
             if unknown:
                 raise ConfigError(f"No host named {', '.join(unknown)} in the cluster at {self.address}; "
                                   f"its hosts are {', '.join(names) or 'none'}.")
             found = [h for h in found if h.name in self.wanted]
+        # Only the hosts this study uses must run this version; nothing is measured before this check.
+        odd = sorted(f"{h.name} ({answers[h.id].get('version')})" for h in found
+                     if answers[h.id].get("version") != __version__)
+        if odd:
+            raise WorkbenchError(f"Hosts of the cluster at {self.address} run another version of the workbench than "
+                                 f"this one ({__version__}): {', '.join(odd)}; install the same version everywhere, "
+                                 f"or leave them out with --hosts.")
         return sorted(found, key=lambda h: h.name)
+
+    def _probe_all(self) -> tuple[dict, list[str]]:
+        """Ask every worker who it is, each within PROBE_TIMEOUT_S: {address: answer}, and the
+        workers that did not answer (a hung host must not stop the study from starting)."""
+        names = {a: w.get("name", a) for a, w in self.client.scheduler_info()["workers"].items()}
+
+        async def one(address):
+            try:
+                got = await asyncio.wait_for(self.client._run(_probe, workers=[address]), PROBE_TIMEOUT_S)
+            except TimeoutError:
+                return address, None
+            return address, got.get(address)
+
+        async def every():
+            return await asyncio.gather(*(one(a) for a in names))
+
+        answers, silent = {}, []
+        for address, info in self.client.sync(every):
+            if info is None:
+                silent.append(f"{names[address]} ({address})")
+            else:
+                answers[address] = info
+        return answers, sorted(silent)
+
+    def _subscribe(self) -> None:
+        self._comm = self.client.scheduler_comm
+        self.client.subscribe_topic(self.topic, lambda event: self._points.put(event[1]))
 
     def live_hosts(self) -> set[str]:
         """Ids (addresses) of the workers the scheduler knows now."""
         try:
-            return set(self.client.scheduler_info()["workers"])
-        except Exception as e:  # the scheduler itself is gone
+            workers = set(self.client.ncores())  # addresses only: cheap with a thousand workers
+        except Exception as e:
+            # A connection that broke a moment ago: the client reconnects on its own for
+            # `connect_timeout` seconds; until then the hosts are taken as they were.
+            now = time.monotonic()
+            self._down_since = self._down_since or now
+            if now - self._down_since < self.connect_timeout + 5 and self._live is not None:
+                return set(self._live)
             raise WorkbenchError(f"Lost the Dask scheduler at {self.address} ({type(e).__name__}: {e}); every "
                                  f"point received so far is stored, and rerunning resumes.") from None
+        self._down_since, self._live = None, workers
+        if self.client.scheduler_comm is not self._comm and self.client.status == "running":
+            self._subscribe()  # a new connection: the scheduler forgot the old one's subscription
+        return workers
+
+    def interrupted(self, future) -> bool:
+        """True for a future Dask cancelled because its connection to the scheduler dropped."""
+        return future.status == "cancelled" and future.key not in self._cancelled
 
     def submit(self, host: Host, job: dict):
         shipped = self._ship(job["path"]) if self.ship_model else None
@@ -126,6 +190,7 @@ class DaskExecutor:
         return self._points
 
     def cancel(self, future) -> None:
+        self._cancelled.add(future.key)
         try:
             future.cancel(force=True)
         except Exception:  # the scheduler may already have forgotten it

@@ -8,11 +8,22 @@ Each host runs one group at a time (measurements need the host to themselves); h
 parallel. Only this process writes the store. When a host drops out, its unfinished group goes
 back to the queue if a live host of the same hardware type remains, else its points are marked
 failed with the reason; the queued groups of a type with no live host left fail the same way.
+
+A host that stops answering (no point for `hang_s` while it runs a group) is treated as dropped
+out; a host that sends a point that is not a measurement (a throughput that is not a positive
+number, a key it was not given) gets no more work and its group goes to another host of its type.
+A lost connection to the cluster puts the groups in flight back in the queue once it is back.
+
+Every point is claimed in the store's leases before it is queued, so two coordinators sharing a
+store (a study started twice, or restarted while the first still runs) never measure one point;
+a coordinator that was killed leaves leases that its restart takes over (see Store.claim).
 """
 
 from __future__ import annotations
 
 import collections
+import logging
+import math
 import queue
 import threading
 import time
@@ -29,6 +40,11 @@ from wb_core.sweep.context import SweepContext, SweepSummary
 MAX_ATTEMPTS = 3
 POLL_S = 0.1
 LIVENESS_EVERY_S = 0.5
+# A host running a group that sends no point for 1.5 worker timeouts plus this is hung (points take
+# at most the worker timeout each; the margin covers starting the group's worker).
+HANG_MARGIN_S = 10.0
+
+log = logging.getLogger("wb_core.fleet")
 
 
 def fleet_key(cfg: RunConfig, hardware_fingerprint: str) -> str:
@@ -44,6 +60,7 @@ class Job:
     members: list[RunConfig]
     attempt: int = 1
     host: Host | None = None
+    abandoned: bool = False  # its host sent garbage: nothing more from this job is taken
 
 
 @dataclass
@@ -68,6 +85,8 @@ def run_fleet_sweep(executor, model: str | Path, spec: SweepSpec, db: str | Path
                        precision=precision, on_point=on_point, progress=progress, cancel=cancel,
                        memory_limit_mb=memory_limit_mb, timeout_s=timeout_s)
     hosts = executor.hosts()
+    for note in getattr(executor, "notes", []):
+        ctx.note(note)
     if not hosts:
         raise WorkbenchError("The cluster has no hosts to run on; start a worker on each host first "
                              "(see docs/fleet.md).")
@@ -96,6 +115,8 @@ class _FleetRun:
         self.types = by_type(hosts)
         self.alive: dict[str, Host] = {h.id: h for h in hosts}
         self.busy: set[str] = set()
+        self.last_heard: dict[str, float] = {}  # host id -> when it last sent a point (or got a group)
+        self.hang_s = ctx.worker_timeout() * 1.5 + HANG_MARGIN_S
         self.running: dict[object, Job] = {}
         self.jobs: dict[str, Job] = {}
         self.plan_ = _Plan(queues={fp: collections.deque() for fp in self.types})
@@ -149,6 +170,9 @@ class _FleetRun:
                     for c in todo:
                         self.record(fp, c, "failed", error=str(paths[variant]))
                     continue
+                todo = self.ctx.claim(todo, key=lambda c, fp=fp: fleet_key(c, fp))  # others' points stay theirs
+                if not todo:
+                    continue
                 for c in todo:
                     self.plan_.pending[(fp, c.key)] = c
                 self.plan_.queues[fp].append(self.new_job(fp, paths[variant], todo))
@@ -187,6 +211,7 @@ class _FleetRun:
                     "memory_limit_mb": self.memory_limit_mb, "timeout_s": self.timeout_s}
             self.running[self.executor.submit(host, task)] = job
             self.busy.add(host.id)
+            self.last_heard[host.id] = time.monotonic()
 
     def drain_points(self, wait_s: float) -> None:
         points = self.executor.points()
@@ -198,21 +223,50 @@ class _FleetRun:
         except queue.Empty:
             pass
 
-    def take_point(self, msg: dict) -> None:
-        job = self.jobs.get(msg.get("job"))
-        if job is None:
+    def take_point(self, msg) -> None:
+        job = self.jobs.get(msg.get("job")) if isinstance(msg, dict) else None
+        if job is None or job.abandoned:
+            return
+        self.last_heard[job.host.id] = time.monotonic()
+        why = malformed(msg, {c.key for c in job.members})
+        if why:
+            self.host_sent_garbage(job, why)
             return
         cfg = self.plan_.pending.pop((job.fingerprint, msg.get("key")), None)
         if cfg is None:
             return  # already stored (streamed, then repeated in the job's result)
         self.record(job.fingerprint, cfg, msg["status"], msg.get("metrics"), msg.get("error"), host=job.host.name)
+        sent = msg.get("sent_at")
+        if isinstance(sent, (int, float)):
+            log.debug("stored %s from %s %.6f s after it was sent", msg["key"], job.host.name, time.time() - sent)
+
+    def host_sent_garbage(self, job: Job, why: str) -> None:
+        """A host answered with something that is not a measurement: it gets no more work."""
+        host = job.host
+        log.warning("host %s sent a malformed point (%s); it gets no more work", host.name, why)
+        self.summary.errors.append(f"Host {host.name} sent a point that is not a measurement ({why}); it was given "
+                                   f"no more work and its group went to another host of its type.")
+        for other in [j for j in self.jobs.values() if j.host is not None and j.host.id == host.id]:
+            other.abandoned = True
+        self.host_lost(host, quiet=True)
 
     def collect_finished(self) -> None:
         for fut, job in list(self.running.items()):
-            if not fut.done():
+            if not fut.done() or fut not in self.running:  # taken out meanwhile: its host was set aside
                 continue
             del self.running[fut]
             self.busy.discard(job.host.id)
+            if job.abandoned:
+                continue
+            if self.interrupted(fut):
+                # The connection to the cluster dropped: the group goes back to the queue, on its type.
+                rest = self.remaining(job)
+                log.warning("the connection to the cluster dropped; the group on host %s goes back to the queue",
+                            job.host.name)
+                if rest:
+                    self.plan_.queues[job.fingerprint].appendleft(
+                        self.new_job(job.fingerprint, job.path, rest, attempt=job.attempt))
+                continue
             try:
                 result = fut.result()
             except BaseException as e:
@@ -225,21 +279,39 @@ class _FleetRun:
                                       f"{type(e).__name__}: {e}".rstrip(": "))
                 continue
             self.drain_points(0)
-            for msg in result.get("points", []):
+            for msg in (result.get("points", []) if isinstance(result, dict) else []):
                 self.take_point(msg)
+            if job.abandoned:
+                continue
             self.fail_pending(job, job.members, f"Host {job.host.name} finished the group without reporting "
                                                 f"this point.")
+
+    def interrupted(self, fut) -> bool:
+        """Whether the engine gave up `fut` because its connection to the cluster dropped."""
+        check = getattr(self.executor, "interrupted", None)
+        return bool(check and check(fut))
 
     def check_hosts(self) -> None:
         live = self.executor.live_hosts()
         for host_id in [h for h in self.alive if h not in live]:
             self.host_lost(self.alive[host_id])
+        now = time.monotonic()
+        for host_id in sorted({job.host.id for job in self.running.values()}):
+            silent = now - self.last_heard.get(host_id, now)
+            if host_id in self.alive and silent > self.hang_s:
+                host = self.alive[host_id]
+                log.warning("host %s stopped answering (%.0f s without a point)", host.name, silent)
+                self.summary.errors.append(f"Host {host.name} stopped answering ({silent:.0f} s without a point "
+                                           f"while running a group); it was given no more work.")
+                self.host_lost(host, quiet=True)
 
-    def host_lost(self, host: Host, extra_job: Job | None = None) -> None:
+    def host_lost(self, host: Host, extra_job: Job | None = None, quiet: bool = False) -> None:
         """A host left the cluster: retry its group on a host of the same type, or fail it."""
         if host.id in self.alive:
             del self.alive[host.id]
-            self.summary.errors.append(f"Host {host.name} dropped out of the cluster.")
+            if not quiet:
+                log.warning("host %s dropped out", host.name)
+                self.summary.errors.append(f"Host {host.name} dropped out of the cluster.")
         self.busy.discard(host.id)
         self.drain_points(0)  # points it sent before dying are kept
         lost = [extra_job] if extra_job else []
@@ -269,3 +341,24 @@ class _FleetRun:
                 job = q.popleft()
                 self.fail_pending(job, job.members, f"No host with hardware {host.fingerprint} is left in the "
                                                     f"cluster (host {host.name} dropped out).")
+
+
+def malformed(msg: dict, keys: set[str]) -> str | None:
+    """Why a point message from a host is not a measurement of its group, or None when it is."""
+    if msg.get("key") not in keys:
+        return f"key {str(msg.get('key'))[:40]!r} is not one of its group's"
+    status, metrics = msg.get("status"), msg.get("metrics")
+    if status not in ("ok", "failed", "skipped"):
+        return f"status {str(status)[:40]!r}"
+    if not isinstance(metrics, dict):
+        return f"metrics of type {type(metrics).__name__}"
+    if status != "ok":
+        return None
+    for name, low in (("throughput", 0.0), ("latency_ms_p99", 0.0)):
+        value = metrics.get(name)
+        if name == "latency_ms_p99" and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < low \
+                or (name == "throughput" and value == 0):
+            return f"{name} {str(value)[:40]!r}"
+    return None

@@ -309,12 +309,13 @@ class Store:
 
     def add_run(self, study: str, key: str, config: dict, status: str, metrics: dict | None = None,
                 error: str | None = None, host: str | None = None, hardware_fingerprint: str | None = None,
-                replace: bool = False) -> bool:
+                replace: bool = False, release_owner: str | None = None) -> bool:
         """Store one point. An ok point is never overwritten; a failed one is replaced by a retry.
 
         `host` and `hardware_fingerprint` name where a fleet measured it. Returns False when the
         key was already stored as done (nothing written). `replace` overwrites whatever is stored:
-        the summary of a repeated point, rewritten as each of its rounds arrives.
+        the summary of a repeated point, rewritten as each of its rounds arrives. `release_owner`:
+        the sweep whose lease on the point is given back in the same transaction.
         """
         guard = "" if replace else " WHERE runs.status NOT IN ('ok', 'skipped')"
         with self._write() as c:
@@ -328,6 +329,9 @@ class Store:
                 (study, key, status, error, json.dumps(config), json.dumps(metrics or {}, default=str), _now(),
                  host, hardware_fingerprint),
             )
+            if release_owner is not None:
+                c.execute_count("DELETE FROM leases WHERE owner = ? AND study = ? AND key = ?",
+                                (release_owner, study, key))
             return changed > 0
 
     # ---- rounds of a repeated point ----

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from wb_core.errors import StoreError
 
+# The advisory lock that serialises creating and upgrading the schema ("WBNC", as SQLite's application id).
+SCHEMA_LOCK = 0x57424E43
 _URL = re.compile(r"^(postgres(?:ql)?):/+", re.IGNORECASE)
 
 
@@ -142,6 +144,9 @@ class PostgresConnection(Connection):
     def script(self, sql: str) -> None:
         sql = sql.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
         with self.conn.transaction():
+            # Coordinators opening a new database at once would race in CREATE TABLE IF NOT EXISTS
+            # (a duplicate key in PostgreSQL's catalog): one creates, the others wait and find it done.
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             for stmt in filter(str.strip, sql.split(";")):
                 self.conn.execute(stmt)
 

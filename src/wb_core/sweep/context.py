@@ -322,19 +322,20 @@ class SweepContext:
         return todo
 
     # ---- leases: two sweeps never measure one point ----
-    def claim(self, configs: list[RunConfig]) -> list[RunConfig]:
+    def claim(self, configs: list, key: Callable = lambda c: c.key) -> list:
         """The configs this sweep may measure: each claimed in the store first. Points another live
-        sweep holds are left to it, counted and said in the summary."""
+        sweep holds are left to it, counted and said in the summary. `key` gives an item's study key
+        (a fleet claims one key per configuration and hardware type)."""
         mine, held = [], {}
         for c in configs:
-            holder = self.store.claim(self.study, c.key, self.owner, self.host, os.getpid())
+            holder = self.store.claim(self.study, key(c), self.owner, self.host, os.getpid())
             if holder is None:
                 mine.append(c)
             else:
                 held.setdefault(f"{holder['host']} pid {holder['pid']}", []).append(c)
         done = self.done_keys() if mine else set()  # stored by another sweep since `todo` looked
-        for c in [c for c in mine if c.key in done]:
-            self.store.release(self.owner, self.study, c.key)
+        for c in [c for c in mine if key(c) in done]:
+            self.store.release(self.owner, self.study, key(c))
             mine.remove(c)
             self.summary.skipped_done += 1
         for who, cs in held.items():
@@ -402,8 +403,8 @@ class SweepContext:
         redo = key in self.busy_stored()  # a busy point measured again replaces the stored one
         self._remeasured.add(key)
         self.store.add_run(self.study, key, cfg.to_dict(), status, metrics, error, host=host,
-                           hardware_fingerprint=hardware_fingerprint, replace=redo and status == "ok")
-        self.store.release(self.owner, self.study, key)
+                           hardware_fingerprint=hardware_fingerprint, replace=redo and status == "ok",
+                           release_owner=self.owner)  # one transaction: the point, and its lease given back
         setattr(self.summary, status, getattr(self.summary, status) + 1)
         if error and status == "failed":
             self.summary.errors.append(f"{cfg.label()}{f' on {where}' if where else ''}: {error}")
