@@ -194,6 +194,13 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
 
         inputs = dataclasses.replace(inputs or InputOptions(), text=None if text is None else str(text),
                                      tokenizer=None if tokenizer is None else str(tokenizer))
+    if inputs is not None and inputs.text:
+        import dataclasses
+
+        from wb_core.streams import stream_to_file
+
+        # Standard input or a pipe is read once, here: every sweep context after reads the copy.
+        inputs = dataclasses.replace(inputs, text=str(stream_to_file(inputs.text, "The text")))
     db = db or default_db()
     study = study or default_study_name(path)
     prec = precision_options or PrecisionOptions(data=data, preprocess=preprocess, metric=metric,

@@ -90,15 +90,16 @@ def profile(
     window: float = typer.Option(0.5, "--window", help="Length of one measuring window, in seconds."),
     tolerance: float = typer.Option(0.05, "--tolerance", help="Windows agree when their spread is under this."),
     dynamic_size: Optional[str] = typer.Option(None, "--dynamic-size", help="Size of dynamic non-batch dimensions "
-                                               "(the sequence length); several, e.g. 32,128,384, are a sweep axis "
-                                               "(column seq_len)."),
+                                               "(the sequence length), stored in column seq_len; several, e.g. "
+                                               "32,128,384, are a sweep axis."),
     shape: list[str] = typer.Option([], "--shape", help="Input shape, NAME=1x128 (repeatable); several, e.g. "
                                     "image=1x3x224x224,1x3x320x320, are a sweep axis (column shape)."),
     int_range: list[str] = typer.Option([], "--int-range", help="Integer input range NAME=LOW:HIGH, or LOW:HIGH for "
                                         "every integer input but masks and token type ids (repeatable, merged). "
                                         "Default: masks all ones, token type ids zeros, token ids within the "
                                         "model's vocabulary."),
-    text: Optional[Path] = typer.Option(None, "--text", help="A text file, one sample per line, tokenized with "
+    text: Optional[Path] = typer.Option(None, "--text", help="A text file (or - for standard input, or a pipe such "
+                                        "as <(command)), one sample per line, tokenized with "
                                         "--tokenizer into the model's inputs (input_ids, attention_mask, "
                                         "token_type_ids) at each --dynamic-size: the measured inputs and the "
                                         "calibration and accuracy data."),
@@ -157,7 +158,7 @@ def profile(
                      repeats=repeats)
     settings = MeasureSettings(max_time_s=max_time, warmup_s=warmup, window_s=window, tolerance=tolerance)
     seq_lens = parse_seq_lens(dynamic_size)
-    if len(seq_lens) > 1:  # several sizes: a sweep axis with its own column
+    if seq_lens != [None]:  # one size or several: the seq_len column (several are a sweep axis)
         spec.seq_lens = seq_lens
     inputs = InputOptions.parse(dynamic_size=seq_lens[0] if len(seq_lens) == 1 else None, shapes=single_shapes,
                                 int_range=int_range)
