@@ -40,7 +40,7 @@ from wb_core.errors import (  # noqa: F401 - public
     printable,
 )
 from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT  # noqa: F401 - public
-from wb_core.paths import cache_dir, default_db  # noqa: F401 - public
+from wb_core.paths import cache_dir, check_output_file, check_output_folder, default_db, write_output_file  # noqa: F401 - public
 from wb_core.store import load_results
 from wb_core.sweep.context import SweepSummary  # noqa: F401 - public
 
@@ -566,7 +566,8 @@ __all__ = sorted([
     "inspect_model", "hardware_info", "describe_hardware", "list_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
-    "default_db", "cache_dir", "parse_seq_lens", "parse_shape_axis", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
+    "default_db", "cache_dir", "check_output_file", "check_output_folder", "write_output_file",
+    "parse_seq_lens", "parse_shape_axis", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
     "WorkerError", "check_number", "check_timeout", "printable",
     "parse_ci_target", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
     *_REEXPORTS, *_MODULES,
