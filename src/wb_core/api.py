@@ -27,6 +27,7 @@ from wb_core.config import (  # noqa: F401 - public
     check_number,
     check_timeout,
     parse_ci_target,
+    parse_number,
     parse_seq_lens,
     parse_shape_axis,
 )
@@ -569,6 +570,6 @@ __all__ = sorted([
     "default_db", "cache_dir", "check_output_file", "check_output_folder", "write_output_file",
     "parse_seq_lens", "parse_shape_axis", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
     "WorkerError", "check_number", "check_timeout", "printable",
-    "parse_ci_target", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
+    "parse_ci_target", "parse_number", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
     *_REEXPORTS, *_MODULES,
 ])

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli.app import app
+from wb_core.cli.app import app, number
 from wb_core.cli.app import fail as _fail
 
 OBJECTIVE_HELP = "throughput, latency or throughput_per_core."
@@ -27,7 +27,7 @@ def _db(db: Optional[Path]) -> Path:
 
 
 # Shared options, as typer wants them spelled out per command.
-MAX_P99 = typer.Option(None, "--max-p99-ms", help="Highest acceptable p99 latency, in ms.")
+MAX_P99 = typer.Option(None, "--max-p99-ms", parser=number, help="Highest acceptable p99 latency, in ms.")
 MAX_DROP = typer.Option(None, "--max-accuracy-drop", help="Highest acceptable accuracy drop, a fraction (0.01 = 1 point).")
 MAX_MEM = typer.Option(None, "--max-memory-mb", help="Highest acceptable peak memory, in MB.")
 MAX_CORES = typer.Option(None, "--max-cores", help="Most cores the run may use.")
@@ -167,8 +167,9 @@ def export(study: str = typer.Option(..., "--study"),
            max_p99_ms: Optional[float] = MAX_P99, max_accuracy_drop: Optional[float] = MAX_DROP,
            max_memory_mb: Optional[float] = MAX_MEM, max_cores: Optional[int] = MAX_CORES,
            objective: str = OBJECTIVE,
-           target_rate: Optional[float] = typer.Option(None, "--target-rate",
-                                                       help="Requests/s to plan capacity for (needs --max-p99-ms), "
+           target_rate: Optional[float] = typer.Option(None, "--target-rate", parser=number,
+                                                       help="Requests/s to plan capacity for, e.g. 1000, 1e3 or 1k "
+                                                            "(needs --max-p99-ms), "
                                                             "from the exported run's own measurements."),
            machine_cores: Optional[int] = typer.Option(None, "--machine-cores",
                                                        help="Cores of a serving machine, for the capacity plan."),

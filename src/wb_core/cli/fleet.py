@@ -7,11 +7,11 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli.app import app
+from wb_core.cli.app import app, number
 
 # Spelled out here rather than imported from cli_analysis: `python -m wb_core.cli` imports the
 # command modules while cli_analysis is still half-initialised.
-MAX_P99 = typer.Option(None, "--max-p99-ms", help="Highest acceptable p99 latency, in ms.")
+MAX_P99 = typer.Option(None, "--max-p99-ms", parser=number, help="Highest acceptable p99 latency, in ms.")
 MAX_DROP = typer.Option(None, "--max-accuracy-drop", help="Highest acceptable accuracy drop, a fraction.")
 MAX_MEM = typer.Option(None, "--max-memory-mb", help="Highest acceptable peak memory, in MB.")
 MAX_CORES = typer.Option(None, "--max-cores", help="Most cores the run may use.")

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from wb_core.api import field_help
-from wb_core.cli.app import app, report_summary
+from wb_core.cli.app import app, count, number, report_summary
 from wb_core.cli.app import fail as _fail
 
 
@@ -69,11 +69,11 @@ def profile(
     rate: str = typer.Option("none", "--rate", help=field_help("rates")),
     find_max_rate: bool = typer.Option(False, "--find-max-rate",
                                        help="Search the highest rate whose p99 stays under --p99-ms."),
-    p99_ms: Optional[float] = typer.Option(None, "--p99-ms",
+    p99_ms: Optional[float] = typer.Option(None, "--p99-ms", parser=number,
                                            help="p99 latency target (ms) for --find-max-rate and --search smart."),
     search: str = typer.Option("grid", "--search",
                                help="grid (every configuration) or smart (climbs to the best in far fewer runs)."),
-    budget: Optional[int] = typer.Option(None, "--budget", help="Most configurations to measure."),
+    budget: Optional[int] = typer.Option(None, "--budget", parser=count, help="Most configurations to measure."),
     repeats: str = typer.Option("1", "--repeats", help=field_help("repeats")),
     ci: Optional[str] = typer.Option(None, "--ci", help="Interval target, e.g. 3%: after the first rounds (at least "
                                      "3), add rounds to the leading configurations until each one's 95% throughput "
@@ -116,7 +116,7 @@ def profile(
                                          "(default: the first), e.g. sentence_embedding."),
     data_input: list[str] = typer.Option([], "--data-input", help="Map a model input to an array of the data, "
                                          "INPUT=ARRAY (repeatable); by default arrays are named after the inputs."),
-    calib_size: int = typer.Option(300, "--calib-size", help="Calibration samples for INT8 quantization."),
+    calib_size: int = typer.Option(300, "--calib-size", parser=count, help="Calibration samples for INT8 quantization."),
     max_accuracy_drop: Optional[float] = typer.Option(None, "--max-accuracy-drop",
                                                       help="Quantize with NNCF accuracy control, keeping the "
                                                            "absolute metric drop within this bound."),
