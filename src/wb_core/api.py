@@ -336,7 +336,8 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
         unique.setdefault(c.key, c)
     name = f"{study}-confirm"
     run_sweep(model or info["model_path"], SweepSpec(repeats=rounds), db, name, settings=settings,
-              configs=list(unique.values()), progress=progress, precision=precision_options)
+              configs=list(unique.values()), progress=progress, precision=precision_options,
+              inputs=stored_inputs(info, tuned.seq_len))
     res = load_results(db, name).set_index("key", drop=False)
     rows = {label: res.loc[c.key].to_dict() for label, c in configs.items() if c.key in res.index}
     ok = {label: r for label, r in rows.items() if r.get("status") == "ok"}
@@ -373,6 +374,15 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
         out["verdict"] += (f" Some rounds of {', '.join(out['busy'])} ran on a busy machine (other processes on "
                            f"their cores); confirm again when it is quieter.")
     return out
+
+
+def stored_inputs(info: dict, seq_len: int | None = None) -> InputOptions:
+    """The input options a study was measured with (shapes, length, ranges, text), from its record;
+    `seq_len` (a run's length) sizes the dynamic dimensions when the study swept several."""
+    import dataclasses
+
+    opts = InputOptions.from_dict(((info or {}).get("spec") or {}).get("inputs"))
+    return dataclasses.replace(opts, dynamic_size=seq_len) if seq_len and not opts.dynamic_size else opts
 
 
 def inspect_model(model: str | Path):
@@ -564,6 +574,7 @@ def serve_check(study: str, run: str, db: str | Path | None = None, **options):
 
 __all__ = sorted([
     "profile", "pipeline_profile", "train_profile", "find_max_rate", "serve_check", "results_with_notes",
+    "stored_inputs",
     "inspect_model", "hardware_info", "describe_hardware", "list_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
