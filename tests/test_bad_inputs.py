@@ -574,3 +574,21 @@ def test_confirm_on_a_study_measured_at_one_length(encoder, tmp_path, fast):
     assert api.results("one", db)["seq_len"].isna().all()
     out = api.confirm("one", db, rounds=2, settings=fast)
     assert out["tuned"] is not None and out["tuned"]["status"] == "ok", out["verdict"]
+
+
+@pytest.mark.parametrize("flag,needle", [(None, "Model path"), ("--data", "Data path"), ("--spec", "Sweep spec"),
+                                         ("--db", "Results database"), ("--tokenizer", "Tokenizer file")])
+def test_a_fifo_where_a_file_is_read_is_refused_not_waited_on(lenet_ir, tmp_path, flag, needle):
+    pipe = bad_corpus.fifo(tmp_path / "pipe")
+    db = tmp_path / "r.db"
+    args = [pipe] if flag is None else [lenet_ir, flag, pipe]
+    if flag == "--tokenizer":
+        (tmp_path / "t.txt").write_text("one line of text\n")
+        args += ["--text", tmp_path / "t.txt"]
+    if flag != "--db":
+        args += ["--db", db]
+    r = subprocess.run([sys.executable, "-m", "wb_core", "profile", *map(str, args), "--quiet"], capture_output=True,
+                       text=True, timeout=60)
+    line = one_error_line(r)
+    assert f"{needle} '{pipe}' is a FIFO (named pipe)" in line, line
+    assert not db.exists()

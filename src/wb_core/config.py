@@ -997,7 +997,10 @@ def load_spec_file(path) -> tuple[SweepSpec, MeasureSettings | None, InputOption
 
     import yaml
 
+    from wb_core.streams import refuse_special
+
     p = Path(path)
+    refuse_special(p, "Sweep spec")
     if not p.is_file():
         raise ConfigError(f"Sweep spec '{p}' does not exist.")
     if p.stat().st_size > MAX_SPEC_BYTES:

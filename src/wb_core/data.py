@@ -273,9 +273,12 @@ def load_dataset(source: Any, *, preprocess: Callable | None = None, image: Imag
         if text.startswith("demo:"):
             ds = demo_dataset(text[len("demo:"):])
         else:
+            from wb_core.streams import refuse_special
+
             path = Path(text)
             if not path.exists():
                 raise ConfigError(f"Data path '{path}' does not exist.")
+            refuse_special(path, "Data path")
             if path.is_dir():
                 ds = load_image_folder(path, image or ImageOptions(), input_shape, preprocess)
                 preprocess = None  # already applied per image

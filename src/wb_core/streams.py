@@ -84,3 +84,10 @@ def stream_to_file(source, what: str, suffix: str = ".txt", timeout_s: float = S
         tmp.write_bytes(data)
         tmp.replace(path)
     return path
+
+
+def refuse_special(path, what: str, error=ConfigError) -> None:
+    """Refuse a FIFO, device or socket where a regular file is read: opening one could wait forever."""
+    special = kind_of(path) if str(path) != "-" else None
+    if special:
+        raise error(f"{what} '{path}' is {special}, not a regular file; give a file.")

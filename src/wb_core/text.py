@@ -58,9 +58,13 @@ def text_roles(specs) -> dict[str, str]:
 
 def load_tokenizer(path: str | Path):
     """A `tokenizers.Tokenizer` from a local tokenizer.json."""
+    from wb_core.streams import refuse_special
+
     p = Path(path)
+    refuse_special(p, "Tokenizer file")
     if not p.is_file():
-        raise ConfigError(f"Tokenizer file '{p}' does not exist.")
+        raise ConfigError(f"Tokenizer file '{p}' does not exist." if not p.exists() else
+                          f"Tokenizer file '{p}' is a folder; give its tokenizer.json.")
     try:
         from tokenizers import Tokenizer
     except ImportError:  # pragma: no cover - a dependency
