@@ -578,13 +578,13 @@ def test_confirm_on_a_study_measured_at_one_length(encoder, tmp_path, fast):
 
 @pytest.mark.parametrize("flag,needle", [(None, "Model path"), ("--data", "Data path"), ("--spec", "Sweep spec"),
                                          ("--db", "Results database"), ("--tokenizer", "Tokenizer file")])
-def test_a_fifo_where_a_file_is_read_is_refused_not_waited_on(lenet_ir, tmp_path, flag, needle):
+def test_a_fifo_where_a_file_is_read_is_refused_not_waited_on(lenet_ir, encoder, tmp_path, flag, needle):
     pipe = bad_corpus.fifo(tmp_path / "pipe")
     db = tmp_path / "r.db"
     args = [pipe] if flag is None else [lenet_ir, flag, pipe]
     if flag == "--tokenizer":
         (tmp_path / "t.txt").write_text("one line of text\n")
-        args += ["--text", tmp_path / "t.txt"]
+        args = [encoder, flag, pipe, "--text", tmp_path / "t.txt", "--dynamic-size", "16"]
     if flag != "--db":
         args += ["--db", db]
     r = subprocess.run([sys.executable, "-m", "wb_core", "profile", *map(str, args), "--quiet"], capture_output=True,
