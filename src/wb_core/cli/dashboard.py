@@ -143,6 +143,8 @@ def voila_command(db: Path, port: int, host: str, token: str, cull_idle_s: int,
         raise ConfigError(f"Port must be between 1 and 65535; got {port}.")
     if cull_idle_s < 10:
         raise ConfigError(f"The idle kernel timeout must be at least 10 seconds; got {cull_idle_s}.")
+    if not 1 <= upload_limit_mb <= 1 << 16:
+        raise ConfigError(f"--upload-limit-mb must be between 1 and {1 << 16} (MB); got {upload_limit_mb}.")
     if not token:
         raise ConfigError("The dashboard needs a token.")
     db = db.expanduser().resolve()
