@@ -155,3 +155,93 @@ def _onnx_unsupported(path: Path) -> Path:
                                                     helper.make_opsetid("com.example.nosuchops", 1)])
     onnx.save(model, path)
     return path
+
+
+# ---- the inputs of the newer features: references, text, pipeline sources, training, stores, names ----
+
+def reference_cases(out: Path, n: int = 8, seq: int = 16, vocab: int = 1000) -> dict[str, tuple[Path, str]]:
+    """Data for a text encoder (outputs last_hidden_state, sentence_embedding) whose reference outputs are wrong."""
+    import numpy as np
+
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    base = {"input_ids": rng.integers(1, vocab, size=(n, seq)), "attention_mask": np.ones((n, seq), np.int64),
+            "token_type_ids": np.zeros((n, seq), np.int64)}
+    good = rng.standard_normal((n, 32)).astype(np.float32)
+    nan, inf = good.copy(), good.copy()
+    nan[1, 3] = np.nan
+    inf[2, 0] = np.inf
+    refs = {"ref_nan.npz": ({"ref.sentence_embedding": nan}, "1 NaN or infinite value"),
+            "ref_inf.npz": ({"ref.sentence_embedding": inf}, "1 NaN or infinite value"),
+            "ref_strings.npz": ({"ref.sentence_embedding": np.array([["a"] * 32] * n)}, "hold text, not numbers"),
+            "ref_unknown_output.npz": ({"ref.pooled": good}, "name an output the model does not have"),
+            "ref_short.npz": ({"ref.sentence_embedding": good[:n - 3]}, f"has {n} samples but {n - 3} reference"),
+            "ids_nan.npz": ({"input_ids": np.full((n, seq), np.nan)}, "input array 'input_ids'")}
+    c = {}
+    for name, (arrays, needle) in refs.items():
+        np.savez(out / name, **{**base, **arrays})
+        c[name] = (out / name, needle)
+    return c
+
+
+def truncated_images(out: Path, n: int = 2) -> Path:
+    """A folder of PNG files cut in half: their headers read, their pixels do not."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    out.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        buf = io.BytesIO()
+        Image.fromarray(np.random.default_rng(i).integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(buf, "PNG")
+        (out / f"{i}.png").write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
+    return out
+
+
+def fifo(path: Path) -> Path:
+    """A named pipe nobody writes to: a reader that opens it waits forever."""
+    import os
+
+    os.mkfifo(path)
+    return path
+
+
+def dumped_store(src: Path, dest: Path) -> Path:
+    """A workbench store passed through `sqlite3 .dump` and back: every table and row, no application id."""
+    import sqlite3
+
+    with sqlite3.connect(src) as a:
+        script = "\n".join(a.iterdump())
+    b = sqlite3.connect(dest)
+    b.executescript(script)
+    b.close()
+    return dest
+
+
+TRAIN_SCRIPT = textwrap.dedent("""
+    import sys, numpy as np, keras
+    out = sys.argv[1]
+    def small(classes):
+        m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                              keras.layers.Dense(classes, activation="softmax")])
+        return m
+    m = small(3)
+    m.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    m.save(out + "/three_classes.keras")
+    f = small(3)
+    for layer in f.layers:
+        layer.trainable = False
+    f.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    f.save(out + "/frozen.keras")
+    rng = np.random.default_rng(0)
+    np.savez(out + "/labels_0_to_7.npz", x=rng.random((32, 8), dtype=np.float32), y=rng.integers(0, 8, 32))
+    np.savez(out + "/labels_ok.npz", x=rng.random((32, 8), dtype=np.float32), y=rng.integers(0, 3, 32))
+""")
+
+
+def training_cases(out: Path) -> Path:
+    """Keras files (3 classes; every layer frozen) and label sets built in a TensorFlow child process."""
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-c", TRAIN_SCRIPT, str(out)], check=True, capture_output=True)
+    return out

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "wb_core"
 
 LAYERS = [
-    {"wb_core.version", "wb_core.errors", "wb_core.paths", "wb_core.config", "wb_core.hardware", "wb_core.stats",
-     "wb_core.backends.registry", "wb_core.backends"},
+    {"wb_core.version", "wb_core.errors", "wb_core.paths", "wb_core.streams", "wb_core.config", "wb_core.hardware",
+     "wb_core.stats", "wb_core.backends.registry", "wb_core.backends"},
     {"wb_core.models", "wb_core.accuracy", "wb_core.measure", "wb_core.store", "wb_core.text",
      "wb_core.backends.base", "wb_core.backends.openvino", "wb_core.backends.tensorflow"},
     {"wb_core.proc", "wb_core.variants", "wb_core.demo", "wb_core.data"},

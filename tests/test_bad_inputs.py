@@ -1,5 +1,8 @@
 """Every bad input gives one plain sentence naming what and where, a non-zero exit, and no traceback."""
 
+import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -282,3 +285,310 @@ def test_names_with_terminal_escapes_are_printed_clean(lenet_ir, tmp_path):
     assert "evil" in r.stdout
     s = wb("studies", "--db", tmp_path / "r.db")
     assert "\x1b" not in s.stdout and "evil" in s.stdout
+
+
+# ---- the inputs of the newer features: each refused before anything runs, in one sentence ----
+
+def count_runs(db: Path) -> int:
+    """Records in a store, counted with sqlite3 itself (0 when there is no database)."""
+    import sqlite3
+
+    if not db.exists() or db.stat().st_size == 0:
+        return 0
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    from wb_core.demo import build_text_encoder
+
+    return build_text_encoder(tmp_path_factory.mktemp("enc") / "encoder.xml", vocab=1000)
+
+
+@pytest.fixture(scope="module")
+def text_setup(tmp_path_factory):
+    """A tokenizer trained here, an encoder sized to its vocabulary, and text lines."""
+    from tokenizers import Tokenizer
+
+    from wb_core.demo import build_text_encoder, train_tokenizer
+
+    d = tmp_path_factory.mktemp("text")
+    lines = ["The quick brown fox jumps over the lazy dog.", "A model is measured on real text here.",
+             "Sequence length is the workload, not a setting."] * 6
+    tok = train_tokenizer(lines, d / "tokenizer.json", vocab_size=120)
+    model = build_text_encoder(d / "enc.xml", vocab=Tokenizer.from_file(str(tok)).get_vocab_size())
+    return model, tok, "\n".join(lines) + "\n"
+
+
+FAST_FLAGS = ["--quiet", "--max-time", "0.3", "--warmup", "0.05", "--window", "0.1"]
+
+
+@pytest.mark.parametrize("name", ["ref_nan.npz", "ref_inf.npz", "ref_strings.npz", "ref_unknown_output.npz",
+                                  "ref_short.npz", "ids_nan.npz"])
+def test_bad_reference_outputs_are_refused(encoder, tmp_path, name):
+    path, needle = bad_corpus.reference_cases(tmp_path / "refs")[name]
+    db = tmp_path / "r.db"
+    line = one_error_line(wb("profile", encoder, "--data", path, "--dynamic-size", "16", "--db", db, *FAST_FLAGS))
+    assert needle in line and name in line, line
+    assert count_runs(db) == 0 and not db.exists()
+
+
+def test_an_array_of_strings_is_a_config_error_not_a_value_error(tmp_path):
+    from wb_core.data import load_dataset
+    from wb_core.errors import ConfigError
+
+    path, _ = bad_corpus.reference_cases(tmp_path)["ref_strings.npz"]
+    with pytest.raises(ConfigError, match="'ref.sentence_embedding'.*hold text, not numbers"):
+        load_dataset(str(path))
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--dynamic-size", "8,16", "--shape", "input_ids=1x32"], "fixes the sequence length of 'input_ids' to 32"),
+    (["--dynamic-size", "16", "--shape", "attention_mask=1x8"], "fixes the sequence length of 'attention_mask' to 8"),
+])
+def test_shapes_against_lengths_refused_with_nothing_stored(encoder, tmp_path, args, needle):
+    db = tmp_path / "r.db"
+    line = one_error_line(wb("profile", encoder, *args, "--db", db, *FAST_FLAGS))
+    assert needle in line and "--dynamic-size" in line, line
+    assert not db.exists()
+
+
+def test_a_length_for_a_model_without_dynamic_dimensions_is_refused(lenet_ir, tmp_path):
+    db = tmp_path / "r.db"
+    line = one_error_line(wb("profile", lenet_ir, "--dynamic-size", "16", "--db", db, *FAST_FLAGS))
+    assert "none of the model's inputs has one" in line and "8x8x1" in line, line
+    assert not db.exists()
+
+
+def test_text_from_standard_input_and_a_pipe_one_length_stored_as_seq_len(text_setup, tmp_path):
+    model, tok, text = text_setup
+    db = tmp_path / "r.db"
+    r = subprocess.run([sys.executable, "-m", "wb_core", "profile", str(model), "--text", "-", "--tokenizer", str(tok),
+                        "--dynamic-size", "16", "--db", str(db), "--study", "stdin", *FAST_FLAGS],
+                       input=text, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "18 lines of text" in r.stderr  # the summary counts the lines it was given on stdin
+    # A pipe, as bash's <(command) gives one: the read end of an os.pipe, named by /dev/fd.
+    rd, wr = os.pipe()
+    os.write(wr, text.encode())
+    os.close(wr)
+    r = subprocess.run([sys.executable, "-m", "wb_core", "profile", str(model), "--text", f"/dev/fd/{rd}",
+                        "--tokenizer", str(tok), "--dynamic-size", "16", "--db", str(db), "--study", "pipe",
+                        *FAST_FLAGS], capture_output=True, text=True, pass_fds=(rd,))
+    os.close(rd)
+    assert r.returncode == 0, r.stderr
+    assert "18 lines of text" in r.stderr
+    import sqlite3
+
+    with sqlite3.connect(db) as c:
+        lens = [json.loads(row[0]).get("seq_len") for row in c.execute("SELECT config_json FROM runs")]
+    assert lens == [16, 16]
+    r = wb("recommend", "--study", "stdin", "--db", db, "--seq-mix", "16:1")
+    assert r.returncode == 0 and "mix 100% at 16" in r.stdout, r.stderr
+
+
+def test_a_fifo_nobody_writes_is_refused_within_its_time_limit(tmp_path):
+    from wb_core.errors import ConfigError
+    from wb_core.streams import read_stream
+
+    f = bad_corpus.fifo(tmp_path / "silent")
+    with pytest.raises(ConfigError, match="gave nothing within 0.5 s"):
+        read_stream(f, "The text", timeout_s=0.5)
+
+
+def test_the_api_returns_the_clis_notes_and_columns(text_setup, tmp_path, fast):
+    from wb_core import api
+
+    model, tok, text = text_setup
+    (tmp_path / "t.txt").write_text(text)
+    db = tmp_path / "r.db"
+    df = api.profile(model, db=db, study="api", seq_lens="16", precisions="fp32", text=tmp_path / "t.txt",
+                     tokenizer=tok, settings=fast)
+    notes = df.attrs["notes"]
+    assert any("18 lines of text" in n for n in notes), notes
+    assert any("Accuracy reads the model's first output 'last_hidden_state'" in n for n in notes), notes
+    assert {"vs_fp32", "tied_with_best"} <= set(df.columns)
+    assert df["tied_with_best"].tolist() == ["best"] and df["vs_fp32"].tolist() == [1.0]
+    cli = json.loads(wb("results", "--study", "api", "--db", db, "--format", "json").stdout)
+    assert set(df.columns) == set(cli[0]) and cli[0]["tied_with_best"] == "best"
+    assert api.results("api", db).attrs["notes"] == api.results_with_notes("api", db)[1]
+
+
+def test_an_empty_database_file_is_one_sentence(tmp_path):
+    db = tmp_path / "empty.db"
+    db.write_bytes(b"")
+    for args in (["results", "--study", "x"], ["studies"], ["plot", "--study", "x", "--out", tmp_path / "p.html"]):
+        line = one_error_line(wb(*args, "--db", db))
+        assert "empty database that holds no studies" in line, line
+    assert db.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
+
+
+def test_a_store_restored_from_a_dump_is_recognised_by_its_tables(lenet_ir, tmp_path, fast):
+    import sqlite3
+
+    src = tmp_path / "orig.db"
+    run_sweep(lenet_ir, SweepSpec(batch_sizes="1,2"), src, "s", settings=fast)
+    restored = bad_corpus.dumped_store(src, tmp_path / "restored.db")
+    with sqlite3.connect(restored) as c:
+        assert c.execute("PRAGMA application_id").fetchone()[0] == 0
+        assert "rounds" in {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    r = wb("results", "--study", "s", "--db", restored, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)) == count_runs(src) == 2
+
+
+def test_another_applications_file_is_refused_by_name_everywhere(tmp_path):
+    db = bad_corpus.foreign_sqlite(tmp_path / "theirs.db")
+    for args in (["results", "--study", "x"], ["recommend", "--study", "x"], ["dashboard", "--port", "1"]):
+        line = one_error_line(wb(*args, "--db", db))
+        assert "not a workbench results database" in line and "theirs.db" in line, (args, line)
+
+
+@pytest.fixture(scope="module")
+def small_store(lenet_ir, tmp_path_factory):
+    from conftest import FAST
+
+    db = tmp_path_factory.mktemp("store") / "s.db"
+    run_sweep(lenet_ir, SweepSpec(), db, "s", settings=FAST)
+    return db
+
+
+def test_output_paths_checked_before_any_work(small_store, tmp_path):
+    folder = tmp_path / "a folder"
+    folder.mkdir()
+    line = one_error_line(wb("plot", "--study", "s", "--db", small_store, "--out", folder))
+    assert "is a folder; give a file name" in line and "a folder" in line, line
+    line = one_error_line(wb("report", "--study", "s", "--db", small_store, "--out", folder))
+    assert "is a folder" in line, line
+    line = one_error_line(wb("export", "--study", "s", "--db", small_store, "--best", "--out", small_store))
+    assert "is a file; give a folder" in line, line
+    # A place nobody can write: /proc refuses even root; a folder without write permission refuses others.
+    place = Path("/proc") if os.geteuid() == 0 else tmp_path / "ro"
+    if place != Path("/proc"):
+        place.mkdir()
+        place.chmod(0o500)
+    line = one_error_line(wb("plot", "--study", "s", "--db", small_store, "--out", place / "p.html"))
+    assert "cannot write to" in line, line
+    assert count_runs(small_store) == 1
+    r = wb("plot", "--study", "s", "--db", small_store, "--out", tmp_path / "new" / "sub" / "p.html")
+    assert r.returncode == 0 and (tmp_path / "new" / "sub" / "p.html").stat().st_size > 1000, r.stderr
+
+
+# Kubernetes' rule for the names of services (an InferenceService is one): a DNS-1035 label.
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def test_serving_names_are_names_kubernetes_accepts(small_store, tmp_path):
+    import yaml
+
+    line = one_error_line(wb("export", "--study", "s", "--db", small_store, "--best", "--format", "kserve",
+                             "--name", "модель", "--out", tmp_path / "k1"))
+    assert "no Latin letters or digits" in line and "--name" in line, line
+    assert not (tmp_path / "k1").exists()
+    for given, expected in (("Modèle Größe", "modele-groe"), ("3d-net", "model-3d-net"), ("ResNet_50 v2", "resnet-50-v2")):
+        out = tmp_path / expected
+        r = wb("export", "--study", "s", "--db", small_store, "--best", "--format", "kserve,triton", "--name", given,
+               "--out", out)
+        assert r.returncode == 0, r.stderr
+        isvc = next(yaml.safe_load_all((out / "kserve" / "inferenceservice.yaml").read_text()))
+        name = isvc["metadata"]["name"]
+        assert name == expected and DNS_1035.match(name) and len(name) <= 63
+        assert (out / "triton" / "model_repository" / name / "config.pbtxt").is_file()
+
+
+def test_numbers_as_users_type_them_or_one_sentence(small_store, tmp_path):
+    r = wb("capacity", "--study", "s", "--db", small_store, "--rate", "1k", "--p99-ms", "1e3")
+    assert r.returncode == 0 and "serve 1000 req/s" in r.stdout, r.stderr
+    r = wb("export", "--study", "s", "--db", small_store, "--best", "--target-rate", "1k", "--max-p99-ms", "1e3",
+           "--out", tmp_path / "e")
+    assert r.returncode == 0, r.stderr
+    for args, needle in ((["capacity", "--rate", "1x", "--p99-ms", "10"], "1000, 1e3, 1k or 2.5M; got '1x'"),
+                         (["export", "--best", "--target-rate", "fast", "--max-p99-ms", "10"], "got 'fast'"),
+                         (["results", "--nosuch"], "No such option: --nosuch"),
+                         (["profile", "x", "--budget", "2.5"], "whole number")):
+        line = one_error_line(wb(*args[:1], "--study", "s", "--db", small_store, *args[1:]) if args[0] != "profile"
+                              else wb(*args))
+        assert needle in line and "╭" not in line and "Usage:" not in line, line
+        assert "--help" in line
+
+
+def test_dashboard_options_refused_before_voila_starts(tmp_path):
+    import socket
+
+    def refused(*args, env=None):
+        r = subprocess.run([sys.executable, "-m", "wb_core", "dashboard", "--db", str(tmp_path / "d.db"), *args],
+                           capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "WB_DASHBOARD_TOKEN": "a-good-token-123", **(env or {})})
+        assert "[Voila]" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+        return one_error_line(r)
+
+    assert "'256.0.0.1' is not an address or a name" in refused("--host", "256.0.0.1")
+    assert "is not an address or a name" in refused("--host", "no-such-host.invalid")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert f"--port {port} on 127.0.0.1 is in use" in refused("--port", str(port))
+    token = tmp_path / "token"
+    token.write_text("a-good-token-123\n")
+    token.chmod(0o644)
+    line = refused("--token-file", str(token))
+    assert "can be read by other users (permissions 0644)" in line and "chmod 600" in line, line
+    assert not (tmp_path / "d.db").exists()
+
+
+def test_pipeline_sources_refused_before_anything_runs(lenet_ir, tmp_path):
+    db = tmp_path / "p.db"
+    images = bad_corpus.truncated_images(tmp_path / "imgs")
+    line = one_error_line(wb("pipeline", lenet_ir, "--source", images, "--db", db, "--quiet"))
+    assert "has no readable frames" in line and "truncated" in line, line
+    pipe = bad_corpus.fifo(tmp_path / "camera")
+    r = subprocess.run([sys.executable, "-m", "wb_core", "pipeline", str(lenet_ir), "--source", str(pipe), "--db",
+                        str(db), "--quiet"], capture_output=True, text=True, timeout=60)  # never a hang
+    line = one_error_line(r)
+    assert "is a FIFO (named pipe), not a video file" in line, line
+    assert not db.exists()
+
+
+@pytest.mark.slow
+def test_training_labels_and_frozen_models_refused_before_the_study(tmp_path):
+    d = bad_corpus.training_cases(tmp_path / "train")
+    db = tmp_path / "t.db"
+    line = one_error_line(wb("train-profile", d / "three_classes.keras", "--data", d / "labels_0_to_7.npz",
+                             "--db", db))
+    assert "run from 0 to 7, but the model's output has 3 classes" in line, line
+    line = one_error_line(wb("train-profile", d / "frozen.keras", "--data", d / "labels_ok.npz", "--db", db))
+    assert "has nothing to train: every layer is frozen" in line, line
+    assert count_runs(db) == 0
+
+
+@pytest.mark.slow
+def test_confirm_on_a_study_measured_at_one_length(encoder, tmp_path, fast):
+    from wb_core import api
+    from wb_core.config import InputOptions
+
+    db = tmp_path / "c.db"
+    # Measured as before one --dynamic-size became a seq_len: the length lives in the study's input options.
+    api.profile(encoder, db=db, study="one", inputs=InputOptions(dynamic_size=16), settings=fast, threads="1,2")
+    assert api.results("one", db)["seq_len"].isna().all()
+    out = api.confirm("one", db, rounds=2, settings=fast)
+    assert out["tuned"] is not None and out["tuned"]["status"] == "ok", out["verdict"]
+
+
+@pytest.mark.parametrize("flag,needle", [(None, "Model path"), ("--data", "Data path"), ("--spec", "Sweep spec"),
+                                         ("--db", "Results database"), ("--tokenizer", "Tokenizer file")])
+def test_a_fifo_where_a_file_is_read_is_refused_not_waited_on(lenet_ir, encoder, tmp_path, flag, needle):
+    pipe = bad_corpus.fifo(tmp_path / "pipe")
+    db = tmp_path / "r.db"
+    args = [pipe] if flag is None else [lenet_ir, flag, pipe]
+    if flag == "--tokenizer":
+        (tmp_path / "t.txt").write_text("one line of text\n")
+        args = [encoder, flag, pipe, "--text", tmp_path / "t.txt", "--dynamic-size", "16"]
+    if flag != "--db":
+        args += ["--db", db]
+    r = subprocess.run([sys.executable, "-m", "wb_core", "profile", *map(str, args), "--quiet"], capture_output=True,
+                       text=True, timeout=60)
+    line = one_error_line(r)
+    assert f"{needle} '{pipe}' is a FIFO (named pipe)" in line, line
+    assert not db.exists()

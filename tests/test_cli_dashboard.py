@@ -51,6 +51,7 @@ def test_token_from_file_or_environment_or_made_up(tmp_path, monkeypatch):
     assert read_token(None) == "from-the-env"
     f = tmp_path / "token"
     f.write_text("from-a-file\n")
+    f.chmod(0o600)  # a token file others can read is refused (tests/test_bad_inputs.py)
     assert read_token(f) == "from-a-file"
     f.write_text("")
     with pytest.raises(ConfigError, match="empty"):

@@ -27,6 +27,7 @@ from wb_core.config import (  # noqa: F401 - public
     check_number,
     check_timeout,
     parse_ci_target,
+    parse_number,
     parse_seq_lens,
     parse_shape_axis,
 )
@@ -39,8 +40,8 @@ from wb_core.errors import (  # noqa: F401 - public
     WorkerError,
     printable,
 )
-from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
-from wb_core.paths import cache_dir, default_db  # noqa: F401 - public
+from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT  # noqa: F401 - public
+from wb_core.paths import cache_dir, check_output_file, check_output_folder, default_db, write_output_file  # noqa: F401 - public
 from wb_core.store import load_results
 from wb_core.sweep.context import SweepSummary  # noqa: F401 - public
 
@@ -128,6 +129,10 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             accuracy_guard: float | str = "auto", int8_recipe: str = "auto", fallback_budget_s: float = 600.0):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
+    The frame has the columns `wb results` shows (`vs_fp32`, `tied_with_best` included) and, in
+    `df.attrs["notes"]`, the notes the CLI prints: the text summary, which output accuracy reads,
+    points measured on a busy machine, precisions that ran slower than FP32.
+
     Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
     `cores="none,0,0-1"`, `batch_sizes=[1, 8]`; `instances`/`cores_per_instance` start N pinned
     copies together, `rates` drives Poisson arrivals (server scenario). A ready `spec` (a
@@ -199,6 +204,13 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
 
         inputs = dataclasses.replace(inputs or InputOptions(), text=None if text is None else str(text),
                                      tokenizer=None if tokenizer is None else str(tokenizer))
+    if inputs is not None and inputs.text:
+        import dataclasses
+
+        from wb_core.streams import stream_to_file
+
+        # Standard input or a pipe is read once, here: every sweep context after reads the copy.
+        inputs = dataclasses.replace(inputs, text=str(stream_to_file(inputs.text, "The text")))
     db = db or default_db()
     study = study or default_study_name(path)
     prec = precision_options or PrecisionOptions(data=data, preprocess=preprocess, metric=metric,
@@ -231,7 +243,19 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
                              inputs=inputs, on_point=on_point, progress=progress, cancel=cancel, precision=prec,
                              timeout_s=timeout_s, memory_limit_mb=memory_limit_mb, remeasure_busy=remeasure_busy,
                              ci_target=ci_target, max_rounds=max_rounds)
-    return load_results(db, study) if return_frame else summary
+    return _frame(db, study, summary) if return_frame else summary
+
+
+def _frame(db, study: str, summary):
+    """The study's results as the CLI shows them, with the sweep's notes in `df.attrs["notes"]`."""
+    from wb_core.analysis.results_view import annotated_results
+
+    return annotated_results(db, study, notes=getattr(summary, "notes", ()))
+
+
+def _with_notes(df, summary):
+    df.attrs["notes"] = list(getattr(summary, "notes", ()))
+    return df
 
 
 def _shape_axis(shapes) -> list:
@@ -319,7 +343,8 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
         unique.setdefault(c.key, c)
     name = f"{study}-confirm"
     run_sweep(model or info["model_path"], SweepSpec(repeats=rounds), db, name, settings=settings,
-              configs=list(unique.values()), progress=progress, precision=precision_options)
+              configs=list(unique.values()), progress=progress, precision=precision_options,
+              inputs=stored_inputs(info, tuned.seq_len))
     res = load_results(db, name).set_index("key", drop=False)
     rows = {label: res.loc[c.key].to_dict() for label, c in configs.items() if c.key in res.index}
     ok = {label: r for label, r in rows.items() if r.get("status") == "ok"}
@@ -358,6 +383,15 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
     return out
 
 
+def stored_inputs(info: dict, seq_len: int | None = None) -> InputOptions:
+    """The input options a study was measured with (shapes, length, ranges, text), from its record;
+    `seq_len` (a run's length) sizes the dynamic dimensions when the study swept several."""
+    import dataclasses
+
+    opts = InputOptions.from_dict(((info or {}).get("spec") or {}).get("inputs"))
+    return dataclasses.replace(opts, dynamic_size=seq_len) if seq_len and not opts.dynamic_size else opts
+
+
 def inspect_model(model: str | Path):
     """Format and inputs of a model (a path or a demo name)."""
     from wb_core.models import detect_format
@@ -389,9 +423,13 @@ def list_backends() -> dict[str, str]:
 
 
 def results(study: str, db: str | Path | None = None, efficiency: bool = False):
-    """A study's runs as a DataFrame (public columns first); `efficiency` adds per-core and %-of-peak columns."""
+    """A study's runs as a DataFrame (public columns first) with the columns `wb results` shows
+    (`vs_fp32`, `tied_with_best`) and its notes in `df.attrs["notes"]`; `efficiency` instead adds
+    per-core and %-of-peak columns."""
     if not efficiency:
-        return load_results(db or default_db(), study)
+        from wb_core.analysis.results_view import annotated_results
+
+        return annotated_results(db or default_db(), study)
     from wb_core.analysis.recommend import with_efficiency
     from wb_core.analysis.study_model import study_flops
     from wb_core.store import Store
@@ -479,7 +517,7 @@ def pipeline_profile(model: str | Path, source: str | Path, *, db: str | Path | 
     study = study or f"{default_study_name(path)}-pipeline"
     summary = run_pipeline(path, source, spec, db, study, image=image, inputs=inputs, data=data, on_point=on_point,
                            progress=progress, cancel=cancel, timeout_s=timeout_s)
-    return load_results(db, study) if return_frame else summary
+    return _with_notes(load_results(db, study), summary) if return_frame else summary
 
 
 def train_profile(model: str | Path, *, data=None, db: str | Path | None = None, study: str | None = None,
@@ -512,36 +550,23 @@ def train_profile(model: str | Path, *, data=None, db: str | Path | None = None,
     study = study or f"{model if isinstance(model, str) and model in DEMOS else default_study_name(path)}-training"
     summary = run_training(path, spec, db, study, data=data, image=ImageOptions(size=size, scale=image_scale),
                            on_point=on_point, progress=progress, cancel=cancel, timeout_s=timeout_s)
-    return load_results(db, study) if return_frame else summary
+    return _with_notes(load_results(db, study), summary) if return_frame else summary
 
 
 def results_with_notes(study: str, db: str | Path | None = None):
-    """A study's results with `vs_fp32` (throughput over the FP32 point of the same settings) and the
-    notes a table should show: lower precisions that ran slower than FP32, with the CPU's reason."""
-    from wb_core.analysis.precision import slowdown_notes, vs_fp32
-    from wb_core.analysis.recommend import tied_with_best
-    from wb_core.store import Store
+    """A study's results (with `vs_fp32` and `tied_with_best`) and the notes a table should show:
+    lower precisions that ran slower than FP32, with the CPU's reason, and points measured busy."""
+    from wb_core.analysis.results_view import annotated_results
 
-    db = db or default_db()
-    df = load_results(db, study)
-    if df.empty:
-        return df, []
-    df = df.assign(vs_fp32=vs_fp32(df), tied_with_best=tied_with_best(df))
-    with Store(db, readonly=True) as s:
-        hw = (s.get_study(study) or {}).get("hardware") or {}
-    return df, slowdown_notes(df, hw.get("flags")) + busy_notes(df)
+    df = annotated_results(db or default_db(), study)
+    return df, list(df.attrs["notes"])
 
 
 def busy_notes(df) -> list[str]:
     """A note naming how many stored points were measured on a busy machine, and how to measure them again."""
-    if "busy" not in df.columns:
-        return []
-    n = int((df["busy"].astype(object).map(lambda v: v is True or v == 1) & (df["status"] == "ok")).sum())
-    if not n:
-        return []
-    return [f"{n} point(s) were measured on a busy machine (others used more than {BUSY_OTHER_CPU:g} cores' worth "
-            f"of CPU on their cores, or steal above {BUSY_STEAL_PCT:g}%): re-measure them with the same "
-            f"`wb profile ...` command plus --remeasure-busy."]
+    from wb_core.analysis.results_view import busy_notes as notes
+
+    return notes(df)
 
 
 def serve_check(study: str, run: str, db: str | Path | None = None, **options):
@@ -556,11 +581,13 @@ def serve_check(study: str, run: str, db: str | Path | None = None, **options):
 
 __all__ = sorted([
     "profile", "pipeline_profile", "train_profile", "find_max_rate", "serve_check", "results_with_notes",
+    "stored_inputs",
     "inspect_model", "hardware_info", "describe_hardware", "list_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
-    "default_db", "cache_dir", "parse_seq_lens", "parse_shape_axis", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
+    "default_db", "cache_dir", "check_output_file", "check_output_folder", "write_output_file",
+    "parse_seq_lens", "parse_shape_axis", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
     "WorkerError", "check_number", "check_timeout", "printable",
-    "parse_ci_target", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
+    "parse_ci_target", "parse_number", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
     *_REEXPORTS, *_MODULES,
 ])

@@ -74,6 +74,25 @@ def split_values(text: str | Iterable | None) -> list[str]:
     return [v.strip() for v in text.split(sep) if v.strip()]
 
 
+# Suffixes users type for large counts and rates: 1k, 2.5M, 1G (m is left out: milli or mega?).
+NUMBER_SUFFIXES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
+NUMBER_FORMS = "a number such as 1000, 1e3, 1k or 2.5M"
+
+
+def parse_number(text, name: str) -> float:
+    """A number as users type it: `1000`, `1_000`, `1e3`, `1k`, `2.5M`; anything else is one sentence."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    t = str(text).strip().replace("_", "")
+    scale = 1.0
+    if t and t[-1] in NUMBER_SUFFIXES:
+        t, scale = t[:-1], NUMBER_SUFFIXES[t[-1]]
+    try:
+        return float(t) * scale
+    except ValueError:
+        raise ConfigError(f"{name} must be {NUMBER_FORMS}; got '{text}'.") from None
+
+
 def parse_choice(text, name: str, choices: Iterable[str]) -> list[str]:
     choices = tuple(choices)
     values = [v.lower() for v in split_values(text)]
@@ -891,10 +910,7 @@ def parse_rates(values) -> list[float | None]:
         if v is None or str(v).lower() in ("none", "closed", ""):
             out.append(None)
             continue
-        try:
-            r = float(v)
-        except ValueError:
-            raise ConfigError(f"Rate must be a number of requests per second; got '{v}'.") from None
+        r = parse_number(v, "Rate (requests per second)")
         if not (MIN_RATE <= r < 1e7):
             raise ConfigError(f"Rate must be at least {MIN_RATE:g} and below 10 million requests/s; got {v}.")
         out.append(r)
@@ -981,7 +997,10 @@ def load_spec_file(path) -> tuple[SweepSpec, MeasureSettings | None, InputOption
 
     import yaml
 
+    from wb_core.streams import refuse_special
+
     p = Path(path)
+    refuse_special(p, "Sweep spec")
     if not p.is_file():
         raise ConfigError(f"Sweep spec '{p}' does not exist.")
     if p.stat().st_size > MAX_SPEC_BYTES:

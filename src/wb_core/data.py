@@ -100,14 +100,18 @@ class Dataset:
         self.x = _as_inputs(self.x, "x", self.source)
         if self.size == 0:
             raise ConfigError(f"The data from {self.source} holds no samples.")
+        for name, arr in (self.x.items() if isinstance(self.x, dict) else [("x", self.x)]):
+            _check_numbers(arr, f"input array '{name}'", self.source)
         if self.y is not None:
             self.y = _as_array(self.y, "y")
+            _check_numbers(self.y, "labels 'y'", self.source)
             if len(self.y) != self.size:
                 raise ConfigError(f"The data from {self.source} has {self.size} samples but {len(self.y)} labels.")
         if self.x_calib is not None:
             self.x_calib = _as_inputs(self.x_calib, "x_calib", self.source)
         self.refs = {str(k): _as_array(v, REF_PREFIX + str(k)) for k, v in (self.refs or {}).items()}
         for k, v in self.refs.items():
+            _check_numbers(v, f"reference outputs '{REF_PREFIX}{k}'", self.source)
             if len(v) != self.size:
                 raise ConfigError(f"The data from {self.source} has {self.size} samples but {len(v)} reference "
                                   f"outputs in '{REF_PREFIX}{k}'.")
@@ -206,6 +210,32 @@ def _as_array(value, name: str) -> np.ndarray:
     return arr
 
 
+def _check_numbers(arr: np.ndarray, what: str, source: str) -> None:
+    """Arrays the models and metrics read hold numbers, and finite ones: text, NaN or inf would
+    fail deep inside a worker or quietly empty the accuracy."""
+    if arr.dtype.kind not in "biuf":
+        kind = {"U": "text", "S": "bytes", "O": "Python objects", "M": "dates", "m": "durations",
+                "c": "complex numbers", "V": "records"}.get(arr.dtype.kind, str(arr.dtype))
+        raise ConfigError(f"The {what} in the data from {source} hold {kind}, not numbers; give a numeric array.")
+    if arr.dtype.kind == "f":
+        bad = int(np.count_nonzero(~np.isfinite(arr)))
+        if bad:
+            raise ConfigError(f"The {what} in the data from {source} hold {bad:,} NaN or infinite value(s); give "
+                              f"finite numbers.")
+
+
+def check_references(ds: Dataset, outputs: list[str] | None) -> None:
+    """Reference outputs must be named for an output the model has (one reference for a model with
+    one output may carry any name)."""
+    if not ds.refs or not outputs or (len(ds.refs) == 1 and len(outputs) == 1):
+        return
+    for name in ds.refs:
+        if name not in outputs:
+            raise ConfigError(f"The reference outputs '{REF_PREFIX}{name}' in the data from {ds.source} name an "
+                              f"output the model does not have; its outputs are {', '.join(outputs)}: rename the "
+                              f"array to ref.OUTPUT.")
+
+
 def _size(x) -> int:
     return len(next(iter(x.values()))) if isinstance(x, dict) else len(x)
 
@@ -243,9 +273,12 @@ def load_dataset(source: Any, *, preprocess: Callable | None = None, image: Imag
         if text.startswith("demo:"):
             ds = demo_dataset(text[len("demo:"):])
         else:
+            from wb_core.streams import refuse_special
+
             path = Path(text)
             if not path.exists():
                 raise ConfigError(f"Data path '{path}' does not exist.")
+            refuse_special(path, "Data path")
             if path.is_dir():
                 ds = load_image_folder(path, image or ImageOptions(), input_shape, preprocess)
                 preprocess = None  # already applied per image

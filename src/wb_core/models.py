@@ -48,9 +48,12 @@ class InputSpec:
 
 def detect_format(path: str | Path) -> str:
     """Return one of FORMATS for a user path, or raise ModelError saying why not."""
+    from wb_core.streams import refuse_special
+
     p = Path(path)
     if not p.exists():
         raise ModelError(f"Model path '{p}' does not exist.")
+    refuse_special(p, "Model path", ModelError)
     if p.is_dir():
         if (p / "saved_model.pb").is_file():
             return "savedmodel"

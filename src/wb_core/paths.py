@@ -16,3 +16,60 @@ def cache_dir() -> Path:
 def default_db() -> Path:
     """The default results database: `wb.db` in the working directory, or `$WB_DB`."""
     return Path(os.environ.get("WB_DB") or "wb.db")
+
+
+def _writable_folder(folder: Path) -> Path | None:
+    """The nearest existing folder at or above `folder`, if a file can be created in it (tried, not
+    guessed from permission bits: a read-only mount refuses even root); else None."""
+    import tempfile
+
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe, prefix=".wb-probe-"):
+            return probe
+    except OSError:
+        return None
+
+
+def check_output_file(path: str | Path, flag: str = "--out") -> Path:
+    """A file the command will write, checked before any work: not a folder, in a place that can be written."""
+    from wb_core.errors import ConfigError
+
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise ConfigError(f"{flag} '{p}' is a folder; give a file name, e.g. {flag} {p / 'plots.html'}.")
+    if p.exists() and not p.is_file():
+        raise ConfigError(f"{flag} '{p}' is not a regular file; give a file name.")
+    parent = p.parent if str(p.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        raise ConfigError(f"{flag} '{p}' lies under '{parent}', which is a file; choose another {flag}.")
+    if _writable_folder(parent) is None or (p.exists() and not os.access(p, os.W_OK)):
+        raise ConfigError(f"{flag} '{p}' is in a place this user cannot write to; choose another {flag}.")
+    return p
+
+
+def check_output_folder(path: str | Path, flag: str = "--out") -> Path:
+    """A folder the command will write into, checked before any work: not a file, writable."""
+    from wb_core.errors import ConfigError
+
+    p = Path(path).expanduser()
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{flag} '{p}' is a file; give a folder to write into.")
+    if _writable_folder(p) is None:
+        raise ConfigError(f"{flag} '{p}' is in a place this user cannot write to; choose another {flag}.")
+    return p
+
+
+def write_output_file(path: str | Path, text: str, flag: str = "--out") -> Path:
+    """Write `text` to a checked output file, creating its folders; a failure is one sentence."""
+    from wb_core.errors import ConfigError
+
+    p = check_output_file(path, flag)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"Cannot write {flag} '{p}': {e.strerror or e}.") from None
+    return p

@@ -58,9 +58,13 @@ def text_roles(specs) -> dict[str, str]:
 
 def load_tokenizer(path: str | Path):
     """A `tokenizers.Tokenizer` from a local tokenizer.json."""
+    from wb_core.streams import refuse_special
+
     p = Path(path)
+    refuse_special(p, "Tokenizer file")
     if not p.is_file():
-        raise ConfigError(f"Tokenizer file '{p}' does not exist.")
+        raise ConfigError(f"Tokenizer file '{p}' does not exist." if not p.exists() else
+                          f"Tokenizer file '{p}' is a folder; give its tokenizer.json.")
     try:
         from tokenizers import Tokenizer
     except ImportError:  # pragma: no cover - a dependency
@@ -75,9 +79,14 @@ def load_tokenizer(path: str | Path):
 
 def read_lines(path: str | Path, limit: int = MAX_LINES) -> list[str]:
     """The non-blank lines of a UTF-8 text file, one sample each."""
-    p = Path(path)
+    from wb_core.streams import kind_of, stream_to_file
+
+    p = stream_to_file(path, "The text")  # standard input or a pipe: read once, into the cache
     if not p.is_file():
-        raise ConfigError(f"Text file '{p}' does not exist.")
+        special = kind_of(p)
+        raise ConfigError(f"Text file '{p}' is {special}, not a text file." if special else
+                          f"Text file '{p}' does not exist." if not p.exists() else
+                          f"Text file '{p}' is a folder; give a file with one sample per line.")
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli.app import app
+from wb_core.cli.app import app, number
 from wb_core.cli.app import fail as _fail
 
 OBJECTIVE_HELP = "throughput, latency or throughput_per_core."
@@ -27,7 +27,7 @@ def _db(db: Optional[Path]) -> Path:
 
 
 # Shared options, as typer wants them spelled out per command.
-MAX_P99 = typer.Option(None, "--max-p99-ms", help="Highest acceptable p99 latency, in ms.")
+MAX_P99 = typer.Option(None, "--max-p99-ms", parser=number, help="Highest acceptable p99 latency, in ms.")
 MAX_DROP = typer.Option(None, "--max-accuracy-drop", help="Highest acceptable accuracy drop, a fraction (0.01 = 1 point).")
 MAX_MEM = typer.Option(None, "--max-memory-mb", help="Highest acceptable peak memory, in MB.")
 MAX_CORES = typer.Option(None, "--max-cores", help="Most cores the run may use.")
@@ -71,8 +71,9 @@ def report(study: str = typer.Option(..., "--study"), out: Path = typer.Option(P
            layers: bool = typer.Option(False, "--layers", help="Add the per-layer profile of the recommended run "
                                                              "(OpenVINO runs; takes a few seconds).")):
     """Write one self-contained HTML report (works offline): hardware, model, recommendation, plots, runs."""
-    from wb_core.api import check_objective, write_report
+    from wb_core.api import check_objective, check_output_file, write_report
 
+    check_output_file(out)
     constraints = _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores)
     profile = None
     if layers:
@@ -86,14 +87,15 @@ def plot(study: str = typer.Option(..., "--study"), out: Path = typer.Option(Pat
          db: Optional[Path] = typer.Option(None, "--db")):
     """Write a study's figures to one HTML file: latency vs throughput, batch, threads, cores, and
     sequence length when the study swept it."""
-    from wb_core.api import load_results, plots
+    from wb_core.api import check_output_file, load_results, plots, write_output_file
 
+    check_output_file(out)
     df = load_results(_db(db), study)
     if df.empty:
         _fail(f"Study '{study}' has no runs to plot.")
     figs = plots.study_figures(df)
     html = "".join(f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs.values()))
-    out.write_text("<html><head><meta charset='utf-8'></head><body>" + html + "</body></html>", encoding="utf-8")
+    write_output_file(out, "<html><head><meta charset='utf-8'></head><body>" + html + "</body></html>")
     typer.echo(f"Wrote {len(figs)} figures ({', '.join(figs)}) to {out}.")
 
 
@@ -122,8 +124,10 @@ def layers(study: str = typer.Option(..., "--study"), run: str = typer.Option(..
            top: int = typer.Option(15, "--top", help="Slowest layers to list."),
            out: Optional[Path] = typer.Option(None, "--out", help="Also write the bar charts to this HTML file.")):
     """Per-layer profile of one run: time per layer and per layer type, and the precision each ran in."""
-    from wb_core.api import layer_profile
+    from wb_core.api import check_output_file, layer_profile
 
+    if out:
+        check_output_file(out)
     profile = layer_profile(study, run, _db(db), iterations=iterations)
     typer.echo(f"{profile.label} (key {profile.key}), mean of {profile.iterations} inferences, "
                f"{profile.total_ms:.4f} ms of layer time per inference")
@@ -138,13 +142,13 @@ def layers(study: str = typer.Option(..., "--study"), run: str = typer.Option(..
     v["share"] = v["share"].map(lambda x: f"{x:.1%}")
     typer.echo(v.to_string(index=False))
     if out:
-        from wb_core.api import plots
+        from wb_core.api import plots, write_output_file
 
         bars, types = plots.layer_bars(profile, top), plots.layer_type_bars(profile)
         html = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Layers</title></head><body>"
                 + bars.to_html(full_html=False, include_plotlyjs=True)
                 + types.to_html(full_html=False, include_plotlyjs=False) + "</body></html>")
-        out.write_text(html, encoding="utf-8")
+        write_output_file(out, html)
         typer.echo(f"\nWrote {out}")
 
 
@@ -163,8 +167,9 @@ def export(study: str = typer.Option(..., "--study"),
            max_p99_ms: Optional[float] = MAX_P99, max_accuracy_drop: Optional[float] = MAX_DROP,
            max_memory_mb: Optional[float] = MAX_MEM, max_cores: Optional[int] = MAX_CORES,
            objective: str = OBJECTIVE,
-           target_rate: Optional[float] = typer.Option(None, "--target-rate",
-                                                       help="Requests/s to plan capacity for (needs --max-p99-ms), "
+           target_rate: Optional[float] = typer.Option(None, "--target-rate", parser=number,
+                                                       help="Requests/s to plan capacity for, e.g. 1000, 1e3 or 1k "
+                                                            "(needs --max-p99-ms), "
                                                             "from the exported run's own measurements."),
            machine_cores: Optional[int] = typer.Option(None, "--machine-cores",
                                                        help="Cores of a serving machine, for the capacity plan."),
@@ -172,10 +177,11 @@ def export(study: str = typer.Option(..., "--study"),
                                                    help="Fleet study: choose among this hardware type's runs (a "
                                                         "fingerprint, prefix or host name; see `wb compare-hosts`).")):
     """Write serving configs for a run: deployment YAML, OVMS, Triton, TF Serving or KServe."""
-    from wb_core.api import ConfigError, deployment_for_study, parse_formats, with_capacity
+    from wb_core.api import ConfigError, check_output_folder, deployment_for_study, parse_formats, with_capacity
     from wb_core.api import export as _export
 
     names = parse_formats(fmt)  # an unknown format fails before any work
+    check_output_folder(out)
     if best == bool(run):
         raise ConfigError("Choose what to export: --best (the recommended run) or --run KEY, not both or neither.")
     if target_rate is not None and max_p99_ms is None:

@@ -6,13 +6,29 @@ import os
 import sys
 
 import typer
+from typer.exceptions import Abort, TyperException
 
-from wb_core.api import WorkbenchError, printable
+from wb_core.api import ConfigError, WorkbenchError, printable
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="CPU Inference Workbench: find the threads, cores, batch size and precision that serve a "
                        "model best on this CPU. Add --debug (or set WB_DEBUG=1) to see the traceback of an "
                        "unexpected error.")
+
+
+def number(text) -> float:
+    """Parser of number options as users type them (1000, 1e3, 1k, 2.5M)."""
+    from wb_core.api import parse_number
+
+    return text if text is None or isinstance(text, (int, float)) else parse_number(text, "The value")
+
+
+def count(text) -> int:
+    """Parser of whole-number options, in the same forms (1k is 1000)."""
+    v = number(text)
+    if v is not None and v != int(v):
+        raise ConfigError(f"The value must be a whole number; got '{text}'.")
+    return v if v is None else int(v)
 
 
 def report_summary(summary) -> None:
@@ -67,7 +83,20 @@ def main() -> None:
     if "--debug" in sys.argv[1:]:
         sys.argv = [sys.argv[0], *(a for a in sys.argv[1:] if a != "--debug")]
     try:
-        app()
+        code = app(standalone_mode=False)  # usage errors come here, to be said in one sentence
+        sys.exit(code if isinstance(code, int) else 0)
+    except TyperException as e:  # typer's usage errors: a wrong option, a value of the wrong type
+        ctx = getattr(e, "ctx", None)
+        if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            typer.echo(ctx.get_help())
+            sys.exit(2)
+        cmd = f"wb {ctx.info_name} --help" if ctx is not None and ctx.parent is not None else "wb --help"
+        text = one_line(e.format_message()).replace("Value error, ", "").rstrip(".")
+        typer.echo(f"Error: {text}; see {cmd}.", err=True)
+        sys.exit(2)
+    except Abort:
+        typer.echo("Interrupted; every finished point is stored, and rerunning the same command resumes.", err=True)
+        sys.exit(130)
     except WorkbenchError as e:
         typer.echo(f"Error: {one_line(e)}", err=True)
         sys.exit(2)

@@ -78,11 +78,58 @@ def read_token(token_file: Path | None) -> str:
             raise ConfigError(f"Cannot read the token file '{token_file}': {type(e).__name__}.") from None
         if not token:
             raise ConfigError(f"The token file '{token_file}' is empty.")
+        mode = token_file.expanduser().stat().st_mode & 0o777
+        if mode & 0o077:  # as ssh refuses a private key others can read
+            raise ConfigError(f"The token file '{token_file}' can be read by other users (permissions {mode:04o}); "
+                              f"make it private with chmod 600 {token_file}.")
     else:
         token = os.environ.get(TOKEN_ENV, "").strip() or secrets.token_urlsafe(24)
     if len(token) < 8 or any(c.isspace() or not c.isprintable() for c in token):
         raise ConfigError("The dashboard token must be at least 8 printable characters without spaces.")
     return token
+
+
+def check_listen(host: str, port: int) -> None:
+    """The address resolves to one of this machine's and the port is free: said before Voila starts
+    (and prints its own log lines), by binding a socket there for a moment."""
+    import errno
+    import socket
+
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"Port must be between 1 and 65535; got {port}.")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError, ValueError):
+        raise ConfigError(f"--host '{host}' is not an address or a name this machine can resolve; give one such as "
+                          f"127.0.0.1 (this machine only) or 0.0.0.0 (every interface).") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Tornado does: TIME_WAIT is no obstacle
+        try:
+            sock.bind(address)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise ConfigError(f"--port {port} on {host} is in use by another program; choose another --port.") \
+                    from None
+            if e.errno == errno.EADDRNOTAVAIL:
+                raise ConfigError(f"--host '{host}' is not an address of this machine; give one of its own, such as "
+                                  f"127.0.0.1 or 0.0.0.0.") from None
+            if e.errno == errno.EACCES:
+                raise ConfigError(f"--port {port} needs administrator rights (ports below 1024 do); choose a port "
+                                  f"from 1024 up.") from None
+            raise ConfigError(f"Cannot listen on {host} port {port}: {e.strerror or e}.") from None
+
+
+def check_database(db: Path) -> None:
+    """A database that exists must be a workbench store (an empty file is a new one)."""
+    from wb_core.api import Store
+
+    path = db.expanduser()
+    if path.is_dir():
+        raise ConfigError(f"--db '{db}' is a folder; give a results database file, such as {path / 'wb.db'}.")
+    if path.is_file() and path.stat().st_size > 0:
+        with Store(path, readonly=True):
+            pass
 
 
 def voila_command(db: Path, port: int, host: str, token: str, cull_idle_s: int,
@@ -96,6 +143,8 @@ def voila_command(db: Path, port: int, host: str, token: str, cull_idle_s: int,
         raise ConfigError(f"Port must be between 1 and 65535; got {port}.")
     if cull_idle_s < 10:
         raise ConfigError(f"The idle kernel timeout must be at least 10 seconds; got {cull_idle_s}.")
+    if not 1 <= upload_limit_mb <= 1 << 16:
+        raise ConfigError(f"--upload-limit-mb must be between 1 and {1 << 16} (MB); got {upload_limit_mb}.")
     if not token:
         raise ConfigError("The dashboard needs a token.")
     db = db.expanduser().resolve()
@@ -154,9 +203,12 @@ def dashboard(
     if token is not None:
         raise ConfigError(f"A token on the command line is visible to every local user (ps); put it in "
                           f"${TOKEN_ENV} or in a file given with --token-file.")
+    token_value = read_token(token_file)
+    check_listen(host, port)
+    check_database(db or default_db())
     config_dir = Path(tempfile.mkdtemp(prefix="wb-dashboard-"))
     try:
-        cmd, env, url = voila_command(db or default_db(), port, host, read_token(token_file), cull_idle,
+        cmd, env, url = voila_command(db or default_db(), port, host, token_value, cull_idle,
                                       upload_limit, config_dir)
         typer.echo(f"Dashboard on {env['WB_DB']}: open {url}  (Ctrl+C stops it)")
         if not is_loopback(host):

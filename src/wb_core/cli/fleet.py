@@ -7,11 +7,11 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli.app import app
+from wb_core.cli.app import app, number
 
 # Spelled out here rather than imported from cli_analysis: `python -m wb_core.cli` imports the
 # command modules while cli_analysis is still half-initialised.
-MAX_P99 = typer.Option(None, "--max-p99-ms", help="Highest acceptable p99 latency, in ms.")
+MAX_P99 = typer.Option(None, "--max-p99-ms", parser=number, help="Highest acceptable p99 latency, in ms.")
 MAX_DROP = typer.Option(None, "--max-accuracy-drop", help="Highest acceptable accuracy drop, a fraction.")
 MAX_MEM = typer.Option(None, "--max-memory-mb", help="Highest acceptable peak memory, in MB.")
 MAX_CORES = typer.Option(None, "--max-cores", help="Most cores the run may use.")
@@ -40,8 +40,10 @@ def compare_hosts(study: str = typer.Option(..., "--study"), db: Optional[Path] 
                   objective: str = OBJECTIVE,
                   out: Optional[Path] = typer.Option(None, "--out", help="Also write the figures to this HTML file.")):
     """Best configuration per hardware type of a fleet study, throughput per core and cost per million."""
-    from wb_core.api import Constraints, config_by_host_type, default_db, load_comparison, parse_prices
+    from wb_core.api import Constraints, check_output_file, config_by_host_type, default_db, load_comparison, parse_prices
 
+    if out:
+        check_output_file(out)
     constraints = Constraints(max_p99_ms=max_p99_ms, max_accuracy_drop=max_accuracy_drop, max_memory_mb=max_memory_mb,
                               max_cores=max_cores)
     comparison, df = load_comparison(db or default_db(), study, constraints, objective, parse_prices(price))
@@ -60,11 +62,11 @@ def compare_hosts(study: str = typer.Option(..., "--study"), db: Optional[Path] 
         typer.echo("\nThroughput (samples/s) of each configuration by hardware type:")
         typer.echo(table.round(1).to_string())
     if out:
-        from wb_core.api import host_type_bars, host_type_scatter
+        from wb_core.api import host_type_bars, host_type_scatter, write_output_file
 
         figs = [host_type_bars(comparison), host_type_scatter(df)]
         html = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Host types</title></head><body>"
                 + "".join(f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs))
                 + "</body></html>")
-        out.write_text(html, encoding="utf-8")
+        write_output_file(out, html)
         typer.echo(f"\nWrote {out}")

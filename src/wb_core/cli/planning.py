@@ -8,14 +8,15 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli.app import app
+from wb_core.cli.app import app, number
 
 
 @app.command()
 def plan(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
          machine_cores: Optional[int] = typer.Option(None, "--machine-cores",
                                                      help="Plan for a machine of this many cores (default: this one)."),
-         p99_ms: Optional[float] = typer.Option(None, "--p99-ms", help="Only use points under this p99."),
+         p99_ms: Optional[float] = typer.Option(None, "--p99-ms", parser=number,
+                                                help="Only use points under this p99."),
          verify: bool = typer.Option(False, "--verify", help="Run the top candidate for real where it fits here."),
          as_json: bool = typer.Option(False, "--json")):
     """Best split of the machine's cores into instances x cores per instance."""
@@ -46,8 +47,9 @@ def plan(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.O
 
 @app.command()
 def capacity(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
-             rate: float = typer.Option(..., "--rate", help="Target requests per second."),
-             p99_ms: float = typer.Option(..., "--p99-ms", help="p99 latency target in ms."),
+             rate: float = typer.Option(..., "--rate", parser=number, help="Target requests per second (1000, "
+                                                                                   "1e3 or 1k)."),
+             p99_ms: float = typer.Option(..., "--p99-ms", parser=number, help="p99 latency target in ms."),
              headroom: float = typer.Option(0.2, "--headroom", help="Fraction of capacity kept spare."),
              machine_cores: Optional[int] = typer.Option(None, "--machine-cores"),
              as_json: bool = typer.Option(False, "--json")):

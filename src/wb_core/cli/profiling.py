@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from wb_core.api import field_help
-from wb_core.cli.app import app, report_summary
+from wb_core.cli.app import app, count, number, report_summary
 from wb_core.cli.app import fail as _fail
 
 
@@ -69,11 +69,11 @@ def profile(
     rate: str = typer.Option("none", "--rate", help=field_help("rates")),
     find_max_rate: bool = typer.Option(False, "--find-max-rate",
                                        help="Search the highest rate whose p99 stays under --p99-ms."),
-    p99_ms: Optional[float] = typer.Option(None, "--p99-ms",
+    p99_ms: Optional[float] = typer.Option(None, "--p99-ms", parser=number,
                                            help="p99 latency target (ms) for --find-max-rate and --search smart."),
     search: str = typer.Option("grid", "--search",
                                help="grid (every configuration) or smart (climbs to the best in far fewer runs)."),
-    budget: Optional[int] = typer.Option(None, "--budget", help="Most configurations to measure."),
+    budget: Optional[int] = typer.Option(None, "--budget", parser=count, help="Most configurations to measure."),
     repeats: str = typer.Option("1", "--repeats", help=field_help("repeats")),
     ci: Optional[str] = typer.Option(None, "--ci", help="Interval target, e.g. 3%: after the first rounds (at least "
                                      "3), add rounds to the leading configurations until each one's 95% throughput "
@@ -90,15 +90,16 @@ def profile(
     window: float = typer.Option(0.5, "--window", help="Length of one measuring window, in seconds."),
     tolerance: float = typer.Option(0.05, "--tolerance", help="Windows agree when their spread is under this."),
     dynamic_size: Optional[str] = typer.Option(None, "--dynamic-size", help="Size of dynamic non-batch dimensions "
-                                               "(the sequence length); several, e.g. 32,128,384, are a sweep axis "
-                                               "(column seq_len)."),
+                                               "(the sequence length), stored in column seq_len; several, e.g. "
+                                               "32,128,384, are a sweep axis."),
     shape: list[str] = typer.Option([], "--shape", help="Input shape, NAME=1x128 (repeatable); several, e.g. "
                                     "image=1x3x224x224,1x3x320x320, are a sweep axis (column shape)."),
     int_range: list[str] = typer.Option([], "--int-range", help="Integer input range NAME=LOW:HIGH, or LOW:HIGH for "
                                         "every integer input but masks and token type ids (repeatable, merged). "
                                         "Default: masks all ones, token type ids zeros, token ids within the "
                                         "model's vocabulary."),
-    text: Optional[Path] = typer.Option(None, "--text", help="A text file, one sample per line, tokenized with "
+    text: Optional[Path] = typer.Option(None, "--text", help="A text file (or - for standard input, or a pipe such "
+                                        "as <(command)), one sample per line, tokenized with "
                                         "--tokenizer into the model's inputs (input_ids, attention_mask, "
                                         "token_type_ids) at each --dynamic-size: the measured inputs and the "
                                         "calibration and accuracy data."),
@@ -115,7 +116,7 @@ def profile(
                                          "(default: the first), e.g. sentence_embedding."),
     data_input: list[str] = typer.Option([], "--data-input", help="Map a model input to an array of the data, "
                                          "INPUT=ARRAY (repeatable); by default arrays are named after the inputs."),
-    calib_size: int = typer.Option(300, "--calib-size", help="Calibration samples for INT8 quantization."),
+    calib_size: int = typer.Option(300, "--calib-size", parser=count, help="Calibration samples for INT8 quantization."),
     max_accuracy_drop: Optional[float] = typer.Option(None, "--max-accuracy-drop",
                                                       help="Quantize with NNCF accuracy control, keeping the "
                                                            "absolute metric drop within this bound."),
@@ -166,7 +167,7 @@ def profile(
                      repeats=repeats)
     settings = MeasureSettings(max_time_s=max_time, warmup_s=warmup, window_s=window, tolerance=tolerance)
     seq_lens = parse_seq_lens(dynamic_size)
-    if len(seq_lens) > 1:  # several sizes: a sweep axis with its own column
+    if seq_lens != [None]:  # one size or several: the seq_len column (several are a sweep axis)
         spec.seq_lens = seq_lens
     inputs = InputOptions.parse(dynamic_size=seq_lens[0] if len(seq_lens) == 1 else None, shapes=single_shapes,
                                 int_range=int_range)

@@ -93,10 +93,17 @@ def deployment_for_study(db: str | Path, study: str, run_key: str | None = None,
 
 
 def check_name(name: str) -> str:
-    """A model name a user gave: it needs a letter or digit (servers get it lowercase, with dashes)."""
+    """A model name a user gave: servers and Kubernetes get it as `serving_name` makes it (Latin
+    lowercase letters, digits, dashes), so it needs Latin letters or digits to keep."""
+    from wb_core.export.deployment import serving_name
+
     text = str(name).strip()
     if not text or not any(c.isalnum() for c in text):
         raise ConfigError(f"The model name '{name}' has no letters or digits; give one such as resnet50.")
+    if serving_name(text) == "model" and text.lower() != "model" and not any(c.isascii() and c.isalnum()
+                                                                           for c in text):
+        raise ConfigError(f"The model name '{name}' has no Latin letters or digits, and Kubernetes (KServe) and the "
+                          f"model servers take only a-z, 0-9 and '-' in names; give one such as --name my-model.")
     return text
 
 

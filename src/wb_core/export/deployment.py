@@ -171,9 +171,18 @@ def model_name(path: str | None, fallback: str) -> str:
 
 
 def serving_name(text: str) -> str:
-    out = "".join(c if c.isalnum() else "-" for c in str(text).lower())
-    out = "-".join(p for p in out.split("-") if p)[:63].strip("-")
-    return out or "model"
+    """`text` as a name every target accepts: a Kubernetes DNS-1035 label, as KServe requires of an
+    InferenceService (a-z, 0-9 and '-', at most 63, starting with a letter), which is also a valid
+    Triton, OVMS and TF Serving model name. Accented letters lose their accents (é -> e); other
+    scripts have no such form (see `check_name`, which refuses a given name left with nothing)."""
+    import unicodedata
+
+    ascii_text = unicodedata.normalize("NFKD", str(text)).encode("ascii", "ignore").decode().lower()
+    out = "".join(c if c.isascii() and c.isalnum() else "-" for c in ascii_text)
+    out = "-".join(p for p in out.split("-") if p)
+    if out and not out[0].isalpha():
+        out = f"model-{out}"
+    return out[:63].strip("-") or "model"
 
 
 def load_schema() -> dict:

@@ -323,7 +323,7 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
     """
     import tempfile
 
-    from wb_core.config import InputOptions, available_cpus
+    from wb_core.config import InputOptions, available_cpus, with_point_shapes
     from wb_core.export import deployment_for_study
     from wb_core.export.bundle import write_model_files
     from wb_core.export.common import requests_in_flight
@@ -343,6 +343,7 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
                              f"({dep.model.ir_path or 'the model has moved'}); profile the study again to rebuild it.")
     with Store(db, readonly=True) as s:
         info = s.get_study(study)
+        cfg = s.run_config(study, dep.measurement.run_key)
     settings = _settings(info, max_time)
     install = find_tritonserver(tritonserver)  # before any work: a missing server is one sentence
     if importlib.util.find_spec("tritonclient") is None:
@@ -357,7 +358,8 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
     client_cpus = sorted(here - set(server_cpus or [])) or sorted(here)
     shared = bool(server_cpus) and not (here - set(server_cpus)) or not server_cpus
 
-    opts = InputOptions.from_dict((info.get("spec") or {}).get("inputs") or {})
+    # The study's input options at the run's own length and shape (a sweep over lengths stores none).
+    opts = with_point_shapes(InputOptions.from_dict((info.get("spec") or {}).get("inputs") or {}), cfg)
     specs = ov_inputs(read_ov_model(dep.model.ir_path))
     shapes = {sp.name: list(resolve_shape(sp, dep.batch_size, opts)) for sp in specs}
     batches = make_batches(specs, dep.batch_size, opts, pool_size=settings.pool_size, seed=settings.seed)

@@ -94,9 +94,15 @@ class SourcePlan:
 
 def scan_source(source: str | Path) -> SourcePlan:
     """List the frames of a video file or a folder of images/videos; unreadable files are skipped."""
+    from wb_core.streams import kind_of
+
     path = Path(source)
     if not path.exists():
         raise ConfigError(f"Pipeline source '{path}' does not exist.")
+    special = kind_of(path)
+    if special:  # reading one would wait for a writer, or never end
+        raise ConfigError(f"Pipeline source '{path}' is {special}, not a video file or a folder of images; record "
+                          f"the stream to a file first.")
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and not any(
             part.startswith(".") for part in p.relative_to(path).parts))[:MAX_FILES]
@@ -142,14 +148,16 @@ class _Unreadable(Exception):
 
 
 def _check_image(path: Path) -> str | None:
-    """Why an image cannot be used (its header alone is read), or None."""
+    """Why an image cannot be used, or None. Its pixels are decoded, not only its header: a
+    truncated file has a sound header and fails only when decoded."""
     from PIL import Image
 
     try:
         with Image.open(path) as im:
-            im.size  # noqa: B018 - the header is parsed on open; size proves it made sense
+            im.load()
     except Exception as e:
-        return f"not a readable image ({type(e).__name__})"
+        why = str(e).strip().splitlines()[0][:80] if str(e).strip() else type(e).__name__
+        return f"not a readable image ({why})"
     return None
 
 

@@ -318,7 +318,11 @@ def run_point(model_path, p: PipelinePoint, plan, geometry: dict, inputs: InputO
             ch.wait()
         if queue is not None:
             SlotQueue.remove(queue)
-    return "ok", merge(p, plan, results[0], [results[i] for i in range(1, len(children))]), None
+    metrics = merge(p, plan, results[0], [results[i] for i in range(1, len(children))])
+    if not metrics["frames"]:  # every frame failed to decode: a row of zeros would read as a measurement
+        return "failed", metrics, (f"No frame of the source could be decoded ({metrics['frames_skipped']} skipped); "
+                                   f"nothing was measured.")
+    return "ok", metrics, None
 
 
 def _side(i: int) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -97,8 +98,10 @@ APPLICATION_ID = 0x57424E43
 # The tables (and the columns of each) that make a database a workbench store.
 OWN_TABLES = {"studies": {"name", "model_fingerprint", "spec_json"}, "runs": {"study", "key", "config_json",
                                                                              "metrics_json", "status"}}
-# Every table a store may hold (sqlite_sequence comes with AUTOINCREMENT).
-ALL_TABLES = {"studies", "runs", "meta", "hosts", "leases", "layer_profiles", "sqlite_sequence"}
+# Every table a store may hold, read from the schema itself so a new table is never forgotten (a store
+# restored from `sqlite3 .dump` has lost its application id and is known by these alone);
+# sqlite_sequence comes with AUTOINCREMENT.
+ALL_TABLES = set(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)) | {"sqlite_sequence"}
 # A lease not refreshed for this long is stale: its sweep is gone, and another may take the point.
 LEASE_STALE_S = 30.0
 
@@ -158,6 +161,10 @@ class Store:
         if app_id == 0 and not tables:
             if not self.readonly:
                 self.db.set_application_id(APPLICATION_ID)
+                return
+            if self.db.dialect == "sqlite":  # an empty (0-byte) file: nothing to read yet
+                raise StoreError(f"'{self.path}' is an empty database that holds no studies yet; profile a model "
+                                 f"into it (wb profile MODEL --db {self.path}) or choose another --db.")
             return
         if self.db.dialect == "sqlite":
             # Only tables of ours (a store, or one another process is creating right now), each complete.

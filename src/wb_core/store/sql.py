@@ -186,7 +186,12 @@ def connect(target, readonly: bool) -> tuple[Connection, str]:
             raise
         except Exception as e:  # psycopg.OperationalError and friends: one clear sentence
             raise StoreError(f"Cannot open results database '{redact(url)}': {str(e).strip()}.") from None
+    from wb_core.streams import refuse_special
+
     path = Path(target)
+    refuse_special(path, "Results database", StoreError)
+    if path.is_dir():
+        raise StoreError(f"Results database '{path}' is a folder; give a file, such as {path / 'wb.db'}.")
     if readonly and not path.exists():
         raise StoreError(f"Results database '{path}' does not exist.")
     if not readonly and path.parent and not path.parent.exists():

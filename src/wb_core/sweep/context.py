@@ -125,6 +125,7 @@ def check_inputs(specs, inputs: InputOptions, settings: MeasureSettings, configs
             if lo < bounds[0] or hi > bounds[1]:
                 raise ConfigError(f"Integer range {lo}:{hi} does not fit input '{s.name}' of type {s.dtype} "
                                   f"({bounds[0]}:{bounds[1]}); give --int-range {s.name}=LOW:HIGH inside it.")
+    check_lengths_against_shapes(specs, inputs, configs)
     sample_bytes = 0
     from wb_core.config import with_point_shapes
 
@@ -145,6 +146,38 @@ def check_inputs(specs, inputs: InputOptions, settings: MeasureSettings, configs
         if c.rate and c.rate * settings.max_time_s < MIN_REQUESTS:
             raise ConfigError(f"Rate {c.rate:g} requests/s would send fewer than {MIN_REQUESTS} requests in the "
                               f"{settings.max_time_s:g} s measuring time; raise --rate or --max-time.")
+
+
+def check_lengths_against_shapes(specs, inputs: InputOptions, configs: list[RunConfig]) -> None:
+    """A sequence length (--dynamic-size) must size something, and no shape may fix that dimension
+    to another length: the model's inputs would disagree and every point would fail."""
+    from wb_core.config import with_point_shapes
+
+    lengths = sorted({c.seq_len for c in configs if c.seq_len})
+    if not lengths:
+        return
+    given = ", ".join(map(str, lengths))
+    sized = False
+    for c in configs:
+        if not c.seq_len:
+            continue
+        opts = with_point_shapes(inputs, c)
+        for s in specs:
+            fixed = opts.shapes.get(s.name) or opts.shapes.get(s.name.split(":")[0])
+            dynamic = [i for i in range(1, len(s.shape)) if s.shape[i] < 0]
+            if fixed is None:
+                sized = sized or bool(dynamic)
+                continue
+            for i in dynamic:
+                if i < len(fixed) and fixed[i] > 0 and fixed[i] != c.seq_len:
+                    raise ConfigError(
+                        f"The shape {s.name}={'x'.join(map(str, fixed))} fixes the sequence length of '{s.name}' "
+                        f"to {fixed[i]}, but --dynamic-size asks for {given}; give the length one way: "
+                        f"--dynamic-size alone, or --shape for every input.")
+                sized = sized or fixed[i] < 0
+    if not sized:
+        raise ConfigError(f"--dynamic-size {given} sizes dynamic dimensions, but none of the model's inputs has one "
+                          f"left ({', '.join(s.describe() for s in specs)}); leave --dynamic-size out.")
 
 
 def point_timeout(settings: MeasureSettings) -> float:

@@ -106,6 +106,33 @@ def _data(task: dict, model):
     return x, y, spec
 
 
+def _check_labels(y, model, task: dict) -> None:
+    """Labels fit the model's output and loss: class ids within its classes (sparse losses), one-hot
+    rows as wide as its output (categorical), 0..1 targets (binary), finite numbers throughout."""
+    import numpy as np
+
+    from wb_core.errors import ConfigError
+
+    where = f"The labels of the training data for '{task['model_path']}'"
+    if y.dtype.kind not in "biuf":
+        raise ConfigError(f"{where} are not numbers ({y.dtype}); give class ids or numeric targets.")
+    if y.dtype.kind == "f" and not np.isfinite(y).all():
+        raise ConfigError(f"{where} hold NaN or infinite values; give finite numbers.")
+    out = tuple(d if d is not None else 1 for d in model.outputs[0].shape[1:])
+    classes = out[-1] if out else 1
+    loss = _loss_name(model).lower()
+    if "sparse" in loss and y.size:
+        if y.dtype.kind == "f" and not np.all(y == np.round(y)):
+            raise ConfigError(f"{where} are not whole class ids, which the loss {_loss_name(model)} needs.")
+        lo, hi = int(y.min()), int(y.max())
+        if lo < 0 or hi >= classes:
+            raise ConfigError(f"{where} run from {lo} to {hi}, but the model's output has {classes} classes "
+                              f"(0 to {classes - 1}); give labels in that range, or a model with more outputs.")
+    elif "categorical" in loss and y.ndim >= 2 and y.shape[-1] != classes:
+        raise ConfigError(f"{where} are one-hot rows of {y.shape[-1]}, but the model's output has {classes} "
+                          f"classes; give rows of {classes}.")
+
+
 def task_train_check(task: dict) -> None:
     """Preflight: the model loads, is compiled, the data fits its input, and one training step runs."""
     _apply({**task, "threads": None, "inter_op_threads": None})
@@ -114,7 +141,11 @@ def task_train_check(task: dict) -> None:
 
     model = _load_model(task)
     _check_compiled(model, task["model_path"])
+    if not model.trainable_weights:
+        raise ConfigError(f"The model '{task['model_path']}' has nothing to train: every layer is frozen "
+                          f"(trainable=False); unfreeze the layers to train before model.save().")
     x, y, spec = _data({**task, "samples": 4}, model)
+    _check_labels(y, model, task)
     try:
         model.train_on_batch(x[:2], y[:2])
     except Exception as e:

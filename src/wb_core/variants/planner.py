@@ -27,7 +27,7 @@ import numpy as np
 from wb_core.accuracy import Metric, reference_targets, resolve_metric
 from wb_core.backends.registry import get as get_backend
 from wb_core.config import RunConfig
-from wb_core.data import Dataset, ImageOptions, check_inputs, load_dataset
+from wb_core.data import Dataset, ImageOptions, check_inputs, check_references, load_dataset
 from wb_core.errors import ConfigError, WorkbenchError, WorkerError
 from wb_core.paths import cache_dir
 from wb_core.proc.parent import run_task
@@ -152,6 +152,7 @@ class VariantPlanner:
         if wants_int8 and not self.prequantized:
             check_inputs(self.dataset().calibration, self.inputs, "calibration data")
         outputs = self.details.get("outputs")
+        check_references(self.dataset(), outputs)
         if self.options.output and outputs and self.options.output not in outputs:
             raise ConfigError(f"The model has no output '{self.options.output}' (its outputs: {', '.join(outputs)}).")
 

@@ -1,0 +1,47 @@
+"""A study's results as every face shows them: the stored runs plus `vs_fp32` and `tied_with_best`,
+and the notes that go with the table (in `df.attrs["notes"]`).
+
+The `wb` command's table, `api.results` and the frame `api.profile` returns all read this one
+place, so a notebook sees the same columns and the same notes as the terminal.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from wb_core.analysis.precision import slowdown_notes, vs_fp32
+from wb_core.analysis.recommend import tied_with_best
+from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
+from wb_core.store import Store, load_results
+
+
+def busy_notes(df: pd.DataFrame) -> list[str]:
+    """A note naming how many stored points were measured on a busy machine, and how to measure them again."""
+    if "busy" not in df.columns:
+        return []
+    n = int((df["busy"].astype(object).map(lambda v: v is True or v == 1) & (df["status"] == "ok")).sum())
+    if not n:
+        return []
+    return [f"{n} point(s) were measured on a busy machine (others used more than {BUSY_OTHER_CPU:g} cores' worth "
+            f"of CPU on their cores, or steal above {BUSY_STEAL_PCT:g}%): re-measure them with the same "
+            f"`wb profile ...` command plus --remeasure-busy."]
+
+
+def annotated_results(db: str | Path, study: str, notes=()) -> pd.DataFrame:
+    """The study's runs with `vs_fp32` (throughput over the FP32 point of the same settings) and
+    `tied_with_best`; `df.attrs["notes"]` lists `notes` (a sweep's own, e.g. its summary's), then
+    lower precisions that ran slower than FP32 (with the CPU's reason) and points measured busy."""
+    df = load_results(db, study)
+    out = list(dict.fromkeys(notes))
+    if not df.empty:
+        df = df.assign(vs_fp32=vs_fp32(df), tied_with_best=tied_with_best(df))
+        with Store(db, readonly=True) as s:
+            hw = (s.get_study(study) or {}).get("hardware") or {}
+        said_busy = any("busy machine" in n for n in out)
+        for n in slowdown_notes(df, hw.get("flags")) + ([] if said_busy else busy_notes(df)):
+            if n not in out:
+                out.append(n)
+    df.attrs["notes"] = out
+    return df
