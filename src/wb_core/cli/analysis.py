@@ -240,13 +240,19 @@ def confirm(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
 
     out = _confirm(study, _db(db), rounds=rounds, objective=objective, allow_unmeasured_accuracy=allow_unmeasured_accuracy,
                    constraints=_constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), progress=True)
-    rows = [("tuned", out["tuned"])] + list(out["defaults"].items())
+    rows = [("tuned", out["tuned"])] + list(out["defaults"].items()) + [
+        ("same variant, THROUGHPUT hint", out.get("same_variant_hint"))]
     for label, r in rows:
         if r is None:
             continue
         lo, hi = r.get("throughput_ci_low"), r.get("throughput_ci_high")
         iv = f" (95% CI {lo:,.1f}-{hi:,.1f})" if lo is not None and hi is not None and lo == lo else ""
-        typer.echo(f"  {label}: {run_label(r)}: {r['throughput']:,.1f} samples/s{iv}, p99 {r['latency_ms_p99']:.3g} ms")
+        ran = r.get("executed_precision")
+        ran = f", ran {ran}" if isinstance(ran, str) and ran else ""
+        req = r.get("requests_in_flight")
+        req = f", {int(req)} requests" if isinstance(req, (int, float)) and req == req and req else ""
+        typer.echo(f"  {label}: {run_label(r)}: {r['throughput']:,.1f} samples/s{iv}, p99 {r['latency_ms_p99']:.3g} ms"
+                   f"{ran}{req}")
     typer.echo(out["verdict"])
     if out.get("recommended") is not None:
         typer.echo(f"Recommended: {run_label(out['recommended'])} (key {out['recommended']['key']}, "

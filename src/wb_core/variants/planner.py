@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import math
@@ -46,6 +47,23 @@ class PrecisionOptions:
     accuracy: bool = True  # measure accuracy when data is at hand (against labels, else the FP32 outputs)
     output: str | None = None  # the output accuracy reads (by name); None: the first
     input_map: dict = field(default_factory=dict)  # model input -> array name in the data
+    # Variant files built before, "backend/precision" -> path (e.g. the INT8 IR a study measured):
+    # used as they are, so a confirmation measures the very model the study measured.
+    variants: dict = field(default_factory=dict)
+
+    def record(self) -> dict:
+        """What a study stores of these options, so that a later confirmation can use them again."""
+        data = self.data
+        if isinstance(data, (str, Path)) and not str(data).startswith("demo:") and Path(data).exists():
+            data = Path(data).resolve()
+        out = {"data": str(data) if isinstance(data, (str, Path)) else None,
+               "data_in_memory": data is not None and not isinstance(data, (str, Path)),
+               "subset_size": self.subset_size, "metric": self.metric if isinstance(self.metric, str) else None,
+               "max_accuracy_drop": self.max_accuracy_drop, "accuracy": self.accuracy, "output": self.output,
+               "input_map": dict(self.input_map)}
+        if self.image != ImageOptions():
+            out["image"] = dataclasses.asdict(self.image)
+        return out
 
     def __post_init__(self):
         if not isinstance(self.subset_size, int) or self.subset_size < 1:
@@ -160,9 +178,13 @@ class VariantPlanner:
         return list(out.values())
 
     # ---- feasibility and files ----
+    def _given(self, backend: str, precision: str) -> Path | None:
+        path = self.options.variants.get(f"{backend}/{precision}")
+        return Path(path) if path and Path(path).exists() else None
+
     def infeasible(self, cfg: RunConfig) -> str | None:
         backend = get_backend(cfg.backend)
-        if cfg.precision == "int8" and self.prequantized:
+        if cfg.precision == "int8" and (self.prequantized or self._given(cfg.backend, "int8")):
             return None
         if cfg.precision == "int8":
             if backend.int8_via:
@@ -183,7 +205,10 @@ class VariantPlanner:
     def _variant(self, backend: str, precision: str) -> tuple[Path, dict]:
         key = (backend, precision)
         if key not in self._paths:
-            if precision == "int8" and self.prequantized:
+            if precision == "int8" and self._given(backend, precision):
+                path = self._given(backend, precision)
+                info = {"variant": "int8-ir", "variant_note": "the INT8 IR the study measured, used again"}
+            elif precision == "int8" and self.prequantized:
                 from wb_core.variants.convert import variant_path
 
                 path = variant_path(backend, self.model, self.fmt, self.fp)
@@ -219,17 +244,17 @@ class VariantPlanner:
     def columns_for(self, cfg: RunConfig) -> dict:
         """Variant and accuracy columns shared by every point of this backend and precision."""
         cols = {k: v for k, v in self._variant(cfg.backend, cfg.precision)[1].items() if v is not None}
-        cols.update(self._accuracy_columns(cfg.backend, cfg.precision))
+        cols.update(self._accuracy_columns(cfg.backend, cfg.precision, cfg.untouched))
         return cols
 
-    def _accuracy_columns(self, backend: str, precision: str) -> dict:
+    def _accuracy_columns(self, backend: str, precision: str, untouched: bool = False) -> dict:
         if not self.options.accuracy or (self.options.data is None and not self._demo_has_data()):
             return {}  # nothing to measure with: no need to load (or synthesise) data
         ds = self.dataset()
         if not self.options.accuracy or ds is None or ds.meta.get("synthetic"):
             return {}  # synthetic demo inputs calibrate, but say nothing about accuracy
         ref = self._evaluate(backend, "fp32")
-        cur = ref if precision == "fp32" else self._evaluate(backend, precision)
+        cur = ref if precision == "fp32" and not untouched else self._evaluate(backend, precision, untouched)
         if "outputs" not in cur or "outputs" not in ref:
             return {"accuracy_note": cur.get("note") or ref.get("note")}
         self._note_output(ref.get("output_names") or [])
@@ -277,8 +302,8 @@ class VariantPlanner:
             self._note(f"Accuracy reads the model's first output '{names[0]}' of {len(names)} "
                        f"({', '.join(names)}); choose another with --output NAME.")
 
-    def _evaluate(self, backend: str, precision: str) -> dict:
-        key = (backend, precision)
+    def _evaluate(self, backend: str, precision: str, untouched: bool = False) -> dict:
+        key = (backend, precision, untouched)
         if key in self._accuracy:
             return self._accuracy[key]
         data_path, _ = self._data_path()
@@ -287,7 +312,8 @@ class VariantPlanner:
         try:
             res = run_task({"task": "evaluate", "backend": backend, "data": str(data_path), "out_dir": str(out_dir),
                             "output": self.options.output,
-                            "variants": [{"id": "v", "model_path": str(path), "precision": precision}]},
+                            "variants": [{"id": "v", "model_path": str(path), "precision": precision,
+                                          "untouched": untouched}]},
                            timeout=1800, what=f"measuring the accuracy of the {backend} {precision} variant")
             self._accuracy[key] = {"outputs": np.load(out_dir / "v.npy"), "output_names": res.get("outputs"),
                                    "checked": res.get("ok")}
