@@ -6,7 +6,7 @@ them and load on first use, so `import wb_core.api` stays cheap.
 
 Measure:   profile, pipeline_profile, train_profile, find_max_rate, inspect_model, hardware_info, describe_hardware, list_backends
 Read:      results, studies, study_info, run_config, with_efficiency, successful, pareto_front, run_label
-Decide:    recommend, confirm, Constraints, plan_allocation, verify_allocation, capacity, layer_profile
+Decide:    tune, recommend, confirm, Constraints, plan_allocation, verify_allocation, capacity, layer_profile
 Compare:   compare_runs, best_runs, ratio_sentences, layer_diff, stored_layer_profile
 Share:     write_report, export, render, deployment_for_study, FORMATS, compare_hosts, plots
 """
@@ -285,6 +285,26 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
     return confirm_study(study, db or default_db(), rounds=rounds, objective=objective, constraints=constraints,
                          settings=settings, allow_unmeasured_accuracy=allow_unmeasured_accuracy, model=model,
                          progress=progress, precision_options=precision_options, seq_len=seq_len)
+
+
+def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, study: str | None = None,
+         data=None, text: str | Path | None = None, tokenizer: str | Path | None = None,
+         dynamic_size: int | None = None, batch_sizes=None, settings: MeasureSettings | None = None,
+         export_dir: str | Path | None = None, on_progress: Callable[[str], None] | None = None,
+         calib_size: int = 300, progress: bool = False):
+    """From a model file to a confirmed, exported recommendation within `time_budget` (seconds, or
+    "90s", "3m"): the smart search with one round per configuration, extra rounds only for the
+    leaders and the runtime's THROUGHPUT hint (until they separate or fall within +-3%), accuracy
+    measured when data is at hand, confirmation against the runtime's real defaults (both ratios:
+    what the variant buys, what tuning buys), and the YAML export. `on_progress(sentence)` hears
+    each phase. Returns a TuneResult whose `answer` says it all in words. A budget too small for one
+    round of one configuration is refused in one sentence, before anything is measured.
+    """
+    from wb_core.sweep.tune import tune as _tune
+
+    return _tune(model, time_budget=time_budget, db=db, study=study, data=data, text=text, tokenizer=tokenizer,
+                 dynamic_size=dynamic_size, batch_sizes=batch_sizes, settings=settings, export_dir=export_dir,
+                 on_progress=on_progress, calib_size=calib_size, progress=progress)
 
 
 def inspect_model(model: str | Path):

@@ -113,11 +113,8 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
                           f"(`wb results --study {study}` shows what happened).")
     path = check_model_unchanged(info, model, study)
     hw = info.get("hardware")
-    frame = with_efficiency(df, hw)
-    if seq_len is not None and "seq_len" in frame.columns:
-        frame = frame[frame["seq_len"] == seq_len]
-    rec = recommend(frame, constraints, objective, runners_up=1, hardware=hw,
-                    allow_unmeasured_accuracy=allow_unmeasured_accuracy)
+    rec = recommend(with_efficiency(df, hw), constraints, objective, runners_up=1, hardware=hw,
+                    allow_unmeasured_accuracy=allow_unmeasured_accuracy, seq_len=seq_len)
     with Store(db, readonly=True) as store:  # the configs as stored (rows hold cores as text)
         tuned = store.run_config(study, rec.key)
         configs = {"tuned": tuned}
