@@ -70,7 +70,10 @@ def _confirm_checks(out, db, model):
     assert hinted is not None and hinted["hint"] == "throughput"
     _check_ratio(out["precision_gain"], db, name, best["key"], hinted["key"])
     _check_ratio(out["tuning_gain"], db, name, hinted["key"], t["key"])
-    assert "What tuning buys on top" in out["verdict"]
+    if hinted["key"] == best["key"]:  # the pick's variant under the hint is the best default itself
+        assert "is that default itself" in out["verdict"]
+    else:
+        assert "What tuning buys on top" in out["verdict"] and "What the" in out["verdict"]
     return t
 
 
@@ -102,6 +105,8 @@ def test_confirm_a_bf16_pick(lenet_ir, db, fast):
     out = confirm("b", db, rounds=2, settings=fast)
     t = _confirm_checks(out, db, lenet_ir)
     assert t["precision"] == "bf16" and t["executed_precision"] == "bf16"
+    # Untouched, the BF16 pick's model is the FP32 IR left to the runtime: the THROUGHPUT default itself.
+    assert out["same_variant_hint"]["key"] == out["defaults"]["OpenVINO THROUGHPUT hint"]["key"]
 
 
 def test_confirm_refuses_a_moved_or_changed_model_and_a_study_without_ok_runs(lenet_ir, tmp_path, db, fast):

@@ -200,7 +200,12 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
     out["gain"] = gain
     word = "throughput" if better_is_higher else "p99 latency"
     named = f"{pick}{_requests(best_default)}{_executed(best_default)}"
-    if gain is not None and gain.low > 1:
+    same = next((label for label, r in dflt.items() if r["key"] == t["key"]), None)
+    if same is not None:
+        out["recommended"] = t
+        text = (f"The pick is a runtime default itself, {same}{_requests(t)}{_executed(t)}: nothing beats it beyond "
+                f"noise, and it is recommended as it is.")
+    elif gain is not None and gain.low > 1:
         out["tuned_is_better"] = True
         out["recommended"] = t
         text = (f"Tuning pays: {run_label(t)} beats the best default, {named}, on {word} by "
@@ -211,14 +216,17 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
         text = (f"The default {named} is as good within noise: the tuned {run_label(t)} differs by {how} "
                 f"on {word}; recommending the default.")
     hinted = ok.get(SAME_VARIANT)
-    if hinted is not None:
+    if hinted is not None and same is None:
         out["precision_gain"] = _gain(best_default, hinted, objective)
         out["tuning_gain"] = _gain(hinted, t, objective)
         prec = str(t.get("precision")).upper()
-        if out["precision_gain"] is not None:
+        if hinted["key"] == best_default["key"]:
+            text += (f" The {prec} variant under OpenVINO's THROUGHPUT hint is that default itself"
+                     f"{_executed(hinted)}, so tuning is all of the difference.")
+        elif out["precision_gain"] is not None:
             text += (f" What the {prec} variant buys: under OpenVINO's THROUGHPUT hint it gives "
                      f"{out['precision_gain'].percent()} over the best default.")
-        if out["tuning_gain"] is not None:
+        if out["tuning_gain"] is not None and hinted["key"] != best_default["key"]:
             text += f" What tuning buys on top: {out['tuning_gain'].percent()} over that same variant under the hint."
     untouched = ok.get("OpenVINO untouched")
     if untouched is not None and _executed(untouched):

@@ -27,7 +27,7 @@ from wb_core.errors import ConfigError
 
 WORKER_START_S = 1.5  # an OpenVINO worker's start, model load and compile, on a small model
 TF_START_S = 5.0  # a TensorFlow worker's import
-SEARCH_SHARE, LEADERS_SHARE = 0.45, 0.25  # the rest is for confirming and exporting
+SEARCH_SHARE = 0.35  # of the budget; the confirmation's time is kept back, the leaders get the rest
 CONFIRM_CONFIGS = 6  # pick, runner-up, three OpenVINO defaults, the pick's variant under the hint
 
 
@@ -170,17 +170,17 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
 
     # 2. Extra rounds for the leaders only, with the runtime's own hint configuration beside them.
     needed = confirm_cost(cost, fmt)
-    leaders = _leaders(ok, 3)
+    leaders = _leaders(ok, 2)
     with Store(db, readonly=True) as store:
         configs = [store.run_config(study, k) for k in leaders]
     for b, n in sorted({(c.batch_size, c.seq_len or 0) for c in configs}):
         configs.append(RunConfig("openvino", batch_size=b, hint="throughput", untouched=True, seq_len=n or None))
     rounds_time = left() - needed
     per_round = len(configs) * cost
-    if rounds_time >= 2 * per_round:
-        extra = max(0, int(rounds_time / per_round) - 3)
+    if rounds_time >= 2 * per_round:  # the --ci machinery starts from 3 rounds: 2 more than the search's
+        extra = max(1, int(rounds_time / per_round) - 2)
         say(f"Measuring the {len(leaders)} leader(s) and the THROUGHPUT hint in rounds until they separate or "
-            f"fall within +-3% (at most {3 + extra} rounds).")
+            f"fall within +-3% (at most {2 + extra} more rounds).")
         stop2 = threading.Event()
         timer = threading.Timer(max(cost, rounds_time), stop2.set)
         timer.start()
@@ -204,7 +204,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     # 4. Confirm against the real defaults.
     conf = None
     rounds = max(2, min(5, int(2 * left() / needed)))
-    if left() >= needed:
+    if left() >= 0.8 * needed:  # the estimate is rough: a confirmation a little short of it still fits
         from wb_core.analysis.confirm import confirm_study
 
         say(f"Confirming against the runtime's defaults in {rounds} interleaved rounds.")
@@ -242,7 +242,7 @@ def _export_yaml(db, study: str, key: str, out) -> Path | None:
 def _interval(run: dict) -> str:
     lo, hi = run.get("throughput_ci_low"), run.get("throughput_ci_high")
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo == lo and hi == hi:
-        return f" (95% CI {lo:,.0f}-{hi:,.0f})"
+        return f" (95% CI {max(lo, 0):,.0f} to {hi:,.0f})"
     return " (one round: no interval)"
 
 
