@@ -300,7 +300,7 @@ def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, s
     each phase. Returns a TuneResult whose `answer` says it all in words. A budget too small for one
     round of one configuration is refused in one sentence, before anything is measured.
     """
-    from wb_core.sweep.tune import tune as _tune
+    from wb_core.analysis.tune import tune as _tune
 
     return _tune(model, time_budget=time_budget, db=db, study=study, data=data, text=text, tokenizer=tokenizer,
                  dynamic_size=dynamic_size, batch_sizes=batch_sizes, settings=settings, export_dir=export_dir,
@@ -511,5 +511,6 @@ __all__ = sorted([
     "default_db", "cache_dir", "parse_seq_lens", "parse_shape_axis", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
     "WorkerError", "check_number", "check_timeout", "printable",
     "parse_ci_target", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
+    "tune", "confirm", "default_configs",
     *_REEXPORTS, *_MODULES,
 ])
