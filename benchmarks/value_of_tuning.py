@@ -93,7 +93,7 @@ def main() -> None:
 
 def _ci(r) -> str:
     lo, hi = r.get("throughput_ci_low"), r.get("throughput_ci_high")
-    return f"{lo:,.1f} - {hi:,.1f}" if lo is not None and hi is not None and lo == lo else "-"
+    return f"{max(lo, 0):,.1f} - {hi:,.1f}" if lo is not None and hi is not None and lo == lo else "-"
 
 
 def _pct(r) -> str:

@@ -16,8 +16,8 @@ cancelled at its share) and the answer says what was left out.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -148,14 +148,13 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     n_search = max(1, int(budget * SEARCH_SHARE / cost))
     say(f"Searching up to {n_search} of {len(spec.expand())} configurations, one round each "
         f"({budget * SEARCH_SHARE:.0f} s of the {budget:.0f} s budget).")
-    stop = threading.Event()
-    timer = threading.Timer(max(cost, budget * SEARCH_SHARE), stop.set)
-    timer.start()
-    try:
-        summary = run_search(path, spec, db, study, search="smart", budget=n_search, settings=settings, inputs=inputs,
-                             precision=prec, cancel=stop, progress=progress)
-    finally:
-        timer.cancel()
+    points: list[float] = []  # when each point arrived
+    # Preparing the variants (conversion, quantization) comes first: the search stops at its share
+    # of the budget, but never before one configuration is measured.
+    stop = Deadline(time.monotonic() + budget * SEARCH_SHARE, lambda: bool(points))
+    summary = run_search(path, spec, db, study, search="smart", budget=n_search, settings=settings, inputs=inputs,
+                         precision=prec, cancel=stop, progress=progress,
+                         on_point=lambda _p: points.append(time.monotonic()))
     notes += [n for n in summary.notes if n not in notes]
     df = load_results(db, study)
     ok = df[df["status"] == "ok"] if not df.empty else df
@@ -163,8 +162,10 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         answer = (f"No configuration of {path.name} ran successfully in {time.monotonic() - t0:.0f} s; "
                   f"see `wb results --study {study}` for the errors.")
         return TuneResult(study=study, answer=answer, elapsed_s=time.monotonic() - t0, budget_s=budget, notes=notes)
-    # What a round really costs on this machine now (a busy one takes longer than the estimate).
-    cost = max(cost, (time.monotonic() - t0) / max(1, len(df)))
+    # What a round really costs on this machine now (a busy one takes longer than the estimate),
+    # from the time between points: preparing the variants came before the first.
+    if len(points) > 1:
+        cost = max(cost, (points[-1] - points[0]) / (len(points) - 1))
     say(f"Searched {len(ok)} configuration(s); the best so far: {run_label(ok.loc[ok['throughput'].idxmax()])} "
         f"({ok['throughput'].max():,.0f} samples/s).")
 
@@ -181,15 +182,9 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         extra = max(1, int(rounds_time / per_round) - 2)
         say(f"Measuring the {len(leaders)} leader(s) and the THROUGHPUT hint in rounds until they separate or "
             f"fall within +-3% (at most {2 + extra} more rounds).")
-        stop2 = threading.Event()
-        timer = threading.Timer(max(cost, rounds_time), stop2.set)
-        timer.start()
-        try:
-            s2 = run_sweep(path, SweepSpec(repeats=3), db, study, settings=settings, inputs=inputs, precision=prec,
-                           configs=configs, ci_target=0.03, max_rounds=max(1, extra), cancel=stop2,
-                           progress=progress)
-        finally:
-            timer.cancel()
+        s2 = run_sweep(path, SweepSpec(repeats=3), db, study, settings=settings, inputs=inputs, precision=prec,
+                       configs=configs, ci_target=0.03, max_rounds=max(1, extra),
+                       cancel=Deadline(time.monotonic() + rounds_time), progress=progress)
         notes += [n for n in s2.notes if n not in notes]
     else:
         notes.append("No time left for extra rounds on the leaders: the recommendation rests on one round each.")
@@ -204,7 +199,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     # 4. Confirm against the real defaults.
     conf = None
     rounds = max(2, min(5, int(2 * left() / needed)))
-    if left() >= 0.8 * needed:  # the estimate is rough: a confirmation a little short of it still fits
+    if left() >= needed:
         from wb_core.analysis.confirm import confirm_study
 
         say(f"Confirming against the runtime's defaults in {rounds} interleaved rounds.")
@@ -223,6 +218,19 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     return TuneResult(study=study, answer=answer, recommended=final, recommendation=rec, confirmation=conf,
                       export_path=str(export_path) if export_path else None, elapsed_s=time.monotonic() - t0,
                       budget_s=budget, notes=notes)
+
+
+class Deadline:
+    """A cancel flag (what sweeps poll with `is_set()`) that turns on at a time, once `ready()` holds."""
+
+    def __init__(self, at: float, ready: Callable[[], bool] = lambda: True):
+        self.at, self.ready = at, ready
+
+    def is_set(self) -> bool:
+        return time.monotonic() >= self.at and self.ready()
+
+    def set(self) -> None:
+        self.at = -math.inf
 
 
 def _leaders(ok, k: int) -> list[str]:
