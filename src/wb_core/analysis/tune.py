@@ -28,6 +28,7 @@ from wb_core.errors import ConfigError
 WORKER_START_S = 1.5  # an OpenVINO worker's start, model load and compile, on a small model
 TF_START_S = 5.0  # a TensorFlow worker's import
 SEARCH_SHARE = 0.35  # of the budget; the confirmation's time is kept back, the leaders get the rest
+DEFAULT_SEQ_LEN = 128  # a text model's length when none is given
 CONFIRM_CONFIGS = 6  # pick, runner-up, three OpenVINO defaults, the pick's variant under the hint
 
 
@@ -139,6 +140,10 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     has_data = data is not None or text is not None or bool(demo and (demo_dir(demo) / "data.npz").exists())
     hw = hardware.detect()
     spec, notes = tuning_space(fmt, hw, has_data, batch_sizes)
+    if text is not None and dynamic_size is None and _dynamic_length(path):
+        dynamic_size = DEFAULT_SEQ_LEN
+        notes.append(f"Sequence length {DEFAULT_SEQ_LEN} (text is padded or truncated to it): give your workload's "
+                     f"length with --dynamic-size N.")
     inputs = InputOptions(dynamic_size=dynamic_size, text=None if text is None else str(text),
                           tokenizer=None if tokenizer is None else str(tokenizer))
     prec = PrecisionOptions(data=data, subset_size=calib_size)
@@ -218,6 +223,15 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     return TuneResult(study=study, answer=answer, recommended=final, recommendation=rec, confirmation=conf,
                       export_path=str(export_path) if export_path else None, elapsed_s=time.monotonic() - t0,
                       budget_s=budget, notes=notes)
+
+
+def _dynamic_length(path) -> bool:
+    """The model's token-ids input has a dynamic sequence dimension."""
+    from wb_core.text import input_role
+    from wb_core.variants.convert import inspect_inputs
+
+    return any(input_role(s.name) == "ids" and len(s.shape) == 2 and (s.shape[1] is None or s.shape[1] < 1)
+               for s in inspect_inputs(path))
 
 
 class Deadline:
