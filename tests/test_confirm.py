@@ -66,6 +66,14 @@ def _confirm_checks(out, db, model):
     assert int(defaults["OpenVINO THROUGHPUT hint"]["requests_in_flight"]) == _optimal_requests(model)
     best = max(defaults.values(), key=lambda r: r["throughput"])
     _check_ratio(out["gain"], db, name, best["key"], t["key"])
+    g = out["gain"]  # the verdict's words follow the interval
+    if t["key"] == best["key"]:
+        assert "is a runtime default itself" in out["verdict"]
+    elif g.low > 1:
+        assert out["verdict"].startswith("Tuning pays") and out["recommended"]["key"] == t["key"]
+    else:
+        assert ("better beyond noise" if g.high < 1 else "as good within noise") in out["verdict"]
+        assert out["recommended"]["key"] == best["key"]
     hinted = out["same_variant_hint"]
     assert hinted is not None and hinted["hint"] == "throughput"
     _check_ratio(out["precision_gain"], db, name, best["key"], hinted["key"])

@@ -213,7 +213,8 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
     else:
         out["recommended"] = best_default
         how = gain.percent() if gain is not None else "unknown"
-        text = (f"The default {named} is as good within noise: the tuned {run_label(t)} differs by {how} "
+        verdict_word = "is better beyond noise" if gain is not None and gain.high < 1 else "is as good within noise"
+        text = (f"The default {named} {verdict_word}: the tuned {run_label(t)} differs by {how} "
                 f"on {word}; recommending the default.")
     hinted = ok.get(SAME_VARIANT)
     if hinted is not None and same is None:
