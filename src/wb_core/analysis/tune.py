@@ -174,13 +174,20 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     say(f"Searched {len(ok)} configuration(s); the best so far: {run_label(ok.loc[ok['throughput'].idxmax()])} "
         f"({ok['throughput'].max():,.0f} samples/s).")
 
-    # 2. Extra rounds for the leaders only, with the runtime's own hint configuration beside them.
+    # 2. The runtime's own THROUGHPUT hint (untouched) at the leaders' batch sizes is always a
+    # candidate: measured once like the searched ones, then in rounds beside the leaders.
     needed = confirm_cost(cost, fmt)
+    with Store(db, readonly=True) as store:
+        top = [store.run_config(study, k) for k in _leaders(ok, 2)]
+    hints = [RunConfig("openvino", batch_size=b, hint="throughput", untouched=True, seq_len=n or None)
+             for b, n in sorted({(c.batch_size, c.seq_len or 0) for c in top})]
+    run_sweep(path, SweepSpec(), db, study, settings=settings, inputs=inputs, precision=prec, configs=hints,
+              progress=progress)
+    ok = load_results(db, study).query("status == 'ok'")
     leaders = _leaders(ok, 2)
     with Store(db, readonly=True) as store:
         configs = [store.run_config(study, k) for k in leaders]
-    for b, n in sorted({(c.batch_size, c.seq_len or 0) for c in configs}):
-        configs.append(RunConfig("openvino", batch_size=b, hint="throughput", untouched=True, seq_len=n or None))
+    configs += [h for h in hints if h.key not in leaders]
     rounds_time = left() - needed
     per_round = len(configs) * cost
     if rounds_time >= 2 * per_round:  # the --ci machinery starts from 3 rounds: 2 more than the search's
