@@ -7,7 +7,7 @@ gets from the runtime untouched.
 Models: the MobileNetV2 and text-encoder demos, and `resnet50`, a Keras ResNet50 built here with
 `keras.applications.ResNet50(weights=None)` (random weights: nothing is downloaded; speed does not
 depend on the weights) and exported as a SavedModel. `--quick` runs `lenet-digits` alone with very
-short windows and a small budget: a smoke test of the script, not figures to quote.
+short windows and a 90 s budget: a smoke test of the script, not figures to quote.
 
 For each model `api.tune` runs within the time budget (search, rounds for the leaders, accuracy,
 confirmation, export). The table gives the time to the recommendation, then the confirmation's
@@ -49,10 +49,10 @@ def main() -> None:
     ap.add_argument("--time", default="3m", help="time budget of each `tune` (e.g. 3m, 180)")
     ap.add_argument("--max-time", type=float, default=None, help="measuring time limit per point, seconds "
                     "(default: the workbench's)")
-    ap.add_argument("--quick", action="store_true", help="lenet-digits only, short windows, 60 s: a smoke test")
+    ap.add_argument("--quick", action="store_true", help="lenet-digits only, short windows, 90 s: a smoke test")
     a = ap.parse_args()
     if a.quick:
-        a.models, a.time, a.max_time = "lenet-digits", "60", 0.4
+        a.models, a.time, a.max_time = "lenet-digits", "90", 0.4
     settings = (MeasureSettings(warmup_s=a.max_time / 4, window_s=a.max_time / 4, max_time_s=a.max_time,
                                 min_windows=3, tolerance=0.05) if a.max_time else None)
     print(describe_hardware())
@@ -67,6 +67,7 @@ def main() -> None:
                        export_dir=Path(tmp) / f"{name}-deploy", batch_sizes="1,4,8,16" if not a.quick else "1,8")
             took = time.monotonic() - t0
             answers.append(f"{name}: {res.answer}")
+            answers += [f"{name}: note: {n}" for n in res.notes]
             conf = res.confirmation
             if not conf:
                 rows.append([name, f"{took:.0f} s", "not confirmed", "-", "-", "-", "-"])

@@ -474,7 +474,7 @@ def run_label(run) -> str:
         parts.append(f"x{_int(g('instances'))}")
     if _float(g("seq_len")):
         parts.append(f"seq{_int(g('seq_len'))}")
-    if g("untouched") is True:
+    if g("untouched") in (True, 1):  # a numpy bool from a frame, or NaN for runs without the column
         parts.append("untouched")
     return " ".join(parts)
 
