@@ -6,7 +6,7 @@ them and load on first use, so `import wb_core.api` stays cheap.
 
 Measure:   profile, pipeline_profile, train_profile, find_max_rate, inspect_model, hardware_info, describe_hardware, list_backends
 Read:      results, studies, study_info, run_config, with_efficiency, successful, pareto_front, run_label
-Decide:    recommend, confirm, Constraints, plan_allocation, verify_allocation, capacity, layer_profile
+Decide:    tune, recommend, confirm, Constraints, plan_allocation, verify_allocation, capacity, layer_profile
 Compare:   compare_runs, best_runs, ratio_sentences, layer_diff, stored_layer_profile
 Share:     write_report, export, render, deployment_for_study, FORMATS, compare_hosts, plots
 """
@@ -282,105 +282,60 @@ def find_max_rate(model: str | Path, config, p99_ms: float, *, db: str | Path | 
                  inputs=inputs, steps=steps, precision=precision_options, on_point=on_point)
 
 
-def default_configs(backends, batch_size: int = 1) -> dict[str, object]:
-    """What a user gets without tuning, by name: TensorFlow's default threads, OpenVINO's LATENCY hint
-    with one request, and its THROUGHPUT hint with a request in flight per CPU (what it is made for)."""
-    from wb_core.config import RunConfig, available_cpus
+def default_configs(backends, batch_size: int = 1, seq_len: int | None = None, shape: str | None = None) -> dict:
+    """What a user gets without tuning, by name: TensorFlow's default threads; OpenVINO untouched (it
+    picks the precision: BF16 on BF16 CPUs), and its LATENCY and THROUGHPUT hints with as many
+    requests in flight as the runtime asks for."""
+    from wb_core.analysis.confirm import default_configs as _defaults
 
-    n = len(available_cpus())
-    out = {}
-    if "tensorflow" in backends:
-        out["TensorFlow, default threads"] = RunConfig("tensorflow", batch_size=batch_size)
-    if "openvino" in backends:
-        out["OpenVINO LATENCY hint"] = RunConfig("openvino", batch_size=batch_size, hint="latency")
-        out[f"OpenVINO THROUGHPUT hint, {n} requests"] = RunConfig("openvino", batch_size=batch_size,
-                                                                   hint="throughput", concurrency=n)
-    return out
+    return _defaults(backends, batch_size, seq_len, shape)
 
 
 def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, objective: str = "throughput",
             constraints=None, settings: MeasureSettings | None = None, allow_unmeasured_accuracy: bool = False,
-            model: str | Path | None = None, progress: bool = False, precision_options=None) -> dict:
-    """Measure the recommendation, its runner-up and the runtime defaults again, in `rounds`
+            model: str | Path | None = None, progress: bool = False, precision_options=None,
+            seq_len: int | None = None) -> dict:
+    """Measure the recommendation, its runner-up and the runtime's real defaults again, in `rounds`
     interleaved rounds (study `<study>-confirm`), and say what tuning is worth, with its interval.
 
-    The defaults are measured at the recommended batch size. When no default is beaten beyond
-    noise, the best default is recommended instead: a recommendation is never worse than a default
-    beyond noise. Returns {"recommended", "tuned", "defaults", "gain", "tuned_is_better", "verdict",
-    "study", "frame", "busy"}; `gain` is a wb_core.stats.Ratio (tuned over the best default) or None;
-    `busy` names the configurations with rounds measured on a busy machine (the verdict says so).
+    Everything the study used is used again: the model file (which must be unchanged), data,
+    calibration size, text and tokenizer, shapes and sequence length, measuring settings and the
+    variant file itself (the INT8 IR it measured). The defaults are OpenVINO untouched (it picks
+    the precision) and its LATENCY and THROUGHPUT hints with the requests it asks for, and
+    TensorFlow's defaults for TensorFlow models, all at the pick's batch size and length; the pick's
+    own variant under the THROUGHPUT hint is measured too. When no default is beaten beyond noise,
+    the best default is recommended instead. `seq_len` confirms the pick for one sequence length.
+
+    Returns {"recommended", "tuned", "defaults", "gain", "precision_gain", "tuning_gain",
+    "same_variant_hint", "tuned_is_better", "verdict", "study", "frame", "busy", "failed"}; the
+    gains are wb_core.stats.Ratio: tuned over the best default; the pick's variant under the hint
+    over the best default (what the precision buys); tuned over that (what tuning buys).
     """
-    from wb_core.analysis.recommend import recommend, run_label, with_efficiency
-    from wb_core.backends.registry import backend_formats
-    from wb_core.sweep.context import check_repeats
-    from wb_core.sweep.local import run_sweep
+    from wb_core.analysis.confirm import confirm_study
 
-    if check_repeats(rounds) < 2:
-        raise ConfigError("Confirming needs at least 2 rounds, to give an interval; got 1.")
-    db = db or default_db()
-    from wb_core.store import Store
+    return confirm_study(study, db or default_db(), rounds=rounds, objective=objective, constraints=constraints,
+                         settings=settings, allow_unmeasured_accuracy=allow_unmeasured_accuracy, model=model,
+                         progress=progress, precision_options=precision_options, seq_len=seq_len)
 
-    with Store(db, readonly=True) as store:
-        info = store.get_study(study)
-        df = store.to_frame(study)
-    hw = info.get("hardware")
-    rec = recommend(with_efficiency(df, hw), constraints, objective, runners_up=1, hardware=hw,
-                    allow_unmeasured_accuracy=allow_unmeasured_accuracy)
-    with Store(db, readonly=True) as store:  # the configs as stored (rows hold cores as text)
-        tuned = store.run_config(study, rec.key)
-        configs = {"tuned": tuned}
-        if rec.runners_up:
-            configs["runner-up"] = store.run_config(study, rec.runners_up[0]["key"])
-    fmt = info.get("model_format")
-    backends = [b for b in ("tensorflow", "openvino") if fmt in backend_formats(b)]
-    defaults = default_configs(backends, tuned.batch_size)
-    configs.update(defaults)
-    stored = (info.get("spec") or {}).get("settings") or {}
-    if settings is None:
-        settings = MeasureSettings(**stored) if stored else MeasureSettings()
-    unique = {}
-    for c in configs.values():
-        unique.setdefault(c.key, c)
-    name = f"{study}-confirm"
-    run_sweep(model or info["model_path"], SweepSpec(repeats=rounds), db, name, settings=settings,
-              configs=list(unique.values()), progress=progress, precision=precision_options,
-              inputs=stored_inputs(info, tuned.seq_len))
-    res = load_results(db, name).set_index("key", drop=False)
-    rows = {label: res.loc[c.key].to_dict() for label, c in configs.items() if c.key in res.index}
-    ok = {label: r for label, r in rows.items() if r.get("status") == "ok"}
-    better_is_higher = objective != "latency"
-    metric, series = (("throughput", "round_throughput") if better_is_higher else ("latency_ms_p99", "round_p99"))
-    dflt = {label: r for label, r in ok.items() if label in defaults}
-    out = {"study": name, "tuned": ok.get("tuned"), "defaults": dflt, "gain": None, "tuned_is_better": False,
-           "frame": res.reset_index(drop=True)}
-    if "tuned" not in ok or not dflt:
-        out["recommended"] = ok.get("tuned")
-        out["verdict"] = "The tuned configuration or every default failed to run again; nothing to compare."
-        return out
-    pick = (max if better_is_higher else min)(dflt, key=lambda k: dflt[k][metric])
-    best_default, t = dflt[pick], ok["tuned"]
-    from wb_core.stats import ratio
 
-    gain = (ratio(best_default[series], t[series], best_default.get("round_ids"), t.get("round_ids"))
-            if better_is_higher else ratio(t[series], best_default[series], t.get("round_ids"),
-                                           best_default.get("round_ids")))
-    out["gain"] = gain
-    word = "throughput" if better_is_higher else "p99 latency"
-    if gain is not None and gain.low > 1:
-        out["tuned_is_better"] = True
-        out["recommended"] = t
-        out["verdict"] = (f"Tuning pays: {run_label(t)} beats the best default, {pick}, on {word} by "
-                          f"{gain.percent()} over {gain.n} interleaved rounds.")
-    else:
-        out["recommended"] = best_default
-        how = gain.percent() if gain is not None else "unknown"
-        out["verdict"] = (f"The default {pick} is as good within noise: the tuned {run_label(t)} differs by {how} "
-                          f"on {word}; recommending the default.")
-    out["busy"] = [label for label, r in ok.items() if r.get("busy") is True]
-    if out["busy"]:
-        out["verdict"] += (f" Some rounds of {', '.join(out['busy'])} ran on a busy machine (other processes on "
-                           f"their cores); confirm again when it is quieter.")
-    return out
+def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, study: str | None = None,
+         data=None, text: str | Path | None = None, tokenizer: str | Path | None = None,
+         dynamic_size: int | None = None, batch_sizes=None, settings: MeasureSettings | None = None,
+         export_dir: str | Path | None = None, on_progress: Callable[[str], None] | None = None,
+         calib_size: int = 300, progress: bool = False):
+    """From a model file to a confirmed, exported recommendation within `time_budget` (seconds, or
+    "90s", "3m"): the smart search with one round per configuration, extra rounds only for the
+    leaders and the runtime's THROUGHPUT hint (until they separate or fall within +-3%), accuracy
+    measured when data is at hand, confirmation against the runtime's real defaults (both ratios:
+    what the variant buys, what tuning buys), and the YAML export. `on_progress(sentence)` hears
+    each phase. Returns a TuneResult whose `answer` says it all in words. A budget too small for one
+    round of one configuration is refused in one sentence, before anything is measured.
+    """
+    from wb_core.analysis.tune import tune as _tune
+
+    return _tune(model, time_budget=time_budget, db=db, study=study, data=data, text=text, tokenizer=tokenizer,
+                 dynamic_size=dynamic_size, batch_sizes=batch_sizes, settings=settings, export_dir=export_dir,
+                 on_progress=on_progress, calib_size=calib_size, progress=progress)
 
 
 def stored_inputs(info: dict, seq_len: int | None = None) -> InputOptions:
@@ -589,5 +544,6 @@ __all__ = sorted([
     "parse_seq_lens", "parse_shape_axis", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
     "WorkerError", "check_number", "check_timeout", "printable",
     "parse_ci_target", "parse_number", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
+    "tune", "confirm", "default_configs",
     *_REEXPORTS, *_MODULES,
 ])

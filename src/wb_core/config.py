@@ -542,6 +542,11 @@ class RunConfig:
     rate: float | None = None  # open-loop Poisson arrivals (requests/s); None = closed loop
     seq_len: int | None = None  # size of the dynamic non-batch dimensions; None: from the input options
     shape: str | None = None  # input shapes of a shape sweep, "NAME=1x3x224x224" (";" between inputs)
+    # The runtime's own choices, as a user gets them untouched: OpenVINO picks the inference
+    # precision (BF16 on BF16 CPUs, even for the FP32 model) and, under a hint, the number of
+    # requests in flight (OPTIMAL_NUMBER_OF_INFER_REQUESTS); the config picks only the model file
+    # (its precision's variant), the batch size and the hint.
+    untouched: bool = False
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -605,8 +610,8 @@ class RunConfig:
     def legacy_key(self) -> str:
         """The key databases written before stable keys used (every field hashed); for migration."""
         d = self.to_dict()
-        for late in ("seq_len", "shape"):  # added after stable keys: legacy databases never had them
-            if d.get(late) is None:
+        for late in ("seq_len", "shape", "untouched"):  # added after stable keys: legacy databases never had them
+            if d.get(late) in (None, False):
                 d.pop(late, None)
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -645,6 +650,8 @@ class RunConfig:
             parts.append(f"shape {self.shape}")
         if self.onednn is False:
             parts.append("onednn=off")
+        if self.untouched:
+            parts.append("untouched")
         return " ".join(parts)
 
 

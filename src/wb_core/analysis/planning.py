@@ -118,6 +118,7 @@ class CapacityPlan:
     source_key: str
     basis: str
     config: dict = field(default_factory=dict)
+    served: bool = False  # planned from a serve check's served figures, not in-process ones
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -176,7 +177,8 @@ def check_capacity_inputs(target_rate, p99_ms, headroom, machine_cores=None) -> 
 
 
 def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroom: float = 0.2,
-             machine_cores: int | None = None, run_key: str | None = None) -> CapacityPlan:
+             machine_cores: int | None = None, run_key: str | None = None,
+             serve_checks: list[dict] | None = None) -> CapacityPlan:
     """Instances and replicas needed to serve `target_rate` requests/s with p99 under `p99_ms`
     (None: no latency limit, the fastest measured point per core).
 
@@ -188,6 +190,11 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroo
     with its settings): what an export needs, since its replicas must serve with the settings it
     exports. When those points cannot meet the target, it refuses and names the run the plan
     would otherwise come from.
+
+    `serve_checks` (`wb_core.export.servecheck.load_serve_checks`): a run with a successful serve
+    check is planned from its served figures (its rate and p99 scaled by served/in-process), and
+    `basis` says so; other runs' figures are in-process upper bounds, and `basis` says that too,
+    with the serving overhead this study measured, if any.
     """
     check_capacity_inputs(target_rate, p99_ms, headroom, machine_cores)
     if run_key is not None:
@@ -196,10 +203,10 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroo
         row = find_run(df, run_key)
         own = same_settings(df, run_key)
         try:
-            return capacity(own, target_rate, p99_ms, headroom, machine_cores)
+            return capacity(own, target_rate, p99_ms, headroom, machine_cores, serve_checks=serve_checks)
         except WorkbenchError as e:
             try:
-                other = capacity(df, target_rate, p99_ms, headroom, machine_cores)
+                other = capacity(df, target_rate, p99_ms, headroom, machine_cores, serve_checks=serve_checks)
             except WorkbenchError:
                 raise e from None
             p99 = row.get("latency_ms_p99")
@@ -218,6 +225,8 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroo
         raise ConfigError(f"The p99 target must be above 0 ms; got {p99_ms}.")
     if not 0 <= headroom < 1:
         raise ConfigError(f"Headroom must be between 0 and 1; got {headroom}.")
+    checks = _served_ratios(serve_checks)
+    df = _with_served(df, checks)
     ok = df[(df.status == "ok") & (df.instances.fillna(1) == 1) & df.latency_ms_p99.notna()
             & (df.latency_ms_p99 <= (p99_ms if p99_ms is not None else math.inf))]
     if "saturated" in ok:
@@ -238,6 +247,18 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroo
     ok["k"] = ok.n_cores.fillna(cores).astype(int) if "n_cores" in ok else cores
     ok["per_core"] = ok.req_rate / ok.k
     best = ok.sort_values("per_core", ascending=False).iloc[0]
+    served = str(best.key) in checks
+    if served:
+        r = checks[str(best.key)]
+        basis += (f"; served figures: a serve check of this run delivered {r['throughput']:.0%} of its in-process "
+                  f"throughput" + (f" at {r['latency_ms_p99']:.2g}x its p99" if r.get("latency_ms_p99") else ""))
+    else:
+        basis += "; in-process figures, an upper bound on what a server delivers"
+        if checks:
+            k, r = next(iter(checks.items()))
+            basis += f" (this study's serve check of run {k} delivered {r['throughput']:.0%} of in-process)"
+        else:
+            basis += " (no serve check of this study: run `wb serve-check` to measure the serving overhead)"
     usable = best.req_rate * (1 - headroom)
     n = max(1, math.ceil(target_rate / usable))
     k = int(best.k)
@@ -245,9 +266,36 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroo
     return CapacityPlan(target_rate=target_rate, p99_ms=p99_ms, per_instance_rate=float(best.req_rate), instances=n,
                         cores_per_instance=k, instances_per_machine=per_machine,
                         replicas=math.ceil(n / per_machine), cpu_request=k, headroom=headroom,
-                        source_key=str(best.key), basis=basis,
+                        source_key=str(best.key), basis=basis, served=served,
                         config={c: _plain(best.get(c)) for c in ("backend", "precision", "batch_size", "threads",
                                                                  "streams", "concurrency")})
+
+
+def _served_ratios(checks: list[dict] | None) -> dict[str, dict]:
+    """Run key -> served/in-process ratios of its newest successful serve check."""
+    out: dict[str, dict] = {}
+    for c in checks or []:  # newest first
+        r = c.get("ratio") or {}
+        if c.get("status") == "ok" and r.get("throughput") and c.get("run_key") not in out:
+            out[str(c["run_key"])] = r
+    return out
+
+
+def _with_served(df: pd.DataFrame, checks: dict[str, dict]) -> pd.DataFrame:
+    """The rows of runs with a serve check carry their served rate and p99 instead of the in-process ones."""
+    if not checks or df.empty:
+        return df
+    df = df.copy()
+    for key, r in checks.items():
+        m = df.key == key
+        if not m.any():
+            continue
+        for col in ("throughput", "achieved_rate"):
+            if col in df:
+                df.loc[m, col] = df.loc[m, col] * r["throughput"]
+        if r.get("latency_ms_p99"):
+            df.loc[m, "latency_ms_p99"] = df.loc[m, "latency_ms_p99"] * r["latency_ms_p99"]
+    return df
 
 
 def _plain(v):

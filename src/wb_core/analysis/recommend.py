@@ -20,6 +20,7 @@ from wb_core.errors import ConfigError, WorkbenchError
 from wb_core.stats import Ratio, ratio
 
 OBJECTIVES = ("throughput", "latency", "throughput_per_core")
+EQUIVALENCE = 0.03  # runs whose ratio's 95% interval lies within +-3% are equivalent: simplicity decides
 OBJECTIVE_WORDS = {"throughput": "the highest throughput", "latency": "the lowest p99 latency",
                    "throughput_per_core": "the highest throughput per core"}
 # Precision names used by the runs -> keys of Hardware.peak_gflops.
@@ -106,6 +107,8 @@ class Recommendation:
     tied: list[dict] = field(default_factory=list)  # runs within noise of the best, the pick among them
     margin: Ratio | None = None  # the pick over the next run beyond noise (B/A of the objective's value)
     notes: list[str] = field(default_factory=list)  # ties, margins, accuracy not measured: also in `reason`
+    per_length: dict = field(default_factory=dict)  # seq_len -> Recommendation, for a study of several lengths
+    seq_len: int | None = None  # the length this recommendation is for
 
     @property
     def key(self) -> str:
@@ -241,7 +244,8 @@ def rank(df: pd.DataFrame, objective: str) -> pd.DataFrame:
 
 def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objective: str = "throughput",
               runners_up: int = 3, hardware: dict | None = None,
-              allow_unmeasured_accuracy: bool = False, seq_mix=None) -> Recommendation:
+              allow_unmeasured_accuracy: bool = False, seq_mix=None, seq_len: int | None = None,
+              equivalence: float = EQUIVALENCE) -> Recommendation:
     """The best successful run under `constraints` for `objective`, with a one-sentence reason.
 
     Noise: runs measured in repeated rounds carry 95% intervals; runs whose intervals overlap the
@@ -259,11 +263,31 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
     `seq_mix` ("128:0.8,384:0.2" or {128: 0.8, 384: 0.2}) weighs each configuration over the
     sequence lengths of the mix (see wb_core.analysis.seq_mix): the pick is a configuration, its
     figures the mix's; configurations missing a length are left out, with a note.
+
+    Sequence length is the workload, not a setting: runs at different lengths are never ranked
+    against each other. A study of several lengths gets one recommendation per length
+    (`per_length`); the returned one is for `seq_len`, by default the longest.
+
+    Ties are settled by measuring: runs whose intervals overlap the best's are equivalent only when
+    the paired ratio's interval lies within +-`equivalence` (3%); only then is the simplest picked.
+    Overlapping runs not shown equivalent leave the higher median picked, and a note asks for more
+    rounds (`--ci`). Runs whose accuracy guard failed are never recommended; a note says which.
     """
     constraints = constraints or Constraints()
     objective = check_objective(objective)
     if df is None or df.empty:
         raise WorkbenchError("The study has no runs yet; profile the model first with `wb profile`.")
+    if seq_mix is None:
+        lengths = _lengths(df)
+        if seq_len is not None:
+            if seq_len not in lengths:
+                raise ConfigError(f"The study has no runs at sequence length {seq_len}"
+                                  + (f"; its lengths: {', '.join(map(str, lengths))}." if lengths else "."))
+            df = df[_col(df, "seq_len") == seq_len]
+        elif len(lengths) > 1:
+            return _per_length(df, lengths, constraints=constraints, objective=objective, runners_up=runners_up,
+                               hardware=hardware, allow_unmeasured_accuracy=allow_unmeasured_accuracy,
+                               equivalence=equivalence)
     mix_notes: list[str] = []
     if seq_mix is not None:
         from wb_core.analysis.seq_mix import describe_mix, mix_lengths, parse_seq_mix
@@ -284,10 +308,13 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
     if constraints.max_accuracy_drop is not None and _col(ok, "accuracy_drop").isna().all():
         raise NoRunMeetsConstraints("This study has no accuracy measurements, so the accuracy-drop limit cannot be "
                                     "checked; measure accuracy when profiling, or leave the limit out.")
+    ok, guard_notes = _without_failed_guard(ok)
+    if ok.empty:
+        raise NoRunMeetsConstraints(" ".join(guard_notes) + " No other run succeeded.")
     allowed = ok[[constraints.allows(r) for _, r in ok.iterrows()]]
     if allowed.empty:
         raise NoRunMeetsConstraints(_nothing_meets(ok, constraints))
-    notes: list[str] = list(mix_notes)
+    notes: list[str] = list(mix_notes) + guard_notes
     unmeasured = _accuracy_unknown(allowed)
     if unmeasured.any() and not allow_unmeasured_accuracy and not unmeasured.all():
         top = rank(allowed, objective).iloc[0]
@@ -299,16 +326,22 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
         allowed = allowed[~unmeasured]
     ranked = rank(allowed, objective)
     tied = _tied(ranked, objective)
-    if len(tied) > 1:
-        pick = min(tied, key=lambda i: _simplicity(ranked.loc[i], objective))
-        top = ranked.loc[tied[0]]
-        notes.append(f"{len(tied)} runs are tied within noise (their 95% intervals overlap that of the best, "
-                     f"{_objective_value(top, objective)}); the simplest of them is picked: fewest cores, then the "
-                     f"runtime's defaults.")
+    top = ranked.loc[tied[0]]
+    equivalent = [tied[0]] + [i for i in tied[1:] if _equivalent(top, ranked.loc[i], objective, equivalence)]
+    pm = f"+-{100 * equivalence:g}%"
+    if len(equivalent) > 1:
+        pick = min(equivalent, key=lambda i: _simplicity(ranked.loc[i], objective))
+        notes.append(f"{len(equivalent)} runs are tied within noise and equivalent within {pm} (the interval of "
+                     f"their ratio to the best, {run_label(top)} at {_objective_value(top, objective)}, lies within "
+                     f"{pm}); the simplest of them is picked: fewest cores, then the runtime's defaults.")
         ranked = pd.concat([ranked.loc[[pick]], ranked.drop(index=pick)])
+    unsettled = [i for i in tied if i not in equivalent]
+    if unsettled:
+        notes.append(f"{len(unsettled)} run(s) overlap the best within noise but are not shown equivalent within "
+                     f"{pm}: the highest median is kept; measure more rounds (--ci 0.03, or `wb tune`) to settle it.")
     best = ranked.iloc[0]
     margin = None
-    beyond = [i for i in ranked.index if i not in tied] if len(tied) > 1 else list(ranked.index[1:])
+    beyond = [i for i in ranked.index if i not in tied]
     if beyond and _has_rounds(best):
         nxt = ranked.loc[beyond[0]]
         margin = _margin(best, nxt, objective)
@@ -322,12 +355,13 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
         notes.append(f"Accuracy not measured: the {best['precision']} variant's accuracy was never checked "
                      f"(measure it with --data before relying on it).")
     rest = ranked.iloc[1:1 + max(0, runners_up)]
-    reason = _reason(best, rest, objective, constraints, len(allowed), len(ok))
+    reason = _reason(best, ranked, top, objective, constraints, len(allowed), len(ok), len(equivalent))
     if notes:
         reason += " " + " ".join(notes)
     return Recommendation(best=_record(best), reason=reason, runners_up=[_record(r) for _, r in rest.iterrows()],
                           objective=objective, constraints=constraints, candidates=len(allowed),
-                          tied=[_record(ranked.loc[i]) for i in tied] if len(tied) > 1 else [], margin=margin,
+                          tied=[_record(ranked.loc[i]) for i in equivalent] if len(equivalent) > 1 else [],
+                          margin=margin,
                           notes=notes)
 
 
@@ -440,6 +474,8 @@ def run_label(run) -> str:
         parts.append(f"x{_int(g('instances'))}")
     if _float(g("seq_len")):
         parts.append(f"seq{_int(g('seq_len'))}")
+    if g("untouched") in (True, 1):  # a numpy bool from a frame, or NaN for runs without the column
+        parts.append("untouched")
     return " ".join(parts)
 
 
@@ -458,18 +494,89 @@ def find_run(df: pd.DataFrame, key: str) -> pd.Series:
 # ---------------------------------------------------------------- helpers
 
 
-def _reason(best, rest, objective, constraints, n_allowed, n_ok) -> str:
+def _reason(best, ranked, top, objective, constraints, n_allowed, n_ok, n_equivalent) -> str:
+    """One sentence built from the figures it cites: the pick's value, the best value when the pick is
+    not it, and the first run it is truly ahead of."""
     words = OBJECTIVE_WORDS[objective]
     pool = (f"of the {n_allowed} successful runs that meet {constraints.describe()}" if not constraints.is_empty()
             else f"of all {n_ok} successful runs")
     value = _objective_value(best, objective)
     other = (f"its p99 latency is {_num(best['latency_ms_p99'])} ms" if objective != "latency"
              else f"it serves {_num(best['throughput'])} samples/s")
-    text = f"{run_label(best)} has {words} ({value}) {pool}; {other}"
-    if len(rest):
-        nxt = rest.iloc[0]
-        text += f", ahead of {run_label(nxt)} ({_objective_value(nxt, objective)})"
+    if best["key"] == top["key"] or _objective_number(top, objective) == _objective_number(best, objective):
+        text = f"{run_label(best)} has {words} ({value}) {pool}; {other}"
+    else:
+        text = (f"{run_label(best)} gives {value}, equivalent to {words} {pool} ({run_label(top)}, "
+                f"{_objective_value(top, objective)}), and is the simplest of the {n_equivalent} equivalent runs; "
+                f"{other}")
+    mine = _objective_number(best, objective)
+    lower = objective == "latency"
+    for _, run in ranked.iterrows():
+        v = _objective_number(run, objective)
+        if run["key"] != best["key"] and v is not None and mine is not None and (v > mine if lower else v < mine):
+            text += f", ahead of {run_label(run)} ({_objective_value(run, objective)})"
+            break
     return text + "."
+
+
+def _objective_number(run, objective) -> float | None:
+    name = {"latency": "latency_ms_p99", "throughput_per_core": "throughput_per_core"}.get(objective, "throughput")
+    return _float(run.get(name))
+
+
+def _equivalent(top, other, objective, margin: float) -> bool:
+    """The paired ratio of the two runs has its 95% interval within +-margin."""
+    if not (_has_rounds(top) and _has_rounds(other)):
+        return False
+    r = _margin(top, other, objective)
+    return r is not None and r.n > 1 and r.low >= 1 / (1 + margin) and r.high <= 1 + margin
+
+
+def _lengths(df: pd.DataFrame) -> list[int]:
+    if "seq_len" not in df.columns:
+        return []
+    ok = successful(df)
+    return sorted({int(v) for v in _col(ok, "seq_len").dropna()})
+
+
+def _per_length(df: pd.DataFrame, lengths: list[int], **kw) -> Recommendation:
+    """One recommendation per sequence length; the longest is returned, holding them all."""
+    per: dict[int, Recommendation] = {}
+    failures: list[str] = []
+    for n in lengths:
+        try:
+            per[n] = recommend(df, seq_len=n, **kw)
+            per[n].seq_len = n
+        except NoRunMeetsConstraints as e:
+            failures.append(f"at length {n}: {e}")
+    if not per:
+        raise NoRunMeetsConstraints(" ".join(failures))
+    main = per[max(per)]
+    note = ("Sequence length is the workload, not a setting: runs at different lengths are not ranked against "
+            "each other; one recommendation per length: "
+            + "; ".join(f"length {n}: {run_label(r.best)} ({_objective_value(r.best, r.objective)})"
+                        for n, r in per.items())
+            + f". The figures above are for the longest, {max(per)}; choose a length with --seq-len N, or weigh "
+              f"a mix with --seq-mix.")
+    if failures:
+        note += " No run meets the constraints " + "; ".join(failures) + "."
+    main.notes.append(note)
+    main.reason += " " + note
+    main.per_length = per
+    return main
+
+
+def _without_failed_guard(ok: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The runs whose accuracy guard did not fail, and a sentence per precision left out, saying why."""
+    if "accuracy_guard" not in ok.columns:
+        return ok, []
+    failed = ok["accuracy_guard"].astype(str) == "failed"
+    notes = []
+    for prec, group in ok[failed].groupby(ok.loc[failed, "precision"].astype(str), sort=True):
+        why = next((str(v) for v in group.get("accuracy_guard_note", pd.Series(dtype=object))
+                    if isinstance(v, str) and v), "they failed the accuracy guard")
+        notes.append(f"{prec.upper()} runs were left out ({len(group)}): {why.rstrip('.')}.")
+    return ok[~failed], notes
 
 
 def _objective_value(run, objective) -> str:

@@ -18,13 +18,15 @@ COMPUTE_OPS = ("Convolution", "GroupConvolution", "FullyConnected", "MatMul", "D
 
 
 def compile_properties(cfg: RunConfig) -> dict:
-    """CPU plugin properties for a run config; precision is always explicit."""
-    props = {"INFERENCE_PRECISION_HINT": OV_PRECISION[cfg.precision]}
+    """CPU plugin properties for a run config; precision is explicit unless the config is `untouched`
+    (then the runtime chooses it, and under a hint the number of requests too, as a user gets it)."""
+    props = {} if cfg.untouched else {"INFERENCE_PRECISION_HINT": OV_PRECISION[cfg.precision]}
     if cfg.threads:
         props["INFERENCE_NUM_THREADS"] = int(cfg.threads)
     if cfg.hint:
         props["PERFORMANCE_HINT"] = cfg.hint.upper()
-        props["PERFORMANCE_HINT_NUM_REQUESTS"] = int(cfg.concurrency)
+        if not cfg.untouched:
+            props["PERFORMANCE_HINT_NUM_REQUESTS"] = int(cfg.concurrency)
     elif cfg.streams:
         props["NUM_STREAMS"] = int(cfg.streams)
     if cfg.cpu_pinning is not None:
@@ -81,6 +83,7 @@ class OpenVINOSession:
             "ov_streams": int(self.compiled.get_property("NUM_STREAMS")),
             "ov_threads": int(self.compiled.get_property("INFERENCE_NUM_THREADS")),
             "ov_optimal_requests": int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")),
+            "ov_inference_precision": str(self.compiled.get_property("INFERENCE_PRECISION_HINT")),
         }
         return {"load_ms": self.load_ms, "compile_ms": compile_ms}
 

@@ -11,5 +11,6 @@ from wb_core.cli import analysis  # noqa: F401 - recommend, report, layers, expo
 from wb_core.cli import planning  # noqa: F401 - plan, capacity
 from wb_core.cli import fleet  # noqa: F401 - hosts, compare-hosts
 from wb_core.cli import dashboard  # noqa: F401 - dashboard
+from wb_core.cli import tune  # noqa: F401 - tune
 
 __all__ = ["app", "main"]

@@ -41,7 +41,9 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
               objective: str = OBJECTIVE, top: int = typer.Option(3, "--top", help="Runners-up to show."),
               seq_mix: Optional[str] = typer.Option(None, "--seq-mix", help="Weigh each configuration over a mix "
                                                     "of sequence lengths, LENGTH:WEIGHT,..., e.g. 128:0.8,384:0.2 "
-                                                    "(a study swept with --dynamic-size).")):
+                                                    "(a study swept with --dynamic-size)."),
+              seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Recommend for one sequence length "
+                                                    "(default: one recommendation per length swept).")):
     """Pick the best run under constraints and say why it won."""
     from wb_core.api import Store, run_label, study_flops, with_efficiency
     from wb_core.api import recommend as _recommend
@@ -51,7 +53,9 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
         df = store.to_frame(study)
     df = with_efficiency(df, info.get("hardware"), study_flops(info) if not df.empty else None)
     rec = _recommend(df, _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), objective,
-                     runners_up=top, hardware=info.get("hardware"), seq_mix=seq_mix)
+                     runners_up=top, hardware=info.get("hardware"), seq_mix=seq_mix, seq_len=seq_len)
+    for n, per in rec.per_length.items():
+        typer.echo(f"Best at sequence length {n}: {run_label(per.best)}  (key {per.key})")
     if seq_mix:
         typer.echo(f"Best for the mix: {run_label(rec.best)}  (keys {rec.best['mix_keys']})")
     else:
@@ -238,21 +242,33 @@ def confirm(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
             objective: str = OBJECTIVE,
             allow_unmeasured_accuracy: bool = typer.Option(False, "--allow-unmeasured-accuracy",
                                                            help="Let a bf16/int8 variant of unmeasured accuracy be "
-                                                                "recommended.")):
-    """Measure the recommendation, its runner-up and the runtime defaults again in interleaved rounds,
-    and say what tuning is worth, with its 95% interval."""
+                                                                "recommended."),
+            model: Optional[Path] = typer.Option(None, "--model", help="The model file, when it moved since the "
+                                                 "study (it must be the same model)."),
+            seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Confirm the pick for this sequence "
+                                                  "length (default: the longest swept).")):
+    """Measure the recommendation, its runner-up and the runtime's real defaults again in interleaved
+    rounds, with the study's data, inputs and variant files, and say what tuning is worth, with its
+    95% interval: what the precision variant buys and what tuning buys on top."""
     from wb_core.api import confirm as _confirm
     from wb_core.api import run_label
 
     out = _confirm(study, _db(db), rounds=rounds, objective=objective, allow_unmeasured_accuracy=allow_unmeasured_accuracy,
-                   constraints=_constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), progress=True)
-    rows = [("tuned", out["tuned"])] + list(out["defaults"].items())
+                   constraints=_constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), progress=True,
+                   model=model, seq_len=seq_len)
+    rows = [("tuned", out["tuned"])] + list(out["defaults"].items()) + [
+        ("same variant, THROUGHPUT hint", out.get("same_variant_hint"))]
     for label, r in rows:
         if r is None:
             continue
         lo, hi = r.get("throughput_ci_low"), r.get("throughput_ci_high")
         iv = f" (95% CI {lo:,.1f}-{hi:,.1f})" if lo is not None and hi is not None and lo == lo else ""
-        typer.echo(f"  {label}: {run_label(r)}: {r['throughput']:,.1f} samples/s{iv}, p99 {r['latency_ms_p99']:.3g} ms")
+        ran = r.get("executed_precision")
+        ran = f", ran {ran}" if isinstance(ran, str) and ran else ""
+        req = r.get("requests_in_flight")
+        req = f", {int(req)} requests" if isinstance(req, (int, float)) and req == req and req else ""
+        typer.echo(f"  {label}: {run_label(r)}: {r['throughput']:,.1f} samples/s{iv}, p99 {r['latency_ms_p99']:.3g} ms"
+                   f"{ran}{req}")
     typer.echo(out["verdict"])
     if out.get("recommended") is not None:
         typer.echo(f"Recommended: {run_label(out['recommended'])} (key {out['recommended']['key']}, "

@@ -58,5 +58,8 @@ def capacity(study: str = typer.Option(..., "--study"), db: Optional[Path] = typ
     from wb_core.api import check_capacity_inputs, default_db, load_results
 
     check_capacity_inputs(rate, p99_ms, headroom, machine_cores)  # before the database is read
-    cap = plan_capacity(load_results(db or default_db(), study), rate, p99_ms, headroom, machine_cores)
+    from wb_core.api import load_serve_checks
+
+    cap = plan_capacity(load_results(db or default_db(), study), rate, p99_ms, headroom, machine_cores,
+                        serve_checks=load_serve_checks(db or default_db(), study))
     typer.echo(json.dumps(cap.to_dict(), indent=2, default=str) if as_json else cap.describe())

@@ -558,9 +558,4 @@ def load_serve_checks(db: str | Path, study: str | None = None) -> list[dict]:
     from wb_core.store import Store
 
     with Store(db, readonly=True) as s:
-        try:
-            rows = s.db.execute("SELECT * FROM serve_checks" + (" WHERE study = ?" if study else "")
-                                + " ORDER BY id DESC", (study,) if study else ())
-        except s.db.errors:  # no check stored yet: the table does not exist
-            return []
-    return [{**json.loads(r["result_json"]), "status": r["status"], "error": r["error"]} for r in rows]
+        return s.serve_checks(study)

@@ -95,7 +95,7 @@ def task_evaluate(task: dict) -> None:
 
     ds = _load(task["data"])
     for v in task["variants"]:
-        cfg = RunConfig(backend=task["backend"], precision=v["precision"])
+        cfg = RunConfig(backend=task["backend"], precision=v["precision"], untouched=bool(v.get("untouched")))
         session = open_session(v["model_path"], cfg)
         feeds = check_inputs(ds.x, session.inputs, "validation data")
         n = ds.size

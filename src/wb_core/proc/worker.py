@@ -104,6 +104,9 @@ def task_measure(task: dict) -> None:
     def body(p):
         concurrency = _concurrency(task, p)
         extra, batches = _prepared_batches(session, p["batch_size"], opts, settings, concurrency)
+        if cfg.untouched and cfg.hint:  # as many requests in flight as the runtime asks for
+            concurrency = int(session.info().get("ov_optimal_requests") or concurrency)
+            extra["requests_in_flight"] = concurrency
         if rate:
             metrics = measure_poisson(session.make_infer, batches, p["batch_size"], float(rate), settings,
                                       concurrency=concurrency, seed=settings.seed)

@@ -477,6 +477,15 @@ class Store:
             return None
         return json.loads(rows[0]["profile_json"]) if rows else None
 
+    def serve_checks(self, study: str | None = None) -> list[dict]:
+        """Stored serve checks (`wb serve-check`), newest first: each result dict with `status` and `error`."""
+        try:
+            rows = self.db.execute("SELECT * FROM serve_checks" + (" WHERE study = ?" if study else "")
+                                   + " ORDER BY id DESC", (study,) if study else ())
+        except self.db.errors:  # no check stored yet: the table does not exist
+            return []
+        return [{**json.loads(r["result_json"]), "status": r["status"], "error": r["error"]} for r in rows]
+
     def run_config(self, study: str, key: str):
         """The RunConfig a stored run measured, read from its config as stored (cores as integers)."""
         from wb_core.config import RunConfig

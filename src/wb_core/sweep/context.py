@@ -293,7 +293,8 @@ class SweepContext:
 
     def spec_record(self, **what) -> dict:
         """The study's record of a run: what was asked, with the settings and input options."""
-        return {**what, "settings": self.settings.__dict__, "inputs": self.inputs.to_dict()}
+        return {**what, "settings": self.settings.__dict__, "inputs": self.inputs.to_dict(),
+                "precision": self.planner.options.record()}
 
     def __enter__(self) -> SweepContext:
         return self

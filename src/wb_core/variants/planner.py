@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import math
@@ -52,6 +53,25 @@ class PrecisionOptions:
     guard: Guard | float | str = "auto"  # the accuracy guard: "auto" (per metric), a largest drop, or "off"
     int8_recipe: str = "auto"  # the first INT8 recipe to try; "auto": the model family's own
     fallback_budget_s: float = DEFAULT_BUDGET_S  # time the INT8 fallbacks may take after the first recipe
+    # Variant files built before, "backend/precision" -> path (e.g. the INT8 IR a study measured):
+    # used as they are, so a confirmation measures the very model the study measured.
+    variants: dict = field(default_factory=dict)
+
+    def record(self) -> dict:
+        """What a study stores of these options, so that a later confirmation can use them again."""
+        data = self.data
+        if isinstance(data, (str, Path)) and not str(data).startswith("demo:") and Path(data).exists():
+            data = Path(data).resolve()
+        out = {"data": str(data) if isinstance(data, (str, Path)) else None,
+               "data_in_memory": data is not None and not isinstance(data, (str, Path)),
+               "subset_size": self.subset_size, "metric": self.metric if isinstance(self.metric, str) else None,
+               "max_accuracy_drop": self.max_accuracy_drop, "accuracy": self.accuracy, "output": self.output,
+               "input_map": dict(self.input_map), "int8_recipe": self.int8_recipe,
+               "fallback_budget_s": self.fallback_budget_s,
+               "guard": self.guard.limit if isinstance(self.guard, Guard) else self.guard}
+        if self.image != ImageOptions():
+            out["image"] = dataclasses.asdict(self.image)
+        return out
 
     def __post_init__(self):
         if not isinstance(self.guard, Guard):
@@ -178,9 +198,13 @@ class VariantPlanner:
         return list(out.values())
 
     # ---- feasibility and files ----
+    def _given(self, backend: str, precision: str) -> Path | None:
+        path = self.options.variants.get(f"{backend}/{precision}")
+        return Path(path) if path and Path(path).exists() else None
+
     def infeasible(self, cfg: RunConfig) -> str | None:
         backend = get_backend(cfg.backend)
-        if cfg.precision == "int8" and self.prequantized:
+        if cfg.precision == "int8" and (self.prequantized or self._given(cfg.backend, "int8")):
             return None
         if cfg.precision == "int8":
             if backend.int8_via:
@@ -201,7 +225,10 @@ class VariantPlanner:
     def _variant(self, backend: str, precision: str) -> tuple[Path, dict]:
         key = (backend, precision)
         if key not in self._paths:
-            if precision == "int8" and self.prequantized:
+            if precision == "int8" and self._given(backend, precision):
+                path = self._given(backend, precision)
+                info = {"variant": "int8-ir", "variant_note": "the INT8 IR the study measured, used again"}
+            elif precision == "int8" and self.prequantized:
                 from wb_core.variants.convert import variant_path
 
                 path = variant_path(backend, self.model, self.fmt, self.fp)
@@ -287,7 +314,7 @@ class VariantPlanner:
             self._note(self._failed_int8_note())
         measured = self._accuracy.get(("int8", str(best["path"])))
         if measured is not None:  # the chosen attempt's accuracy is the INT8 variant's: not measured twice
-            self._accuracy[("openvino", "int8")] = measured
+            self._accuracy[("openvino", "int8", False)] = measured
         return best["path"], self._int8_info(best)
 
     def _int8_info(self, chosen: dict) -> dict:
@@ -322,7 +349,7 @@ class VariantPlanner:
     def columns_for(self, cfg: RunConfig) -> dict:
         """Variant and accuracy columns shared by every point of this backend and precision."""
         cols = {k: v for k, v in self._variant(cfg.backend, cfg.precision)[1].items() if v is not None}
-        cols.update(self._accuracy_columns(cfg.backend, cfg.precision))
+        cols.update(self._accuracy_columns(cfg.backend, cfg.precision, cfg.untouched))
         return cols
 
     def _eval_data(self) -> Dataset | None:
@@ -407,7 +434,7 @@ class VariantPlanner:
                                "reference": _score(ref, metric, targets), "ref": ref}
         return self._accuracy[key]
 
-    def _accuracy_columns(self, backend: str, precision: str) -> dict:
+    def _accuracy_columns(self, backend: str, precision: str, untouched: bool = False) -> dict:
         if precision == "fp32" and (self.options.data is None and not self._demo_has_data()):
             return {}  # FP32 against itself on random inputs says nothing
         basis = self._basis(backend)
@@ -415,7 +442,7 @@ class VariantPlanner:
             return {}
         if "metric" not in basis:
             return {"accuracy_note": basis.get("note")}
-        cur = basis["ref"] if precision == "fp32" else self._evaluate(backend, precision)
+        cur = basis["ref"] if precision == "fp32" and not untouched else self._evaluate(backend, precision, untouched)
         if "outputs" not in cur:
             return {"accuracy_note": cur.get("note")}
         metric, ds = basis["metric"], basis["ds"]
@@ -426,7 +453,7 @@ class VariantPlanner:
                 "data_source": ds.source}
         if self.options.output:
             cols["accuracy_output"] = self.options.output
-        if precision != "fp32":
+        if precision != "fp32":  # an untouched default is a comparison, not a candidate: measured, not judged
             verdict = self.options.guard.judge(basis["name"], precision, reference, value, drop)
             cols.update(verdict)
             if verdict.get("accuracy_guard") == FAILED and precision != "int8":  # INT8 says so with its attempts
@@ -443,9 +470,9 @@ class VariantPlanner:
             self._note(f"Accuracy reads the model's first output '{names[0]}' of {len(names)} "
                        f"({', '.join(names)}); choose another with --output NAME.")
 
-    def _evaluate(self, backend: str, precision: str) -> dict:
+    def _evaluate(self, backend: str, precision: str, untouched: bool = False) -> dict:
         path, _ = self._variant(backend, precision)
-        return self._evaluate_file((backend, precision), backend, path, precision)
+        return self._evaluate_file((backend, precision, untouched), backend, path, precision, untouched)
 
     def _eval_data_path(self) -> Path:
         ds = self._eval_data()
@@ -455,7 +482,7 @@ class VariantPlanner:
             self._random_path = ds.save()[0]
         return self._random_path
 
-    def _evaluate_file(self, key: tuple, backend: str, path: Path, precision: str) -> dict:
+    def _evaluate_file(self, key: tuple, backend: str, path: Path, precision: str, untouched: bool = False) -> dict:
         if key in self._accuracy:
             return self._accuracy[key]
         data_path = self._eval_data_path()
@@ -463,7 +490,8 @@ class VariantPlanner:
         try:
             res = run_task({"task": "evaluate", "backend": backend, "data": str(data_path), "out_dir": str(out_dir),
                             "output": self.options.output,
-                            "variants": [{"id": "v", "model_path": str(path), "precision": precision}]},
+                            "variants": [{"id": "v", "model_path": str(path), "precision": precision,
+                                          "untouched": untouched}]},
                            timeout=1800, what=f"measuring the accuracy of the {backend} {precision} variant")
             self._accuracy[key] = {"outputs": np.load(out_dir / "v.npy"), "output_names": res.get("outputs"),
                                    "checked": res.get("ok"), "samples_per_s": res.get("samples_per_s")}

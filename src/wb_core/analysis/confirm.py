@@ -1,0 +1,243 @@
+"""Confirm a recommendation: measure it again beside what the runtime gives untouched.
+
+The pick, its runner-up and the runtime's real defaults run in interleaved rounds (study
+`<study>-confirm`) with everything the study used: its model file (checked unchanged), data,
+calibration size, text and tokenizer, input shapes and sequence length, measuring settings, and the
+variant file it measured (the INT8 IR itself). The verdict gives what tuning is worth over the best
+default, and splits it in two where it can: what the precision variant buys (that variant under the
+runtime's THROUGHPUT hint, against the best default) and what tuning buys on top (the pick against
+that same variant under the hint).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
+from wb_core.errors import ConfigError
+from wb_core.stats import Ratio, ratio
+
+SAME_VARIANT = "the same variant under OpenVINO's THROUGHPUT hint"
+
+
+def default_configs(backends, batch_size: int = 1, seq_len: int | None = None,
+                    shape: str | None = None) -> dict[str, RunConfig]:
+    """What a user gets without tuning, by name: TensorFlow's default threads; OpenVINO untouched
+    (no property set: it picks the precision, BF16 on BF16 CPUs), and its LATENCY and THROUGHPUT
+    hints with as many requests in flight as it asks for (OPTIMAL_NUMBER_OF_INFER_REQUESTS)."""
+    same = {"batch_size": batch_size, "seq_len": seq_len, "shape": shape}
+    out = {}
+    if "tensorflow" in backends:
+        out["TensorFlow, default threads"] = RunConfig("tensorflow", **same)
+    if "openvino" in backends:
+        out["OpenVINO untouched"] = RunConfig("openvino", untouched=True, **same)
+        out["OpenVINO LATENCY hint"] = RunConfig("openvino", hint="latency", untouched=True, **same)
+        out["OpenVINO THROUGHPUT hint"] = RunConfig("openvino", hint="throughput", untouched=True, **same)
+    return out
+
+
+def same_variant_with_hint(tuned: RunConfig) -> RunConfig | None:
+    """The pick's model file under OpenVINO's THROUGHPUT hint, every other choice the runtime's."""
+    if tuned.backend != "openvino":
+        return None
+    # Untouched, a BF16 run is the FP32 model left to the runtime: one and the same config.
+    precision = "fp32" if tuned.precision == "bf16" else tuned.precision
+    return RunConfig("openvino", precision=precision, batch_size=tuned.batch_size, hint="throughput",
+                     untouched=True, seq_len=tuned.seq_len, shape=tuned.shape)
+
+
+def check_model_unchanged(info: dict, model: str | Path | None, study: str) -> Path:
+    """The model file the study measured, still there and unchanged, or one sentence saying otherwise."""
+    from wb_core.models import fingerprint
+
+    path = Path(model or info["model_path"])
+    if not path.exists():
+        raise ConfigError(f"The model file {path} that study '{study}' measured is no longer there; give its new "
+                          f"place (--model PATH).")
+    if fingerprint(path) != info.get("model_fingerprint"):
+        raise ConfigError(f"The model at {path} has changed since study '{study}' measured it (its content differs); "
+                          f"profile it again in a new study.")
+    return path
+
+
+def study_precision_options(spec: dict, frame, keys: list[str]):
+    """The study's data and quantization settings, with the variant files its runs loaded."""
+    from wb_core.variants.planner import PrecisionOptions
+
+    rec = dict(spec.get("precision") or {})
+    variants = {}
+    rows = frame.set_index("key", drop=False) if "key" in frame.columns else frame
+    for k in keys:
+        if k in rows.index and "variant_path" in rows.columns:
+            row = rows.loc[k]
+            path = row.get("variant_path")
+            if isinstance(path, str) and path and Path(path).exists() and row.get("precision") == "int8":
+                variants[f"{row['backend']}/int8"] = path
+    kw = {"data": rec.get("data"), "output": rec.get("output"), "input_map": rec.get("input_map") or {},
+          "max_accuracy_drop": rec.get("max_accuracy_drop"), "accuracy": rec.get("accuracy", True),
+          "variants": variants}
+    if rec.get("subset_size"):
+        kw["subset_size"] = int(rec["subset_size"])
+    if rec.get("metric"):
+        kw["metric"] = rec["metric"]
+    for name in ("guard", "int8_recipe", "fallback_budget_s"):  # the accuracy guard and INT8 recipe it used
+        if rec.get(name) is not None:
+            kw[name] = rec[name]
+    if rec.get("image"):
+        from wb_core.data import ImageOptions
+
+        img = dict(rec["image"])
+        if img.get("size"):
+            img["size"] = tuple(img["size"])
+        kw["image"] = ImageOptions(**img)
+    return PrecisionOptions(**kw), rec
+
+
+def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughput", constraints=None,
+                  settings: MeasureSettings | None = None, allow_unmeasured_accuracy: bool = False,
+                  model=None, progress: bool = False, precision_options=None, seq_len: int | None = None) -> dict:
+    """See `wb_core.api.confirm`."""
+    from wb_core.analysis.recommend import recommend, with_efficiency
+    from wb_core.backends.registry import backend_formats
+    from wb_core.store import Store, load_results
+    from wb_core.sweep.context import check_repeats
+    from wb_core.sweep.local import run_sweep
+
+    if check_repeats(rounds) < 2:
+        raise ConfigError("Confirming needs at least 2 rounds, to give an interval; got 1.")
+    with Store(db, readonly=True) as store:
+        info = store.get_study(study)
+        if info is None:
+            raise ConfigError(f"No study named '{study}' in {db}.")
+        df = store.to_frame(study)
+    if df.empty or not (df.get("status") == "ok").any():
+        raise ConfigError(f"Study '{study}' has no successful runs to confirm; profile the model first "
+                          f"(`wb results --study {study}` shows what happened).")
+    path = check_model_unchanged(info, model, study)
+    hw = info.get("hardware")
+    rec = recommend(with_efficiency(df, hw), constraints, objective, runners_up=1, hardware=hw,
+                    allow_unmeasured_accuracy=allow_unmeasured_accuracy, seq_len=seq_len)
+    with Store(db, readonly=True) as store:  # the configs as stored (rows hold cores as text)
+        tuned = store.run_config(study, rec.key)
+        configs = {"tuned": tuned}
+        if rec.runners_up:
+            configs["runner-up"] = store.run_config(study, rec.runners_up[0]["key"])
+    fmt = info.get("model_format")
+    backends = [b for b in ("tensorflow", "openvino") if fmt in backend_formats(b)]
+    defaults = default_configs(backends, tuned.batch_size, tuned.seq_len, tuned.shape)
+    configs.update(defaults)
+    hinted = same_variant_with_hint(tuned)
+    if hinted is not None:
+        configs[SAME_VARIANT] = hinted
+    spec = info.get("spec") or {}
+    stored = spec.get("settings") or {}
+    if settings is None:
+        settings = MeasureSettings(**stored) if stored else MeasureSettings()
+    inputs = _study_inputs(spec)
+    prec, rec_opts = study_precision_options(spec, df, [c.key for c in configs.values()])
+    if precision_options is not None:
+        prec = dataclasses.replace(precision_options, variants={**prec.variants, **precision_options.variants})
+    if tuned.precision == "int8" and not prec.variants and prec.data is None and rec_opts.get("data_in_memory") \
+            and not inputs.text:
+        raise ConfigError(f"The INT8 model study '{study}' measured is no longer in the cache and its data was given "
+                          f"in memory; pass the same data again (precision_options=PrecisionOptions(data=...)).")
+    unique: dict[str, RunConfig] = {}
+    for c in configs.values():
+        unique.setdefault(c.key, c)
+    name = f"{study}-confirm"
+    run_sweep(path, SweepSpec(repeats=rounds), db, name, settings=settings, inputs=inputs,
+              configs=list(unique.values()), progress=progress, precision=prec)
+    res = load_results(db, name).set_index("key", drop=False)
+    rows = {label: res.loc[c.key].to_dict() for label, c in configs.items() if c.key in res.index}
+    return verdict(rows, set(defaults), objective, name, res.reset_index(drop=True))
+
+
+def _study_inputs(spec: dict) -> InputOptions:
+    d = dict(spec.get("inputs") or {})
+    if d.get("text"):
+        d.pop("samples", None)  # tokenized again, at the lengths confirmed, from the same text and tokenizer
+    elif d.get("samples") and not Path(d["samples"]).exists():
+        d.pop("samples")
+    return InputOptions.from_dict(d)
+
+
+def _gain(base: dict, new: dict, objective: str) -> Ratio | None:
+    """How many times better `new` is than `base` on the objective, paired by round."""
+    if objective == "latency":  # lower is better: base's p99 over new's
+        return ratio(new["round_p99"], base["round_p99"], new.get("round_ids"), base.get("round_ids"))
+    return ratio(base["round_throughput"], new["round_throughput"], base.get("round_ids"), new.get("round_ids"))
+
+
+def _requests(row: dict) -> str:
+    n = row.get("requests_in_flight")
+    return f", {int(n)} request(s) in flight as the runtime asks" if n == n and n else ""
+
+
+def _executed(row: dict) -> str:
+    p = row.get("executed_precision")
+    return f" (it executed in {str(p).upper()})" if isinstance(p, str) and p not in ("", "unknown") else ""
+
+
+def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, name: str, frame) -> dict:
+    """The confirmation's figures and its verdict in words, from the measured rows by label."""
+    from wb_core.analysis.recommend import run_label
+
+    ok = {label: r for label, r in rows.items() if r.get("status") == "ok"}
+    better_is_higher = objective != "latency"
+    metric = "throughput" if better_is_higher else "latency_ms_p99"
+    dflt = {label: r for label, r in ok.items() if label in default_labels}
+    out = {"study": name, "tuned": ok.get("tuned"), "defaults": dflt, "gain": None, "tuned_is_better": False,
+           "frame": frame, "same_variant_hint": ok.get(SAME_VARIANT), "precision_gain": None, "tuning_gain": None,
+           "busy": [], "failed": {label: r.get("error") for label, r in rows.items() if r.get("status") != "ok"}}
+    if "tuned" not in ok or not dflt:
+        out["recommended"] = ok.get("tuned")
+        what = "the tuned configuration" if "tuned" not in ok else "every default"
+        why = out["failed"].get("tuned") if "tuned" not in ok else "; ".join(
+            f"{k}: {v}" for k, v in out["failed"].items() if k in default_labels)
+        out["verdict"] = f"Nothing to compare: {what} failed to run again ({why or 'no result'})."
+        return out
+    pick = (max if better_is_higher else min)(dflt, key=lambda k: dflt[k][metric])
+    best_default, t = dflt[pick], ok["tuned"]
+    gain = _gain(best_default, t, objective)
+    out["gain"] = gain
+    word = "throughput" if better_is_higher else "p99 latency"
+    named = f"{pick}{_requests(best_default)}{_executed(best_default)}"
+    same = next((label for label, r in dflt.items() if r["key"] == t["key"]), None)
+    if same is not None:
+        out["recommended"] = t
+        text = (f"The pick is a runtime default itself, {same}{_requests(t)}{_executed(t)}: nothing beats it beyond "
+                f"noise, and it is recommended as it is.")
+    elif gain is not None and gain.low > 1:
+        out["tuned_is_better"] = True
+        out["recommended"] = t
+        text = (f"Tuning pays: {run_label(t)} beats the best default, {named}, on {word} by "
+                f"{gain.percent()} over {gain.n} interleaved rounds.")
+    else:
+        out["recommended"] = best_default
+        how = gain.percent() if gain is not None else "unknown"
+        verdict_word = "is better beyond noise" if gain is not None and gain.high < 1 else "is as good within noise"
+        text = (f"The default {named} {verdict_word}: the tuned {run_label(t)} differs by {how} "
+                f"on {word}; recommending the default.")
+    hinted = ok.get(SAME_VARIANT)
+    if hinted is not None and same is None:
+        out["precision_gain"] = _gain(best_default, hinted, objective)
+        out["tuning_gain"] = _gain(hinted, t, objective)
+        prec = str(t.get("precision")).upper()
+        if hinted["key"] == best_default["key"]:
+            text += (f" The {prec} variant under OpenVINO's THROUGHPUT hint is that default itself"
+                     f"{_executed(hinted)}, so tuning is all of the difference.")
+        elif out["precision_gain"] is not None:
+            text += (f" What the {prec} variant buys: under OpenVINO's THROUGHPUT hint it gives "
+                     f"{out['precision_gain'].percent()} over the best default.")
+        if out["tuning_gain"] is not None and hinted["key"] != best_default["key"]:
+            text += f" What tuning buys on top: {out['tuning_gain'].percent()} over that same variant under the hint."
+    untouched = ok.get("OpenVINO untouched")
+    if untouched is not None and _executed(untouched):
+        text += f" OpenVINO left untouched ran the FP32 model{_executed(untouched)}."
+    out["busy"] = [label for label, r in ok.items() if r.get("busy") is True]
+    if out["busy"]:
+        text += (f" Some rounds of {', '.join(out['busy'])} ran on a busy machine (other processes on their cores); "
+                 f"confirm again when it is quieter.")
+    out["verdict"] = text
+    return out

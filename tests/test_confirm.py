@@ -1,0 +1,141 @@
+"""Confirming a pick: the study's own data and variant used again, real runtime defaults, and a
+verdict whose ratios and intervals match the stored rounds (recomputed here with numpy/scipy)."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from wb_core.errors import ConfigError
+
+
+def cpu_flags() -> set[str]:
+    flags: set[str] = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags |= set(line.split(":", 1)[1].split())
+    return flags
+
+
+BF16_CPU = bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
+
+
+def _rounds(db, study: str, key: str) -> dict[int, float]:
+    from wb_core.store import Store
+
+    with Store(db, readonly=True) as s:
+        return {int(r["round"]): float(r["metrics"]["throughput"]) for r in s.rounds(study, key) if r["status"] == "ok"}
+
+
+def paired_ratio(a: dict[int, float], b: dict[int, float]) -> tuple[float, float, float]:
+    """B over A: geometric mean of the per-round ratios, with a 95% t interval."""
+    common = sorted(set(a) & set(b))
+    d = np.log([b[r] / a[r] for r in common])
+    m = float(d.mean())
+    half = float(sps.t.ppf(0.975, len(d) - 1)) * float(d.std(ddof=1)) / math.sqrt(len(d))
+    return math.exp(m), math.exp(m - half), math.exp(m + half)
+
+
+def _check_ratio(got, db, study, base_key, new_key):
+    want = paired_ratio(_rounds(db, study, base_key), _rounds(db, study, new_key))
+    assert got is not None
+    assert got.ratio == pytest.approx(want[0], rel=1e-9)
+    assert (got.low, got.high) == pytest.approx(want[1:], rel=1e-3)  # the t quantile comes from a table
+    assert got.low <= got.ratio <= got.high
+
+
+def _optimal_requests(model) -> int:
+    import openvino as ov
+
+    compiled = ov.Core().compile_model(str(model), "CPU", {"PERFORMANCE_HINT": "THROUGHPUT"})
+    return int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+
+
+def _confirm_checks(out, db, model):
+    name = out["study"]
+    t = out["tuned"]
+    defaults = out["defaults"]
+    assert {"OpenVINO untouched", "OpenVINO LATENCY hint", "OpenVINO THROUGHPUT hint"} <= set(defaults)
+    # The untouched default is what the runtime chose: BF16 on BF16 CPUs, FP32 elsewhere.
+    assert defaults["OpenVINO untouched"]["executed_precision"] == ("bf16" if BF16_CPU else "f32")
+    assert int(defaults["OpenVINO THROUGHPUT hint"]["requests_in_flight"]) == _optimal_requests(model)
+    best = max(defaults.values(), key=lambda r: r["throughput"])
+    _check_ratio(out["gain"], db, name, best["key"], t["key"])
+    g = out["gain"]  # the verdict's words follow the interval
+    if t["key"] == best["key"]:
+        assert "is a runtime default itself" in out["verdict"]
+    elif g.low > 1:
+        assert out["verdict"].startswith("Tuning pays") and out["recommended"]["key"] == t["key"]
+    else:
+        assert ("better beyond noise" if g.high < 1 else "as good within noise") in out["verdict"]
+        assert out["recommended"]["key"] == best["key"]
+    hinted = out["same_variant_hint"]
+    assert hinted is not None and hinted["hint"] == "throughput"
+    _check_ratio(out["precision_gain"], db, name, best["key"], hinted["key"])
+    _check_ratio(out["tuning_gain"], db, name, hinted["key"], t["key"])
+    if hinted["key"] == best["key"]:  # the pick's variant under the hint is the best default itself
+        assert "is that default itself" in out["verdict"]
+    else:
+        assert "What tuning buys on top" in out["verdict"] and "What the" in out["verdict"]
+    return t
+
+
+def defaults_accuracy(out):
+    return out["defaults"]["OpenVINO untouched"].get("accuracy")
+
+
+def test_confirm_an_int8_pick_uses_the_studys_data_and_int8_model(lenet_ir, db, fast):
+    from wb_core.api import confirm, profile
+
+    df = profile(lenet_ir, db=db, study="s", precisions="int8", batch_sizes="1", threads="1", repeats=2,
+                 settings=fast, data="demo:lenet-digits", calib_size=64)
+    study_row = df[df["status"] == "ok"].iloc[0]
+    out = confirm("s", db, rounds=2, settings=fast)
+    t = _confirm_checks(out, db, lenet_ir)
+    assert t["precision"] == "int8" and t["executed_precision"] in ("u8", "i8")
+    assert t["variant_path"] == study_row["variant_path"]  # the very INT8 IR the study measured
+    assert out["same_variant_hint"]["variant_path"] == study_row["variant_path"]
+    # The untouched default's accuracy is measured like any variant's, against the FP32 outputs.
+    assert defaults_accuracy(out) is not None
+
+
+@pytest.mark.skipif(not BF16_CPU, reason="this CPU has neither avx512_bf16 nor amx_bf16 (/proc/cpuinfo)")
+def test_confirm_a_bf16_pick(lenet_ir, db, fast):
+    from wb_core.api import confirm, profile
+
+    profile(lenet_ir, db=db, study="b", precisions="bf16", batch_sizes="1", threads="1", repeats=2, settings=fast,
+            accuracy=False)
+    out = confirm("b", db, rounds=2, settings=fast)
+    t = _confirm_checks(out, db, lenet_ir)
+    assert t["precision"] == "bf16" and t["executed_precision"] == "bf16"
+    # Untouched, the BF16 pick's model is the FP32 IR left to the runtime: the THROUGHPUT default itself.
+    assert out["same_variant_hint"]["key"] == out["defaults"]["OpenVINO THROUGHPUT hint"]["key"]
+
+
+def test_confirm_refuses_a_moved_or_changed_model_and_a_study_without_ok_runs(lenet_ir, tmp_path, db, fast):
+    from wb_core.api import confirm, profile
+    from wb_core.store import Store
+
+    d = tmp_path / "m"
+    d.mkdir()
+    model = d / "lenet.xml"
+    shutil.copy(lenet_ir, model)
+    shutil.copy(lenet_ir.with_suffix(".bin"), d / "lenet.bin")
+    profile(model, db=db, study="s", batch_sizes="1", threads="1", settings=fast)
+    (d / "lenet.bin").write_bytes((d / "lenet.bin").read_bytes()[::-1])
+    with pytest.raises(ConfigError, match="has changed since study 's' measured it"):
+        confirm("s", db, rounds=2, settings=fast)
+    shutil.rmtree(d)
+    with pytest.raises(ConfigError, match="is no longer there"):
+        confirm("s", db, rounds=2, settings=fast)
+    # INT8 without calibration data is skipped: a study with no successful run.
+    profile(lenet_ir, db=db, study="none", precisions="int8", batch_sizes="1", threads="1", settings=fast)
+    with pytest.raises(ConfigError, match="has no successful runs to confirm"):
+        confirm("none", db, rounds=2, settings=fast)
+    with Store(db, readonly=True) as s:  # nothing was measured
+        assert s.get_study("s-confirm") is None and s.get_study("none-confirm") is None

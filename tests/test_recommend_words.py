@@ -1,0 +1,131 @@
+"""What recommend says is what the table holds: every figure and every "highest"/"ahead of" in its
+reason is checked against the frame; ties are broken by simplicity only within a stated margin;
+runs that failed the accuracy guard and runs at other sequence lengths are never ranked in."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from analysis_data import HARDWARE, frame, run
+from wb_core.analysis.recommend import recommend, run_label
+
+
+def rounds(values, p99=1.0):
+    from wb_core.sweep.context import aggregate_rounds
+
+    rs = [{"round": i, "status": "ok", "metrics": {"throughput": v, "latency_ms_p99": p99}}
+          for i, v in enumerate(values)]
+    return aggregate_rounds(rs, len(values))[1]
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _fmt_matches(claimed: str, value: float) -> bool:
+    """`claimed` is `value` written to 3 significant digits (thousands: whole numbers)."""
+    v = float(value)
+    want = f"{v:,.0f}" if abs(v) >= 1000 else (f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}")
+    return claimed == want
+
+
+def check_reason(reason: str, df) -> None:
+    ok = df[df["status"] == "ok"]
+    labels = {run_label(r): r for _, r in ok.iterrows()}
+    best_thr = float(np.max(ok["throughput"].to_numpy(dtype=float)))
+    m = re.search(r"^(.+?) has the highest throughput \(([\d,.]+) samples/s\) of all (\d+) successful runs", reason)
+    if m:
+        assert m.group(1) in labels
+        assert _fmt_matches(m.group(2), labels[m.group(1)]["throughput"])
+        assert _fmt_matches(m.group(2), best_thr)  # "highest" is the highest in the frame
+        assert int(m.group(3)) == len(ok)
+        pick = float(labels[m.group(1)]["throughput"])
+    else:
+        m = re.search(r"^(.+?) gives ([\d,.]+) samples/s, equivalent to the highest throughput of all (\d+) "
+                      r"successful runs \((.+?), ([\d,.]+) samples/s\)", reason)
+        assert m, reason
+        assert _fmt_matches(m.group(2), labels[m.group(1)]["throughput"])
+        assert _fmt_matches(m.group(5), best_thr) and _fmt_matches(m.group(5), labels[m.group(4)]["throughput"])
+        assert int(m.group(3)) == len(ok)
+        pick = float(labels[m.group(1)]["throughput"])
+    for label, value in re.findall(r"ahead of (.+?) \(([\d,.]+) samples/s\)", reason):
+        assert label in labels and _fmt_matches(value, labels[label]["throughput"])
+        assert float(labels[label]["throughput"]) < pick  # "ahead of" means below the pick
+
+
+def test_the_reason_cites_the_frames_own_figures_when_the_simplest_is_picked():
+    # Two runs 1.2% apart in every round (equivalent within 3%), threads set by hand the higher median.
+    base = [650, 660, 655, 652, 658]
+    df = frame([
+        run(threads=4, **rounds([v * 1.012 for v in base])),
+        run(threads=None, **rounds(base)),  # the runtime's defaults
+        run(threads=1, cores=[0], batch=4, **rounds([v * 0.6 for v in base])),
+        run(threads=1, cores=[0], batch=8, thr=300.0),
+    ])
+    rec = recommend(df, hardware=HARDWARE)
+    assert rec.best["threads"] is None  # equivalent within 3%: the simplest
+    assert "equivalent to the highest throughput" in rec.reason
+    check_reason(rec.reason, df)
+
+
+def test_overlapping_but_not_equivalent_runs_keep_the_higher_median_and_ask_for_rounds():
+    df = frame([
+        run(threads=2, cores=[0, 1], **rounds([757, 600, 900, 700, 820])),  # higher median, wide
+        run(threads=None, **rounds([655, 640, 670, 650, 660])),
+    ])
+    rec = recommend(df, hardware=HARDWARE)
+    assert rec.best["threads"] == 2
+    assert "not shown equivalent within +-3%" in rec.reason and "--ci" in rec.reason
+    check_reason(rec.reason, df)
+
+
+def test_a_clear_winner_reason_matches_the_frame():
+    from analysis_data import sample_frame
+
+    df = sample_frame()
+    rec = recommend(df, hardware=HARDWARE)
+    check_reason(rec.reason, df)
+    assert rec.best["throughput"] == df["throughput"].max()
+
+
+def test_runs_that_failed_the_accuracy_guard_are_never_recommended_and_the_note_says_why(tmp_path):
+    from analysis_data import make_study_db
+    from wb_core.store import load_results
+
+    note = "INT8 cosine to FP32 0.081 is below the guard's 0.99"
+    runs = [run(precision="int8", thr=5000, accuracy=0.081, accuracy_drop=0.9, accuracy_guard="failed",
+                accuracy_guard_note=note),
+            run(precision="fp32", thr=1000, accuracy=1.0, accuracy_drop=0.0),
+            run(precision="bf16", thr=1500, accuracy=0.999, accuracy_drop=0.001, accuracy_guard="passed")]
+    rec = recommend(frame(runs), hardware=HARDWARE)
+    assert rec.best["precision"] == "bf16"
+    assert f"INT8 runs were left out (1): {note}." in rec.notes
+    make_study_db(tmp_path / "r.db", runs)  # through the store as well
+    stored = recommend(load_results(tmp_path / "r.db", "t"), hardware=HARDWARE)
+    assert stored.best["precision"] == "bf16" and any("left out" in n for n in stored.notes)
+    without = recommend(frame([{k: v for k, v in r.items() if not k.startswith("accuracy_guard")} for r in runs]),
+                        hardware=HARDWARE)
+    assert without.best["precision"] == "int8"  # no guard column: nothing left out
+
+
+def test_sequence_lengths_are_never_ranked_against_each_other():
+    df = frame([
+        run(threads=1, cores=[0], thr=9000, seq_len=32),
+        run(threads=2, cores=[0, 1], thr=7000, seq_len=32),
+        run(threads=1, cores=[0], thr=800, seq_len=128),
+        run(threads=2, cores=[0, 1], thr=1200, seq_len=128),
+    ])
+    rec = recommend(df, hardware=HARDWARE)
+    assert set(rec.per_length) == {32, 128}
+    assert rec.per_length[32].best["threads"] == 1 and rec.per_length[128].best["threads"] == 2
+    assert rec.seq_len == 128 and rec.best["seq_len"] == 128
+    assert all(r["seq_len"] == 128 for r in rec.runners_up)
+    assert "one recommendation per length" in rec.reason
+    at32 = recommend(df, hardware=HARDWARE, seq_len=32)
+    assert at32.best["throughput"] == 9000 and all(r["seq_len"] == 32 for r in at32.runners_up)
+    check_reason(at32.reason, df[df["seq_len"] == 32])
+    with pytest.raises(Exception, match="no runs at sequence length 64"):
+        recommend(df, hardware=HARDWARE, seq_len=64)
