@@ -338,15 +338,6 @@ def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, s
                  on_progress=on_progress, calib_size=calib_size, progress=progress)
 
 
-def stored_inputs(info: dict, seq_len: int | None = None) -> InputOptions:
-    """The input options a study was measured with (shapes, length, ranges, text), from its record;
-    `seq_len` (a run's length) sizes the dynamic dimensions when the study swept several."""
-    import dataclasses
-
-    opts = InputOptions.from_dict(((info or {}).get("spec") or {}).get("inputs"))
-    return dataclasses.replace(opts, dynamic_size=seq_len) if seq_len and not opts.dynamic_size else opts
-
-
 def inspect_model(model: str | Path):
     """Format and inputs of a model (a path or a demo name)."""
     from wb_core.models import detect_format
@@ -536,7 +527,6 @@ def serve_check(study: str, run: str, db: str | Path | None = None, **options):
 
 __all__ = sorted([
     "profile", "pipeline_profile", "train_profile", "find_max_rate", "serve_check", "results_with_notes",
-    "stored_inputs",
     "inspect_model", "hardware_info", "describe_hardware", "list_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
