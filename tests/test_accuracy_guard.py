@@ -201,6 +201,15 @@ def test_a_variant_below_the_guard_is_marked_and_the_summary_says_why(outlier_en
 
     html = build_report(db, "strict")
     assert "1 variant(s) failed the accuracy guard" in html and "INT8 has a cosine similarity to FP32" in html
+    from wb_core.analysis.recommend import recommend
+
+    frame = load_results(db, "strict")
+    assert frame.set_index("precision").loc["int8", "throughput"] > 0
+    rec = recommend(frame)
+    assert rec.best["precision"] == "fp32"  # INT8 is left out whatever its speed
+    assert any("INT8" in n and "accuracy guard" in n for n in rec.notes), rec.notes
+    res = CliRunner().invoke(app, ["recommend", "--db", str(db), "--study", "strict"])
+    assert res.exit_code == 0 and "INT8" in res.output and "accuracy guard" in res.output, res.output
 
 
 def test_the_cnn_demo_int8_keeps_top1_within_one_point(lenet_dir, lenet_ir_copy, db, fast):
