@@ -29,7 +29,7 @@ def test_capacity_tab(server, page, lenet_dir, fast):
     # The run to search: the one Explore recommended, named in words.
     run = cap.locator("select").first
     chosen = run.locator("option:checked").inner_text().replace("\xa0", " ")  # the select shows spaces as nbsp
-    assert chosen.startswith("OpenVINO · FP32 · batch 1 · 1 threads") and "samples/s" in chosen
+    assert chosen.startswith("OpenVINO · FP32 · batch 1 · 1 thread") and "samples/s" in chosen
 
     # A bad target: one sentence in the message area, no plan.
     target = cap.get_by_label("Target (requests/s)")
@@ -62,7 +62,7 @@ def test_capacity_tab(server, page, lenet_dir, fast):
     find.click()
     answer = cap.locator(".wb-max-rate")
     answer.wait_for(timeout=180_000)
-    assert "sustains" in answer.inner_text() and "requests/s with p99 ≤ 1,000 ms" in answer.inner_text(), \
+    assert "sustains" in answer.inner_text() and "requests/s arriving at random with p99 ≤ 1,000 ms" in answer.inner_text(), \
         answer.inner_text()
     page.wait_for_function(f"() => ({PROBES_DRAWN})() >= 3", timeout=60_000)
     assert cap.locator(".wb-rate-table tbody tr").count() == 3  # the rates tried, listed as they came

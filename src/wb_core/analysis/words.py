@@ -92,7 +92,7 @@ EXECUTED = {"f32": "FP32", "fp32": "FP32", "bf16": "BF16", "f16": "FP16", "fp16"
 
 # The ways a number is measured, in words: two tabs that show different modes for one run say why.
 MODES = {
-    "closed": "closed loop in this process (each request sent as soon as the last one finished)",
+    "closed": "closed loop in this process (requests sent back to back, each as soon as the last finished)",
     "open": "open loop (requests arriving at random, Poisson, queueing included)",
     "served": "served through a real server (network and server overhead included)",
     "layers": "sum of layer times (the runtime's per-layer counters, without the time between layers)",

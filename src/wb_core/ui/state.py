@@ -164,6 +164,28 @@ class DashboardState(traitlets.HasTraits):
             note = ""
         self.pick = dataclasses.replace(pick, note=note)
 
+    def probes(self):
+        """The open study's probes (max-rate search points), each naming the run it probed in `probe_of`."""
+        import pandas as pd
+
+        if not self.study or not Path(self.db).exists():
+            return pd.DataFrame()
+        from wb_core.api import Store
+
+        with Store(self.db, readonly=True) as s:
+            if s.get_study(self.study) is None:
+                return pd.DataFrame()
+            return s.to_frame(self.study, probes=True)
+
+    def measurements(self):
+        """Runs and probes together: what a capacity plan rests on."""
+        import pandas as pd
+
+        runs, probes = self.results(), self.probes()
+        if probes.empty:
+            return runs
+        return probes if runs.empty else pd.concat([runs, probes], ignore_index=True)
+
     def study_record(self) -> dict | None:
         if not self.study or not Path(self.db).exists():
             return None
