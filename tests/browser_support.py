@@ -71,9 +71,33 @@ def wait_for_http(url: str, proc: subprocess.Popen, timeout: float = 90) -> None
     raise TimeoutError(f"the dashboard did not answer at {url} within {timeout} s")
 
 
+class Served(tuple):
+    """(url, db) of a running dashboard; `pid` is its `wb dashboard` process."""
+
+    pid: int
+
+
+def kernels_of(pid: int) -> list:
+    """The Jupyter kernels a dashboard process started that are still running (psutil processes)."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    out = []
+    for c in children:
+        try:
+            if "ipykernel" in " ".join(c.cmdline()) and c.status() != psutil.STATUS_ZOMBIE:
+                out.append(c)
+        except psutil.Error:
+            continue
+    return out
+
+
 @pytest.fixture
 def server(tmp_path, lenet_dir, jupyter_kernel_env, cache_without_int8):
-    """`wb dashboard` on a fresh database and a free loopback port; yields (url, db).
+    """`wb dashboard` on a fresh database and a free loopback port; yields (url, db) with `.pid`.
 
     It runs with the colour environment a Jupyter server has (its kernels, being ipykernel, force
     colour on themselves too), on a cache without INT8 variants, so INT8 is quantized in it.
@@ -90,7 +114,9 @@ def server(tmp_path, lenet_dir, jupyter_kernel_env, cache_without_int8):
     url = f"http://127.0.0.1:{port}/?token=browser-test-token"
     try:
         wait_for_http(url, proc)
-        yield url, db
+        served = Served((url, db))
+        served.pid = proc.pid
+        yield served
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
