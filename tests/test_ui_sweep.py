@@ -245,6 +245,52 @@ def test_the_live_plot_is_sent_whole_to_the_page_with_every_point(tmp_path, lene
     assert "2 ok" in panel.messages.text.value, panel.messages.text.value
     assert drawn and points(drawn[-1]) == 2 == points(panel.plot.outputs)  # the state a browser reads
     assert sum(len(t.x) for t in panel.plot.figure.data) == 2
+    # Reopened (a new page opens the latest study), the study comes back with its settings and the
+    # model's name, not its cache path.
+    again = dashboard(db).children[1]
+    assert again.study.value == "new" and again.batch.value == "1,2" and again.max_time.value == 0.3
+    assert str(lenet_ir) not in again.model_line.value and again.session.model_label in again.model_line.value
+
+
+def test_a_reopened_study_gets_back_every_setting_it_ran_with(tmp_path):
+    from analysis_data import make_study_db
+    from wb_core.ui.data_section import SERVER_PATH
+    from wb_core.ui.sweep_panel import SweepPanel, settings_from_spec
+    from wb_core.ui.sweep_sections import SMART
+
+    db = tmp_path / "ui.db"
+    make_study_db(db, [], name="kept", model_path=str(tmp_path / "models" / "resnet" / "model.xml"))
+    make_study_db(db, [], name="other")
+    data = tmp_path / "val.npz"
+    np.savez(data, x=np.zeros((4, 8, 8, 1), np.float32), y=np.zeros(4, np.int64))
+    first = SweepPanel(DashboardState(db))
+    for box in first.precisions.boxes:
+        box.value = box.description in ("fp32", "bf16")
+    first.batch.value, first.threads.value, first.max_time.value = "1,4", "2", 0.7
+    first.data.source.value = SERVER_PATH
+    first.data.path.value = str(data)
+    first.data.metric.value, first.data.drop.value = "top1", "0.01"
+    first.search.how.value, first.search.budget.value, first.search.p99.value = SMART, 5, "7"
+    first.scenario.rates.value, first.scenario.concurrency.value = "50,200", "2"
+    first.session.study = "kept"
+    first.session.model_label = "resnet"
+    kept = first.settings()
+    first.session.save_settings(kept)
+
+    fresh = SweepPanel(DashboardState(db))
+    assert fresh.settings() != kept  # a new page starts from the defaults
+    fresh.studies.value = "kept"
+    fresh.open_button.click()
+    assert fresh.settings() == kept
+    assert "Found" in fresh.data.status.value and "resnet" in fresh.model_line.value
+    assert "models" not in fresh.model_line.value  # its name, not where it lies
+    # A study `wb profile` made: its recorded sweep fills the tab.
+    spec = {"sweep": {"backends": ["openvino"], "precisions": ["fp32", "int8"], "batch_sizes": [1, 8],
+                      "threads": [None, 2], "rates": [None, 100.0]}, "search": "grid",
+            "settings": {"max_time_s": 1.5}}
+    assert settings_from_spec(spec) == {"batch": "1,8", "threads": "auto,2", "scenario_rates": "none,100.0",
+                                        "backends": ["openvino"], "precisions": ["fp32", "int8"], "search": "grid",
+                                        "max_time": 1.5}
 
 
 def test_runs_table_in_words_with_the_reason_of_a_skipped_run():

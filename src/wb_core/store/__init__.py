@@ -95,6 +95,9 @@ RUN_HOST_COLUMNS = ("host", "hardware_fingerprint")
 # run, they are not runs to choose from.
 RUN_KIND_COLUMNS = ("kind", "probe_of")
 RUN_KIND, PROBE_KIND = "run", "probe"
+# Fields of a study's spec kept when a sweep records its own: the last max-rate search and its
+# answer, and the settings the dashboard's Sweep tab ran with (a reopened study shows them again).
+KEPT_SPEC_FIELDS = ("last_max_rate", "dashboard")
 # 1: run keys hashed every RunConfig field; 2: keys hash the non-default settings only;
 # 3: every point has a kind (run or probe).
 SCHEMA_VERSION = 3
@@ -316,8 +319,11 @@ class Store:
                     f"Study '{name}' in '{self.path}' was made with a different model "
                     f"({existing['model_path']}); choose another --study name."
                 )
+            old = existing.get("spec") or {}
             if spec_field:
-                spec = {**(existing.get("spec") or {}), spec_field: spec}
+                spec = {**old, spec_field: spec}
+            else:  # a new sweep's spec; what was recorded beside the sweep stays
+                spec = {**{k: old[k] for k in KEPT_SPEC_FIELDS if k in old}, **spec}
             with self._write() as c:  # the latest spec is what a resume ran with
                 c.execute("UPDATE studies SET spec_json = ? WHERE name = ?", (json.dumps(spec), name))
             return self.get_study(name)

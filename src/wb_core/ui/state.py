@@ -186,6 +186,15 @@ class DashboardState(traitlets.HasTraits):
             return runs
         return probes if runs.empty else pd.concat([runs, probes], ignore_index=True)
 
+    def save_settings(self, settings: dict) -> None:
+        """Keep the Sweep tab's settings (and the model's name) with the open study, for reopening it."""
+        if not self.study or not Path(self.db).exists():
+            return
+        from wb_core.api import Store
+
+        with Store(self.db) as s:
+            s.update_spec(self.study, dashboard=settings)
+
     def study_record(self) -> dict | None:
         if not self.study or not Path(self.db).exists():
             return None

@@ -33,12 +33,56 @@ TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "streams", "co
 OPTIONAL_COLUMNS = {"streams", "instances", "cores_per_instance", "rate", "accuracy", "accuracy_drop"}
 AUTO_COLUMNS = {"threads": "auto", "streams": "auto", "concurrency": "auto", "cores_per_instance": "auto"}
 
+# Text boxes of the tab kept with a study (attribute names), and those of the scenario section.
+TEXT_SETTINGS = ("batch", "seq_lens", "threads", "cores", "streams", "hints", "pinning", "inter_op", "onednn")
+SCENARIO_SETTINGS = ("instances", "cores_per_instance", "concurrency", "rates")
+# A study's sweep (as `wb profile` records it) -> this tab's text boxes.
+SPEC_FIELDS = {"batch_sizes": "batch", "seq_lens": "seq_lens", "threads": "threads", "cores": "cores",
+               "streams": "streams", "hints": "hints", "inter_op_threads": "inter_op",
+               "instances": "scenario_instances", "cores_per_instance": "scenario_cores_per_instance",
+               "concurrency": "scenario_concurrency", "rates": "scenario_rates"}
+
 PLACEHOLDER = "runs"
 REDRAW_S = 1.5  # the least time between two live plots while a sweep runs
 WARN_CSS = """<style>
 .wb-msg-warn { background: #fff8e1; border-left: 4px solid #e6a700; }
 .wb-data-section .widget-radio-box { flex-direction: column; }
 </style>"""
+
+
+def model_name(path: str) -> str:
+    """A model shown by its name: a demo's name, else its file or folder name (not the cache path)."""
+    from pathlib import Path
+
+    from wb_core.api import demo_name_of
+
+    demo = demo_name_of(path)
+    if demo:
+        return demo
+    p = Path(path)
+    return p.parent.name if p.name in ("saved_model.pb", "model.xml", "model.onnx") else p.name
+
+
+def settings_from_spec(spec: dict) -> dict:
+    """The Sweep tab's settings from a study's recorded sweep (a study made with `wb profile`)."""
+    sweep = spec.get("sweep") or {}
+    out = {}
+    for field, key in SPEC_FIELDS.items():
+        values = sweep.get(field)
+        if field == "seq_lens":
+            values = [v for v in values or () if v]  # none: an image model (the box stays empty)
+        if values:
+            unset = "none" if field in ("rates", "hints", "cores") else "auto"  # how the tab writes "not set"
+            out[key] = ",".join(unset if v is None or (v == 0 and unset == "auto") else str(v) for v in values)
+    for field in ("backends", "precisions"):
+        if sweep.get(field):
+            out[field] = list(sweep[field])
+    if spec.get("search") in ("grid", "smart"):
+        out["search"] = spec["search"]
+    settings = spec.get("settings") or {}
+    if settings.get("max_time_s"):
+        out["max_time"] = float(settings["max_time_s"])
+    return out
 
 
 def thread_ladder(n_cpus: int) -> str:
@@ -222,12 +266,60 @@ class SweepPanel(w.VBox):
             self.messages.show("The database holds no studies yet.", "info")
             return
         self.show_study(name)
-        rec = self.session.study_record()
-        if rec and rec.get("model_path"):
-            self.session.model_label = rec["model_path"]
+        rec = self.session.study_record() or {}
+        spec = rec.get("spec") or {}
+        saved = spec.get("dashboard") or {}
+        if rec.get("model_path"):
+            self.session.model_label = saved.get("model_label") or model_name(rec["model_path"])
             self.session.model_path = rec["model_path"]
+        self.restore(saved or settings_from_spec(spec))
         self.study.value = name
-        self.messages.show(f"Opened study '{name}'. Run resumes it; Explore and Export use it.", "ok")
+        self.messages.show(f"Opened study '{name}' with the settings it was run with. Run measures whatever of "
+                           f"them is missing; Explore and Export show its results.", "ok")
+
+    # ---- the settings a study keeps ----
+    def settings(self) -> dict:
+        """What this tab is set to, as plain values (kept with the study; `restore` puts them back)."""
+        data = self.data
+        return {"model_label": self.session.model_label, "backends": self.backends.selected(),
+                "precisions": self.precisions.selected(),
+                **{k: getattr(self, k).value for k in TEXT_SETTINGS}, "max_time": float(self.max_time.value),
+                "data_source": data.source.value, "data_path": data.path.value,
+                "uploaded": str(data.uploaded) if data.uploaded else "", "text_path": data.text_path.value,
+                "tokenizer_path": data.tokenizer_path.value, "metric": data.metric.value,
+                "calib": int(data.calib.value), "drop": data.drop.value,
+                "search": self.search.how.value, "budget": int(self.search.budget.value),
+                "search_p99": self.search.p99.value,
+                **{f"scenario_{k}": getattr(self.scenario, k).value for k in SCENARIO_SETTINGS},
+                "repeats": int(self.scenario.repeats.value)}
+
+    def restore(self, saved: dict) -> None:
+        """Put back settings from `settings()` (or from a study's sweep); keys missing are left as they are."""
+        from pathlib import Path
+
+        for row, key in ((self.backends, "backends"), (self.precisions, "precisions")):
+            if key in saved:
+                for box in row.boxes:
+                    box.value = box.description in saved[key]
+        for key in TEXT_SETTINGS:
+            if key in saved:
+                getattr(self, key).value = str(saved[key])
+        for key in SCENARIO_SETTINGS:
+            if f"scenario_{key}" in saved:
+                getattr(self.scenario, key).value = str(saved[f"scenario_{key}"])
+        plain = {"max_time": self.max_time, "budget": self.search.budget, "repeats": self.scenario.repeats,
+                 "search_p99": self.search.p99, "search": self.search.how}
+        for key, control in plain.items():
+            if key in saved:
+                control.value = saved[key]
+        data = self.data
+        if saved.get("uploaded") and Path(saved["uploaded"]).is_file():
+            data.uploaded = Path(saved["uploaded"])
+        for key, control in (("data_path", data.path), ("text_path", data.text_path),
+                             ("tokenizer_path", data.tokenizer_path), ("metric", data.metric),
+                             ("calib", data.calib), ("drop", data.drop), ("data_source", data.source)):
+            if key in saved:
+                control.value = saved[key]
 
     def show_study(self, name: str) -> None:
         """Make `name` the open study and draw what it holds."""
@@ -334,6 +426,7 @@ class SweepPanel(w.VBox):
     def _sweep(self, model, study, values, extra, settings):
         from wb_core.api import profile
 
+        kept = self.settings()
         try:
             summary = profile(model, db=self.session.db, study=study, settings=settings, on_point=self._on_point,
                               cancel=self._cancel, return_frame=False, **values, **extra)
@@ -345,6 +438,7 @@ class SweepPanel(w.VBox):
             self._set_progress(self.progress.value)
         finally:
             try:
+                self.session.save_settings(kept)  # the study reopens with them
                 self.session.refresh()
                 self._redraw()
                 self.refresh_studies()
