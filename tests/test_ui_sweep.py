@@ -342,3 +342,23 @@ def test_a_text_model_sweeps_real_text_at_the_lengths_chosen(tmp_path):
     df = load_results(session.db, "text")
     assert sorted(df["seq_len"]) == [16, 32] and (df["status"] == "ok").all(), panel.messages.text.value
     assert (df["data_source"] == f"'{sample}'").all()
+
+
+def test_out_of_range_numbers_are_refused_in_words_and_stale_errors_clear(tmp_path, lenet_ir):
+    """Nothing typed is changed behind the user's back: -5 stays -5 and is refused with a sentence;
+    fixing the field takes the message away."""
+    session, panel = _panel(tmp_path, lenet_ir)
+    panel.max_time.value = -5
+    assert panel.max_time.value == -5  # kept as typed
+    assert "Seconds per point" in panel.messages.text.value and "got -5" in panel.messages.text.value
+    panel.max_time.value = 0.3
+    assert panel.messages.text.value == ""
+    panel.scenario.repeats.value = 0
+    assert "Repeats" in panel.messages.text.value
+    panel.scenario.repeats.value = 1
+    panel.batch.value = "-5"
+    panel.run.click()
+    assert panel.batch.value == "-5" and "Batch size must be at least 1; got -5" in panel.messages.text.value
+    assert panel._thread is None  # nothing ran
+    panel.batch.value = "1"
+    assert panel.messages.text.value == ""  # the stale error is gone once the field changed

@@ -242,6 +242,10 @@ class CapacityPanel(w.VBox):
         session.observe(guarded(self.rate_messages)(self._on_selected), "pick")
         session.observe(guarded(self.rate_messages)(self.show_last_answer), "study")
         self.run.control.observe(guarded(self.rate_messages)(self._on_run_changed), "value")
+        for box in (self.run, self.p99, self.probe_time, self.steps):  # an error about a changed field goes
+            box.control.observe(self.rate_messages.clear_error, "value")
+        for box in (self.target, self.plan_p99, self.machine, self.headroom):
+            box.control.observe(self.plan_messages.clear_error, "value")
         super().__init__([
             w.HTML(CSS), section("Highest rate under a p99 limit"),
             w.HTML("<i>Requests arrive at random, as from many users; the search finds the highest arrival rate "

@@ -23,7 +23,19 @@ import ipywidgets as w
 from wb_core.ui.data_section import DataSection
 from wb_core.ui.state import DashboardState
 from wb_core.ui.sweep_sections import SMART, ScenarioSection, SearchSection
-from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, choices, guarded, section, text, with_help
+from wb_core.ui.widgets import (
+    CSS,
+    MessageArea,
+    PlotArea,
+    button,
+    checked_number,
+    choices,
+    guarded,
+    number_box,
+    section,
+    text,
+    with_help,
+)
 from wb_core.ui.words import results_table
 
 TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "streams", "cores", "instances",
@@ -170,8 +182,7 @@ class SweepPanel(w.VBox):
         self.pinning = text("CPU pinning (OV)", "auto", field_help("cpu_pinning"))
         self.inter_op = text("Inter-op threads (TF)", "auto", field_help("inter_op_threads"))
         self.onednn = text("oneDNN (TF)", "auto", field_help("onednn"))
-        self.max_time = w.BoundedFloatText(value=2.0, min=0.2, max=600, step=0.5, description="Seconds per point",
-                                           style={"description_width": "150px"})
+        self.max_time = number_box("Seconds per point", 2.0)
         self.data = DataSection(self._demo_name)
         self.search = SearchSection()
         self.scenario = ScenarioSection(field_help)
@@ -203,6 +214,20 @@ class SweepPanel(w.VBox):
         for control in (self.threads, self.streams, self.inter_op, self.scenario.instances,
                         self.scenario.cores_per_instance):
             control.observe(guarded(self.messages)(self.update_warnings), "value")
+        # A number out of range is said at once (never changed behind the user's back); an error about
+        # a field goes away once any field changes.
+        self.numbers = ((self.max_time, "Seconds per point", 0.2, 600, False),
+                        (self.search.budget, "The budget", 1, 10_000, True),
+                        (self.scenario.repeats, "Repeats", 1, 50, True),
+                        (self.data.calib, "The calibration size", 1, 100_000, True))
+        for control, *_ in self.numbers:
+            control.observe(guarded(self.messages)(self.check_numbers), "value")
+        for control in (self.study, self.batch, self.seq_lens, self.threads, self.cores, self.streams, self.hints,
+                        self.pinning, self.inter_op, self.onednn, self.scenario.instances,
+                        self.scenario.cores_per_instance, self.scenario.concurrency, self.scenario.rates,
+                        self.search.p99, self.search.how, self.data.source, self.data.path, self.data.drop,
+                        self.data.upload, *self.backends.boxes, *self.precisions.boxes):
+            control.observe(self.messages.clear_error, "value")
         session.observe(self._on_model, "model_path")
         self._on_model()
         self.refresh_studies()
@@ -328,6 +353,12 @@ class SweepPanel(w.VBox):
         self.session.refresh()
 
     # ---- settings ----
+    def check_numbers(self, *_) -> None:
+        """Every number box within its range, else a message naming the box and the range."""
+        for control, name, low, high, integer in self.numbers:
+            checked_number(control.value, name, low, high, integer)
+        self.messages.clear_error()
+
     def spec_values(self) -> dict:
         """The sweep grid as keyword arguments of wb_core.api.profile (validated before a thread starts)."""
         from wb_core.api import SweepSpec
@@ -375,6 +406,7 @@ class SweepPanel(w.VBox):
         if not study:
             self.messages.show("Give the study a name.", "error")
             return
+        self.check_numbers()
         values = self.spec_values()
         extra = self.run_values()
         self.update_warnings()
