@@ -362,3 +362,42 @@ def test_out_of_range_numbers_are_refused_in_words_and_stale_errors_clear(tmp_pa
     assert panel._thread is None  # nothing ran
     panel.batch.value = "1"
     assert panel.messages.text.value == ""  # the stale error is gone once the field changed
+
+
+def test_busy_points_are_marked_and_measured_again_from_a_button(tmp_path, lenet_ir, fast):
+    """The table says which points were measured on a busy machine, the note says so in words (no
+    command line), and the button measures those points again (their stored rows replaced)."""
+    import json
+    import re
+    import sqlite3
+
+    from wb_core.api import profile
+    from wb_core.ui.sweep_panel import SweepPanel
+
+    db = tmp_path / "ui.db"
+    profile(lenet_ir, db=db, study="busy", batch_sizes="1,2", threads="1", settings=fast)
+    with sqlite3.connect(db) as c:  # the batch 2 point as if measured while others used its cores
+        key, metrics, when = c.execute("SELECT key, metrics_json, created_at FROM runs WHERE config_json LIKE "
+                                       "'%\"batch_size\": 2%'").fetchone()
+        c.execute("UPDATE runs SET metrics_json = ?, created_at = '2000-01-01T00:00:00+00:00' WHERE key = ?",
+                  (json.dumps({**json.loads(metrics), "busy": True, "other_cpu": 1.5}), key))
+    session = DashboardState(db)
+    panel = SweepPanel(session)
+    panel.max_time.value = 0.3
+    panel.studies.value = "busy"
+    panel.open_button.click()
+    with sqlite3.connect(db) as c:  # on a shared machine the other point may really have been busy too
+        n = sum(bool(json.loads(m).get("busy")) for (m,) in c.execute("SELECT metrics_json FROM runs"))
+    cells = re.findall(r"<td>([^<]*)</td>", panel.table.value)
+    assert "Measured on a busy machine" in panel.table.value and cells.count("busy") == n >= 1
+    note = panel.show_busy()
+    assert note.startswith(f"{n} point{' was' if n == 1 else 's were'} measured while other programs")
+    assert "Measure busy points again" in note
+    assert "--" not in note and "api." not in note and "wb " not in note
+    assert panel.remeasure.layout.display == ""
+    panel.remeasure.click()
+    panel._thread.join(120)
+    with sqlite3.connect(db) as c:
+        (again,) = c.execute("SELECT created_at FROM runs WHERE key = ?", (key,)).fetchone()
+    assert again > "2000-01-01T00:00:00+00:00"  # measured again, its row replaced
+    assert "--remeasure" not in panel.messages.text.value and "api.profile" not in panel.messages.text.value

@@ -40,9 +40,15 @@ from wb_core.ui.words import results_table
 
 TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "streams", "cores", "instances",
                  "cores_per_instance", "concurrency", "rate", "latency_ms_p50", "latency_ms_p99", "throughput",
-                 "accuracy", "accuracy_drop", "cpu_util", "rss_mb", "status", "error"]
+                 "accuracy", "accuracy_drop", "accuracy_guard", "cpu_util", "rss_mb", "busy", "status", "error"]
 # Shown only when some run has a value there (a scenario column nobody used is noise).
 OPTIONAL_COLUMNS = {"streams", "instances", "cores_per_instance", "rate", "accuracy", "accuracy_drop"}
+# Shown only when some run says so: measured on a busy machine, accuracy guard failed.
+FLAG_COLUMNS = {"busy": (lambda v: v is True or v == 1, "busy", ""),
+                "accuracy_guard": (lambda v: v == "failed", "accuracy failed", "")}
+BUSY_WORDS = ("{n} measured while other programs used this machine's cores, so {its} figures may be low (the "
+              "table marks {them}). Press “Measure busy points again” to measure {them} again, best when the "
+              "machine is quieter.")
 AUTO_COLUMNS = {"threads": "auto", "streams": "auto", "concurrency": "auto", "cores_per_instance": "auto"}
 
 # Text boxes of the tab kept with a study (attribute names), and those of the scenario section.
@@ -147,8 +153,13 @@ def runs_table(df) -> str:
     if df is None or df.empty:
         return "<i>No runs yet.</i>"
     view = df.copy()
+    for c, (flagged, yes, no) in FLAG_COLUMNS.items():
+        if c in view.columns:
+            marks = view[c].astype(object).map(lambda v, f=flagged: bool(f(v)))
+            view[c] = marks.map(lambda m, y=yes, n=no: y if m else n) if marks.any() else None
     cols = [c for c in TABLE_COLUMNS if c in view.columns
-            and (c not in OPTIONAL_COLUMNS or view[c].notna().any() and (view[c].astype(str) != "1").any())]
+            and (c not in OPTIONAL_COLUMNS or view[c].notna().any() and (view[c].astype(str) != "1").any())
+            and (c not in FLAG_COLUMNS or view[c].notna().any())]
     for c, word in AUTO_COLUMNS.items():
         if c in view.columns:
             view[c] = view[c].astype(object).where(view[c].notna() & (view[c].astype(str) != "0"), word)
@@ -192,6 +203,11 @@ class SweepPanel(w.VBox):
         self.run = button("Run", "success", "play")
         self.cancel_button = button("Cancel", "danger", "stop")
         self.cancel_button.disabled = True
+        self.remeasure = button("Measure busy points again", "warning", "refresh",
+                                "Measure again the points measured while the machine was busy")
+        self.remeasure.add_class("wb-remeasure")
+        self.remeasure.layout.display = "none"
+        self._remeasure_busy = False
         self.progress = w.IntProgress(value=0, min=0, max=1, description="Progress", bar_style="info",
                                       layout=w.Layout(width="520px"))
         self.progress_text = w.Label("")
@@ -210,6 +226,7 @@ class SweepPanel(w.VBox):
 
         self.run.on_click(guarded(self.messages)(self._on_run))
         self.cancel_button.on_click(guarded(self.messages)(self._on_cancel))
+        self.remeasure.on_click(guarded(self.messages)(self._on_remeasure))
         self.open_button.on_click(guarded(self.messages)(self._on_open))
         for control in (self.threads, self.streams, self.inter_op, self.scenario.instances,
                         self.scenario.cores_per_instance):
@@ -258,7 +275,7 @@ class SweepPanel(w.VBox):
             with_help(self.max_time, "How long each configuration is measured; short is quick, long is steadier."),
             advanced, section("Data for accuracy and INT8"), self.data, section("How to search"), self.search,
             self.scenario, self.warnings,
-            w.HBox([self.run, self.cancel_button]), w.HBox([self.progress, self.progress_text]), self.messages,
+            w.HBox([self.run, self.cancel_button, self.remeasure]), w.HBox([self.progress, self.progress_text]), self.messages,
             w.HBox([self.studies, self.open_button]), self.plot, section("Runs"), self.table])
         self.add_class("wb-sweep-panel")
         self.update_warnings()
@@ -351,6 +368,7 @@ class SweepPanel(w.VBox):
         self.session.study = name
         self._redraw()
         self.session.refresh()
+        self.show_busy()
 
     # ---- settings ----
     def check_numbers(self, *_) -> None:
@@ -422,8 +440,10 @@ class SweepPanel(w.VBox):
             self._redraw()
         self.progress.bar_style = "info"
         self._resuming = ""
+        remeasure, self._remeasure_busy = self._remeasure_busy, False
+        extra = {**extra, "remeasure_busy": remeasure}
         self._set_progress(plan.done, plan.total)
-        if plan.total and plan.remaining == 0 and extra["search"] != SMART:
+        if plan.total and plan.remaining == 0 and extra["search"] != SMART and not remeasure:
             self.progress.bar_style = "success"
             self.messages.show(f"All {plan.total} measurement(s) of this sweep are already stored in study "
                                f"'{study}'. Change a setting to measure more.", "ok")
@@ -440,6 +460,27 @@ class SweepPanel(w.VBox):
         self._thread = threading.Thread(target=self._sweep, args=(self.session.model_path, study, values, extra,
                                                                   settings), daemon=True, name="wb-sweep")
         self._thread.start()
+
+    def busy_count(self) -> int:
+        """How many of the open study's runs were measured on a busy machine."""
+        df = self.session.results()
+        if df.empty or "busy" not in df.columns:
+            return 0
+        return int((df["busy"].astype(object).map(lambda v: v is True or v == 1) & (df["status"] == "ok")).sum())
+
+    def show_busy(self) -> str:
+        """The busy-machine note in words (no commands), with the button to measure those points again."""
+        n = self.busy_count()
+        self.remeasure.layout.display = "" if n else "none"
+        if not n:
+            return ""
+        return BUSY_WORDS.format(n=f"{n} point{'s were' if n != 1 else ' was'}", its="their" if n != 1 else "its",
+                                 them="them" if n != 1 else "it")
+
+    def _on_remeasure(self, *_):
+        """Run the sweep again, measuring again the points stored as measured on a busy machine."""
+        self._remeasure_busy = True
+        self._on_run()
 
     def _set_progress(self, value: int, total: int | None = None) -> None:
         """Move the bar and its label together."""
@@ -490,7 +531,10 @@ class SweepPanel(w.VBox):
                 self._set_progress(self.progress.max)
         else:
             self._set_progress(self.progress.value)
-        notes = " ".join(getattr(summary, "notes", [])[:2])
+        # The runner's notes, less its busy-machine note (it names command-line flags): said below in words.
+        notes = " ".join(n for n in getattr(summary, "notes", [])[:3] if "busy machine" not in n)
+        busy = self.show_busy()
+        notes = f"{notes} {busy}".strip()
         if summary.cancelled:
             self.progress.bar_style = "warning"
             self.messages.show(f"Cancelled. {line} Press Run to measure the rest.", "info")
