@@ -205,6 +205,7 @@ def test_layers_and_compare_tabs_profile_compare_and_reuse(lenet_ir, db, fast):
     assert "Profiled earlier" in LayersPanel(session).status.value  # a new page shows the kept profile at once
 
     compare = ComparePanel(session)
+    assert compare.runs.value == (session.current_pick().key,)  # Explore's pick is the first run to compare
     compare.compare_button.click()
     assert "Pick at least two runs" in compare.messages.text.value
     compare.runs.value = tuple(keys)
@@ -219,6 +220,7 @@ def test_layers_and_compare_tabs_profile_compare_and_reuse(lenet_ir, db, fast):
     assert not compare.layers_button.disabled
     summary = " ".join(getattr(c, "value", "") for c in compare.layers_result.children)
     assert "wb-layer-summary" in summary and "Second run (ms)" in summary, compare.messages.text.value
+    assert "closed loop" in compare.ratios.value and "sum of layer times" in summary  # the modes, and why they differ
     assert api.stored_layer_profile(db, "two", keys[1]) is not None  # profiled by Compare, kept for next time
 
     compare.mode.value = "studies"

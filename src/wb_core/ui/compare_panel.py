@@ -14,6 +14,7 @@ import ipywidgets as w
 from wb_core.ui.layers_panel import ITERATIONS, run_choices
 from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, section, with_help
+from wb_core.ui.words import MODES as MEASUREMENT_MODES
 from wb_core.ui.words import results_table, run_name
 
 MODES = (("Runs of the open study", "runs"), ("The best run of each of these studies", "studies"))
@@ -114,6 +115,7 @@ class ComparePanel(w.VBox):
         self.layers_button.on_click(on(self._on_layers))
         session.observe(on(self._on_study), "study")
         session.observe(on(self._on_study), "results_version")
+        session.observe(on(self._on_pick_changed), "pick")
         super().__init__([w.HTML(CSS), section("Compare"), w.HTML(
             "Runs side by side: the settings that differ are highlighted, and each run is measured against the "
             "first."), self.mode, self.runs_box, self.baseline_box, self.studies_box, self.objective,
@@ -133,7 +135,14 @@ class ComparePanel(w.VBox):
         names = [s["name"] for s in self.session.studies() if s.get("ok")]
         self.studies.options = names
         self.studies.value = tuple(s for s in keep_studies if s in names)
+        self._on_pick_changed()
         self._on_pick()
+
+    def _on_pick_changed(self, *_):
+        """With no run picked here yet, Explore's pick is the first run (the baseline) to compare against."""
+        key = self.session.current_pick().key
+        if not self.runs.value and key in {k for _, k in self._choices}:
+            self.runs.value = (key,)
 
     def _on_mode(self, *_):
         runs = self.mode.value == "runs"
@@ -194,7 +203,10 @@ class ComparePanel(w.VBox):
                                "<div class='wb-caption'>These runs have the same settings.</div>"))
         names = [f"Run {i + 1}" for i in range(len(frame))]
         lines = ratio_sentences(frame, names)
-        self.ratios.value = "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in lines) + "</ul>"
+        self.ratios.value = ("<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in lines) + "</ul>"
+                             + f"<div class='wb-caption wb-modes'>Throughput and latency here were measured "
+                               f"{html.escape(MEASUREMENT_MODES['closed'])}, each run with its own batch, threads and requests "
+                               "in flight.</div>")
         both_ov = all(str(b) == "openvino" for b in frame["backend"].iloc[:2])
         self.layers_button.layout.display = "" if both_ov else "none"
         self.layers_button.description = "Compare layers" + (" of runs 1 and 2" if len(frame) > 2 else "")
@@ -243,6 +255,11 @@ class ComparePanel(w.VBox):
                     f"layers. A shorter second bar is where the second run gained; a bar with no partner is a layer "
                     f"type only one run has (an INT8 model adds conversions and reorders). 'Second is faster by' "
                     f"above 1 means the second run spent less time there."),
+            caption(f"Why this can differ from the throughput ratio above: layer times are the {MEASUREMENT_MODES['layers']}, "
+                    "one inference at a time; the throughput above is measured closed loop with each run's batch, "
+                    "threads and requests in flight, so it also counts the time between layers and how well the "
+                    "run keeps every core busy (an INT8 run can spend less time in its layers and still serve "
+                    "fewer samples per second)."),
         ]
 
 
