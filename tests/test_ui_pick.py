@@ -164,6 +164,11 @@ def test_names_hovers_and_precisions_read_as_words():
     hovers = " ".join(h for t in fig.data for h in (t.text or ()))
     assert hovers and "e+" not in hovers and "key" not in hovers and "INT8" in hovers
     assert "15,000 samples/s" in hovers
+    from wb_core.ui.sweep_panel import live_figure
+
+    live = live_figure(sample_frame().head(1))  # the first point of a sweep
+    assert live.layout.xaxis.rangemode == "tozero" and live.layout.yaxis.rangemode == "tozero"
+    assert "e+" not in " ".join(live.data[0].text) and live.data[0].hoverinfo == "text"
     from wb_core.ui.capacity_panel import plan_rows
 
     class Plan:  # the fields plan_rows reads

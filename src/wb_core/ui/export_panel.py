@@ -314,8 +314,11 @@ def serve_checks_html(db, study: str, run_key: str) -> str:
                          + (f" ({ratio:.2f}x)" if ratio is not None else ""))
         rows.append(f"<tr><td>{html.escape(str(c.get('created_at') or ''))}</td>"
                     + "".join(f"<td>{html.escape(x)}</td>" for x in cells) + "</tr>")
-    return ("<table class='wb-table'><tr><th>checked</th><th>throughput /s: predicted → served</th>"
-            "<th>p50 ms</th><th>p99 ms</th></tr>" + "".join(rows) + "</table>")
+    return ("<table class='wb-table'><tr><th>Checked</th><th>Throughput (samples/s): predicted → served</th>"
+            "<th>p50 latency (ms)</th><th>p99 latency (ms)</th></tr>" + "".join(rows) + "</table>"
+            "<div class='wb-caption wb-modes'>Predicted: the run's measurement, closed loop in this process. "
+            "Served: the same settings served through a real Triton server, so network and server overhead are "
+            "included; the ratio says how much of the prediction the server delivered.</div>")
 
 
 def _num(v) -> str:

@@ -117,7 +117,7 @@ def _traces(df) -> list:
     import plotly.graph_objects as go
 
     traces = [go.Scatter(x=list(part["latency_ms_p99"]), y=list(part["throughput"]), mode="markers", name=name,
-                         text=_labels(part), hoverinfo="text+x+y", marker={"size": 10})
+                         text=_hovers(part), hoverinfo="text", marker={"size": 10})
               for name, part in _series(df)]
     return traces or [go.Scatter(x=[], y=[], mode="markers", name=PLACEHOLDER, marker={"size": 10})]
 
@@ -128,7 +128,10 @@ def live_figure(df=None):
 
     return go.Figure(data=_traces(df), layout=go.Layout(
         title="Measured so far: p99 latency vs throughput", xaxis_title="p99 latency (ms)",
-        yaxis_title="throughput (samples/s)", height=380, margin={"t": 50, "b": 40, "l": 60, "r": 20}))
+        yaxis_title="throughput (samples/s, closed loop in process)", height=380,
+        margin={"t": 50, "b": 40, "l": 60, "r": 20},
+        # From zero: a single point must not sit on an axis reaching below it (no negative latency).
+        xaxis={"rangemode": "tozero"}, yaxis={"rangemode": "tozero"}))
 
 
 def _series(df):
@@ -141,10 +144,12 @@ def _series(df):
     return [(n, ok[names == n]) for n in sorted(names.unique())]
 
 
-def _labels(part) -> list[str]:
-    from wb_core.ui.words import run_name
+def _hovers(part) -> list[str]:
+    """A point's hover in words: its run, p99 latency and throughput, rounded (no 1.202e+04)."""
+    from wb_core.ui.words import rounded, run_name
 
-    return [run_name(r) for r in part.to_dict("records")]
+    return [f"{run_name(r)}<br>p99 latency {rounded(r['latency_ms_p99'], 'latency')} ms<br>"
+            f"{rounded(r['throughput'], 'throughput')} samples/s" for r in part.to_dict("records")]
 
 
 def runs_table(df) -> str:
