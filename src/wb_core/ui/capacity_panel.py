@@ -52,7 +52,7 @@ def closed_loop_runs(df):
 
 def run_options(df) -> list[tuple[str, str]]:
     """(name in words, key) for every run a rate search can start from; a name shared by two runs
-    gets its measured throughput (and then its id) added, so every entry reads differently."""
+    gets its measured throughput (and then a number) added, so every entry reads differently."""
     runs = closed_loop_runs(df)
     if runs is None or runs.empty:
         return []
@@ -61,7 +61,7 @@ def run_options(df) -> list[tuple[str, str]]:
     out = []
     for name, key in zip(names, runs["key"].astype(str)):
         seen[name] = seen.get(name, 0) + 1
-        out.append((name if seen[name] == 1 else f"{name} (run {key})", key))
+        out.append((name if seen[name] == 1 else f"{name} (run {seen[name]} with these settings)", key))
     return out
 
 

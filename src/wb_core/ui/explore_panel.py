@@ -102,7 +102,6 @@ def run_details_html(run: dict) -> str:
     """Every recorded setting and measurement of a run, worded and rounded (no raw dump)."""
     rows = [(label(k), _worded(v, k)) for k, v in run.items()
             if k not in DETAIL_SKIP and not k.startswith("_") and _shown(v)]
-    rows.append((label("key"), str(run.get("key", ""))))
     return key_values(rows)
 
 
