@@ -48,8 +48,9 @@ def our_console_errors(page) -> list[str]:
 def assert_clean(page) -> None:
     """No page error, no console error of ours, no Python traceback on the page."""
     assert "Traceback (most recent call last)" not in page.locator("body").inner_text()
-    assert page.errors == []
-    assert our_console_errors(page) == []
+    assert page.errors == [], page.errors
+    errors = our_console_errors(page)
+    assert errors == [], errors
 
 
 def free_port() -> int:

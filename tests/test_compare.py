@@ -205,6 +205,7 @@ def test_layers_and_compare_tabs_profile_compare_and_reuse(lenet_ir, db, fast):
     assert "Profiled earlier" in LayersPanel(session).status.value  # a new page shows the kept profile at once
 
     compare = ComparePanel(session)
+    compare.shown()
     assert compare.runs.value == (session.current_pick().key,)  # Explore's pick is the first run to compare
     compare.compare_button.click()
     assert "Pick at least two runs" in compare.messages.text.value

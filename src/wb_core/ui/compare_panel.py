@@ -107,6 +107,7 @@ class ComparePanel(w.VBox):
         self.layers_result.add_class("wb-compare-layers")
         self._frame = None  # the last comparison (compare_runs' frame)
         self._choices: list[tuple[str, str]] = []
+        self._suggested = ""  # Explore's pick, put in the run list when nothing was picked here
         self._thread: threading.Thread | None = None
         on = guarded(self.messages)
         self.mode.observe(on(self._on_mode), "value")
@@ -115,7 +116,6 @@ class ComparePanel(w.VBox):
         self.layers_button.on_click(on(self._on_layers))
         session.observe(on(self._on_study), "study")
         session.observe(on(self._on_study), "results_version")
-        session.observe(on(self._on_pick_changed), "pick")
         super().__init__([w.HTML(CSS), section("Compare"), w.HTML(
             "Runs side by side: the settings that differ are highlighted, and each run is measured against the "
             "first."), self.mode, self.runs_box, self.baseline_box, self.studies_box, self.objective,
@@ -135,13 +135,17 @@ class ComparePanel(w.VBox):
         names = [s["name"] for s in self.session.studies() if s.get("ok")]
         self.studies.options = names
         self.studies.value = tuple(s for s in keep_studies if s in names)
-        self._on_pick_changed()
         self._on_pick()
 
+    def shown(self) -> None:
+        """The tab is on screen: with no run picked here yet, Explore's pick is put in the run list."""
+        guarded(self.messages)(self._on_pick_changed)()
+
     def _on_pick_changed(self, *_):
-        """With no run picked here yet, Explore's pick is the first run (the baseline) to compare against."""
+        """With no run picked here yet, Explore's pick is the first run to compare against."""
         key = self.session.current_pick().key
         if not self.runs.value and key in {k for _, k in self._choices}:
+            self._suggested = key
             self.runs.value = (key,)
 
     def _on_mode(self, *_):
@@ -157,7 +161,10 @@ class ComparePanel(w.VBox):
         keep = self.baseline.value
         self.baseline.options = picked
         if picked:
-            self.baseline.value = keep if keep in self.runs.value else picked[0][1]
+            # The suggested run (Explore's pick) is not kept as the baseline once the user picks runs:
+            # the first run picked is, as without a suggestion.
+            chosen = keep in self.runs.value and not (keep == self._suggested and len(picked) > 1)
+            self.baseline.value = keep if chosen else picked[0][1]
 
     def chosen_keys(self) -> list[str]:
         """The picked runs, the baseline first."""
