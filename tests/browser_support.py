@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -60,6 +61,7 @@ def free_port() -> int:
 
 
 def wait_for_http(url: str, proc: subprocess.Popen, timeout: float = 90) -> None:
+    """Until the server answers `url` at all (any HTTP status counts: the server is up)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -67,6 +69,8 @@ def wait_for_http(url: str, proc: subprocess.Popen, timeout: float = 90) -> None
         try:
             with urllib.request.urlopen(url, timeout=5):
                 return
+        except urllib.error.HTTPError:
+            return
         except OSError:
             time.sleep(0.5)
     raise TimeoutError(f"the dashboard did not answer at {url} within {timeout} s")
@@ -114,7 +118,9 @@ def server(tmp_path, lenet_dir, jupyter_kernel_env, cache_without_int8):
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     url = f"http://127.0.0.1:{port}/?token=browser-test-token"
     try:
-        wait_for_http(url, proc)
+        # Asked for a static file, not the page: every page visit starts a kernel, and one started
+        # here would live on (until culled) beside the browser's.
+        wait_for_http(f"http://127.0.0.1:{port}/voila/static/up", proc)
         served = Served((url, db))
         served.pid = proc.pid
         yield served
