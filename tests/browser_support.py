@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -48,8 +49,9 @@ def our_console_errors(page) -> list[str]:
 def assert_clean(page) -> None:
     """No page error, no console error of ours, no Python traceback on the page."""
     assert "Traceback (most recent call last)" not in page.locator("body").inner_text()
-    assert page.errors == []
-    assert our_console_errors(page) == []
+    assert page.errors == [], page.errors
+    errors = our_console_errors(page)
+    assert errors == [], errors
 
 
 def free_port() -> int:
@@ -59,6 +61,7 @@ def free_port() -> int:
 
 
 def wait_for_http(url: str, proc: subprocess.Popen, timeout: float = 90) -> None:
+    """Until the server answers `url` at all (any HTTP status counts: the server is up)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -66,14 +69,40 @@ def wait_for_http(url: str, proc: subprocess.Popen, timeout: float = 90) -> None
         try:
             with urllib.request.urlopen(url, timeout=5):
                 return
+        except urllib.error.HTTPError:
+            return
         except OSError:
             time.sleep(0.5)
     raise TimeoutError(f"the dashboard did not answer at {url} within {timeout} s")
 
 
+class Served(tuple):
+    """(url, db) of a running dashboard; `pid` is its `wb dashboard` process."""
+
+    pid: int
+
+
+def kernels_of(pid: int) -> list:
+    """The Jupyter kernels a dashboard process started that are still running (psutil processes)."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    out = []
+    for c in children:
+        try:
+            if "ipykernel" in " ".join(c.cmdline()) and c.status() != psutil.STATUS_ZOMBIE:
+                out.append(c)
+        except psutil.Error:
+            continue
+    return out
+
+
 @pytest.fixture
 def server(tmp_path, lenet_dir, jupyter_kernel_env, cache_without_int8):
-    """`wb dashboard` on a fresh database and a free loopback port; yields (url, db).
+    """`wb dashboard` on a fresh database and a free loopback port; yields (url, db) with `.pid`.
 
     It runs with the colour environment a Jupyter server has (its kernels, being ipykernel, force
     colour on themselves too), on a cache without INT8 variants, so INT8 is quantized in it.
@@ -89,8 +118,12 @@ def server(tmp_path, lenet_dir, jupyter_kernel_env, cache_without_int8):
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     url = f"http://127.0.0.1:{port}/?token=browser-test-token"
     try:
-        wait_for_http(url, proc)
-        yield url, db
+        # Asked for a static file, not the page: every page visit starts a kernel, and one started
+        # here would live on (until culled) beside the browser's.
+        wait_for_http(f"http://127.0.0.1:{port}/voila/static/up", proc)
+        served = Served((url, db))
+        served.pid = proc.pid
+        yield served
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:

@@ -154,3 +154,18 @@ def test_voila_and_its_kernels_skip_the_slow_optional_import(tmp_path):
         code = f"{prelude}\nimport jsonschema, sys\nprint([m for m in {SLOW_OPTIONAL_IMPORTS!r} if sys.modules.get(m)])"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+
+
+def test_voila_sets_the_xsrf_cookie_a_closing_page_needs(tmp_path):
+    """A page that goes away sends its kernel's shutdown with the `_xsrf` cookie's value; the command
+    makes Voila's page handler set that cookie (the browser test reloads ten times and counts one
+    kernel). Here: the boot code really replaces the handler's prepare, and keeps the original's work."""
+    from wb_core.cli.dashboard import SET_XSRF_COOKIE
+
+    cmd, _, _ = voila_command(tmp_path / "r.db", 8866, "127.0.0.1", "tok-secret-1", 600, 200, tmp_path)
+    boot = cmd[cmd.index("-c") + 1]
+    assert SET_XSRF_COOKIE in boot and boot.index(SET_XSRF_COOKIE) < boot.index("from voila.app import main")
+    code = (f"{SET_XSRF_COOKIE}\nimport voila.handler as h\nprint(h.VoilaHandler.prepare.__name__, "
+            "'xsrf_token' in h.VoilaHandler.prepare.__code__.co_names)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["_prepare_and_set_xsrf_cookie", "True"], out.stderr

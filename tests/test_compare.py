@@ -192,7 +192,7 @@ def test_layers_and_compare_tabs_profile_compare_and_reuse(lenet_ir, db, fast):
     session.study = "two"
     layers = LayersPanel(session)
     keys = [k for _, k in layers.run.options]
-    assert len(keys) == 2 and layers.run.options[0][0].startswith("OpenVINO · FP32 · batch 1 · 1 threads")
+    assert len(keys) == 2 and layers.run.options[0][0].startswith("OpenVINO · FP32 · batch 1 · 1 thread")
     assert "Not profiled yet" in layers.status.value
     layers.profile_button.click()
     layers._thread.join(120)
@@ -205,6 +205,8 @@ def test_layers_and_compare_tabs_profile_compare_and_reuse(lenet_ir, db, fast):
     assert "Profiled earlier" in LayersPanel(session).status.value  # a new page shows the kept profile at once
 
     compare = ComparePanel(session)
+    compare.shown()
+    assert compare.runs.value == (session.current_pick().key,)  # Explore's pick is the first run to compare
     compare.compare_button.click()
     assert "Pick at least two runs" in compare.messages.text.value
     compare.runs.value = tuple(keys)
@@ -219,6 +221,7 @@ def test_layers_and_compare_tabs_profile_compare_and_reuse(lenet_ir, db, fast):
     assert not compare.layers_button.disabled
     summary = " ".join(getattr(c, "value", "") for c in compare.layers_result.children)
     assert "wb-layer-summary" in summary and "Second run (ms)" in summary, compare.messages.text.value
+    assert "closed loop" in compare.ratios.value and "sum of layer times" in summary  # the modes, and why they differ
     assert api.stored_layer_profile(db, "two", keys[1]) is not None  # profiled by Compare, kept for next time
 
     compare.mode.value = "studies"
@@ -240,8 +243,8 @@ def test_the_layers_tab_says_in_a_sentence_when_a_runtime_has_no_layer_counters(
     assert unsupported("tensorflow").startswith("Per-layer times come from OpenVINO's performance counters, and "
                                                 "this run used TensorFlow")
     df = frame([run(backend="tensorflow"), run(), run(threads=2, status="failed")])
-    assert [n for n, _ in run_choices(df)] == ["TensorFlow · FP32 · batch 1 · 1 threads · not pinned",
-                                               "OpenVINO · FP32 · batch 1 · 1 threads · not pinned"]
+    assert [n for n, _ in run_choices(df)] == ["TensorFlow · FP32 · batch 1 · 1 thread · not pinned",
+                                               "OpenVINO · FP32 · batch 1 · 1 thread · not pinned"]
     out, differing = compare_runs(df, list(df["key"][:2]))
     cols = shown_columns(out.assign(run="x"), differing)
     assert cols[0] == "run" and "backend" in cols and "study" not in cols and "rate" not in cols

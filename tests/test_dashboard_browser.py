@@ -131,7 +131,8 @@ def test_dashboard_walkthrough(server, page, tmp_path):
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2, steps=5)
     hover = page.locator(".wb-explore-panel .js-plotly-plot .hoverlayer .hovertext")
     hover.first.wait_for(state="attached", timeout=30_000)
-    assert "b128" in hover.first.text_content(), hover.first.text_content()
+    said = hover.first.text_content()
+    assert "batch 128" in said and "e+" not in said and "key" not in said, said  # in words, rounded
     look = page.locator(".wb-explore-panel .wb-look select")
     names = [o.replace("\xa0", " ") for o in look.locator("option").all_inner_texts()]
     assert names[1:] == [f"{run_name(r)} (Pareto front)" for _, r in df.sort_values("latency_ms_p99").iterrows()]

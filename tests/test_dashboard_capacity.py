@@ -1,12 +1,15 @@
 """The Capacity tab in a real browser: plan for a target rate, find the highest rate a run sustains
 under a loose p99 limit (the probed rates drawn as they are stored), and a bad input answered in
-one sentence. The study is measured before the page opens, so the dashboard opens it."""
+one sentence. The study is measured before the page opens, so the dashboard opens it.
+
+The journey across tabs: a p99 limit set in Explore picks a run; Capacity starts from it; its rate
+search (probes, not runs) leaves Explore's limit, Export's run and the report's pick as they were."""
 
 from __future__ import annotations
 
 import pytest
 
-from browser_support import assert_clean, open_tab, shoot
+from browser_support import assert_clean, drag_slider, open_tab, shoot
 
 pytestmark = pytest.mark.browser
 
@@ -17,19 +20,38 @@ PROBES_DRAWN = """() => { const el = document.querySelector('.wb-capacity-panel 
                                         .reduce((n, t) => n + (t.x ? t.x.length : 0), 0); }"""
 
 
-def test_capacity_tab(server, page, lenet_dir, fast):
+def test_capacity_tab(server, page, lenet_dir, fast, tmp_path):
+    import base64
+    import re
+
     from wb_core.api import load_results, profile
+    from wb_core.ui.explore_panel import _span
+    from wb_core.ui.words import run_name
 
     url, db = server
-    profile("lenet-digits", db=db, study="lenet-digits", threads="1", cores="none,0", settings=fast)
+    df = profile("lenet-digits", db=db, study="lenet-digits", threads="1", batch_sizes="1,128", settings=fast)
+    small, big = df.sort_values("batch_size").iloc[0], df.sort_values("batch_size").iloc[1]
+    if small["latency_ms_p99"] >= big["latency_ms_p99"]:
+        pytest.fail("batch 1 measured a higher p99 than batch 128: the machine was too busy to tell them apart")
     page.goto(url)
     page.wait_for_selector(".wb-model-panel")
+    # Explore: a p99 limit between the two runs picks batch 1 (batch 128 does more per second).
+    open_tab(page, "Explore")
+    page.wait_for_selector(".wb-explore-panel .js-plotly-plot .main-svg")
+    lo, hi = _span(df["latency_ms_p99"])
+    target = (small["latency_ms_p99"] + big["latency_ms_p99"]) / 2
+    drag_slider(page, page.locator(".wb-explore-panel .widget-slider").first, (target - lo) / (hi - lo))
+    page.wait_for_function("(k) => { const el = document.querySelector('.wb-explore-panel .wb-best');"
+                           " return el && el.dataset.key === k; }", arg=small["key"], timeout=30_000)
+    limits = page.locator(".wb-explore-panel").inner_text()
+    assert "p99 latency ≤" in limits and "The pick changed from" in limits  # said where the user looks
+
     open_tab(page, "Capacity")
     cap = page.locator(".wb-capacity-panel")
-    # The run to search: the one Explore recommended, named in words.
+    # The run to search: the one Explore picked, named in words.
     run = cap.locator("select").first
     chosen = run.locator("option:checked").inner_text().replace("\xa0", " ")  # the select shows spaces as nbsp
-    assert chosen.startswith("OpenVINO · FP32 · batch 1 · 1 threads") and "samples/s" in chosen
+    assert chosen.startswith(run_name(small)) and "samples/s" in chosen
 
     # A bad target: one sentence in the message area, no plan.
     target = cap.get_by_label("Target (requests/s)")
@@ -62,14 +84,33 @@ def test_capacity_tab(server, page, lenet_dir, fast):
     find.click()
     answer = cap.locator(".wb-max-rate")
     answer.wait_for(timeout=180_000)
-    assert "sustains" in answer.inner_text() and "requests/s with p99 ≤ 1,000 ms" in answer.inner_text(), \
+    assert "sustains" in answer.inner_text() and "requests/s arriving at random with p99 ≤ 1,000 ms" in answer.inner_text(), \
         answer.inner_text()
     page.wait_for_function(f"() => ({PROBES_DRAWN})() >= 3", timeout=60_000)
     assert cap.locator(".wb-rate-table tbody tr").count() == 3  # the rates tried, listed as they came
     assert find.is_enabled()
-    assert "Done: 3 rate(s) tried" in cap.locator(".wb-rate-progress").inner_text()
-    df = load_results(db, "lenet-digits")
-    assert df.rate.notna().sum() == 3  # every probe stored in the study
+    assert "Done: 3 rates tried" in cap.locator(".wb-rate-progress").inner_text()
+    assert "samples/s for this run" in cap.locator(".wb-modes").inner_text()  # why its figures differ
+    probes = load_results(db, "lenet-digits", probes=True)
+    assert len(probes) == 3 and set(probes.probe_of) == {small["key"]}  # every probe stored, as a probe
+    assert len(load_results(db, "lenet-digits")) == 2  # and not as a run
     shoot(page, "capacity")
+
+    # Explore, Export and the report still stand on Explore's limit and pick.
+    open_tab(page, "Explore")
+    best = page.locator(".wb-explore-panel .wb-best")
+    assert best.get_attribute("data-key") == small["key"]
+    explore = page.locator(".wb-explore-panel").inner_text()
+    assert "p99 latency ≤" in explore and "req/s" not in explore  # no probe among the runs
+    open_tab(page, "Export")
+    page.locator('a.wb-download[download="deployment.yaml"]').wait_for()
+    assert page.locator(".wb-export-panel .wb-export-name").get_attribute("data-key") == small["key"]
+    assert "p99 latency ≤" in page.locator(".wb-export-panel .wb-export-run").inner_text()
+    page.get_by_role("button", name="Build the report").click()
+    link = page.locator('a.wb-download[download="lenet-digits-report.html"]')
+    link.wait_for(timeout=120_000)
+    report = base64.b64decode(link.get_attribute("href").split("base64,", 1)[1]).decode()
+    assert re.search(r"<b class='pick'>(.*?)</b>", report).group(1) == run_name(small)
+    assert "p99 latency ≤" in re.search(r"<span class='limits'>(.*?)</span>", report).group(1)
 
     assert_clean(page)

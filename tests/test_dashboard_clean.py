@@ -5,9 +5,11 @@ later is covered too. The database holds one small study, so the plots and expor
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from browser_support import assert_clean, open_tab, shoot
+from browser_support import assert_clean, kernels_of, open_tab, shoot
 
 pytestmark = pytest.mark.browser
 
@@ -45,4 +47,15 @@ def test_every_tab_opens_clean(server, page, lenet_ir, fast):
     drawn = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map(el => "
                           "Array.isArray(el.data) && !!el.querySelector('.main-svg'))")
     assert len(drawn) >= 4 and all(drawn), drawn
+    assert_clean(page)
+
+    # Reloading shuts the page's kernel down (its shutdown request carries the _xsrf cookie, which
+    # the server used to refuse): after ten reloads one kernel is alive, the last page's.
+    for _ in range(10):
+        page.reload()
+        page.wait_for_selector(".wb-model-panel")
+    deadline = time.time() + 60
+    while len(kernels_of(server.pid)) > 1 and time.time() < deadline:
+        time.sleep(1)
+    assert len(kernels_of(server.pid)) == 1
     assert_clean(page)

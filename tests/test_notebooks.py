@@ -262,7 +262,7 @@ def check_batch_size(nb, cwd: Path) -> None:
     fig = find_figure(nb, "Batch size: latency and throughput")
     assert len(fig["traces"]) == 2, fig["traces"]  # p99 latency and throughput of the one series
     for t in fig["traces"]:
-        assert t["name"] == "openvino fp32" and t["x"] == expected and all(y > 0 for y in t["y"]), t
+        assert t["name"] == "OpenVINO FP32" and t["x"] == expected and all(y > 0 for y in t["y"]), t
     gain = find_table(nb, {"batch_size", "samples_per_s_per_ms"})
     assert [int(b) for b in gain.column("batch_size")] == expected
 

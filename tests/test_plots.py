@@ -17,24 +17,24 @@ def _names(fig):
 def test_latency_throughput_has_series_and_pareto_front():
     fig = plots.latency_throughput(sample_frame())
     assert isinstance(fig, go.Figure)
-    assert _names(fig) == ["openvino fp32", "tensorflow fp32", "Pareto front"]
+    assert _names(fig) == ["OpenVINO FP32", "TensorFlow FP32", "Pareto front"]
     front = fig.data[-1]
     assert list(front.x) == [0.5, 2.0, 8.0]
-    assert "openvino fp32 b1 t1 cores=0" in front.text[0]  # hover shows the configuration
+    assert "OpenVINO · FP32 · batch 1 · 1 thread · cores 0" in front.text[0]  # hover names the run in words
 
 
 def test_curves_take_the_best_run_per_value():
     df = with_efficiency(sample_frame(), HARDWARE)
     batch = plots.batch_curves(df)
-    ov = [t for t in batch.data if t.name == "openvino fp32"]
+    ov = [t for t in batch.data if t.name == "OpenVINO FP32"]
     assert len(ov) == 2  # latency row and throughput row
     assert list(ov[0].x) == [1, 8, 32]
     assert list(ov[1].y) == [2000, 9000, 15000]  # b8: the 9000 run beats the 5000 one
     threads = plots.threads_curves(df)
-    assert {t.name for t in threads.data} == {"openvino fp32", "tensorflow fp32"}
+    assert {t.name for t in threads.data} == {"OpenVINO FP32", "TensorFlow FP32"}
     cores = plots.cores_curves(df)
     assert len(cores.data) == 6  # 2 series x throughput, run time, CPU
-    assert list([t for t in cores.data if t.name == "openvino fp32"][0].x) == [1.0, 2.0, 4.0]
+    assert list([t for t in cores.data if t.name == "OpenVINO FP32"][0].x) == [1.0, 2.0, 4.0]
 
 
 def test_accuracy_plot_only_with_accuracy():

@@ -69,7 +69,7 @@ def test_find_max_rate_returns_a_rate_under_the_target(lenet_ir, db, fast):
                       settings=replace(fast, max_time_s=1.0), steps=4)
     best = r["best"]
     assert best is not None and best["p99_ms"] <= target and best["rate"] > 0
-    df = load_results(db, "max")
+    df = load_results(db, "max", probes=True)
     row = df[df.key == best["key"]].iloc[0]
     assert row.latency_ms_p99 <= target and not row.saturated and row.rate == best["rate"]
     assert len(df) >= 2  # every probe was stored

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import html
 import io
+import re
 import zipfile
 
 import pytest
@@ -88,9 +90,14 @@ def test_model_panel_shows_inline_errors_and_keeps_working(tmp_path, lenet_ir):
                                       "content": memoryview(bad.read_bytes())},))
     panel.use.click()
     panel.wait(60)
+    said = html.unescape(re.sub(r"<[^>]+>", "", panel.messages.text.value))
     assert "wb-msg-error" in panel.messages.text.value
+    # The upload is named and the problem said in full, with no folder of the server in it.
+    assert said.startswith("The upload 'junk.onnx' could not be used.") and "not a valid ONNX model" in said
+    assert "/" not in said and "uploads" not in said and said.endswith("again."), said
     assert session.model_path == ""
     panel.source.value = SOURCES[1]
+    assert panel.messages.text.value == ""  # the error went with the choice it was about
     panel.path.value = str(lenet_ir)
     panel.use.click()
     panel.wait(60)

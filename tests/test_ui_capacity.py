@@ -14,7 +14,7 @@ from wb_core.ui.capacity_panel import (
     rate_figure,
     run_options,
 )
-from wb_core.ui.state import DashboardState
+from wb_core.ui.state import DashboardState, Pick
 from wb_core.ui.words import rounded
 
 
@@ -49,8 +49,11 @@ def test_run_list_names_runs_in_words_and_follows_the_selected_run(panel):
     best = df.loc[df.throughput.idxmax(), "key"]
     assert panel.run.control.value == best
     other = next(k for k in ok_keys if k != best)
-    panel.session.selected_key = other
+    panel.session.set_pick(Pick(key=other, name="the other run"), "limits changed.")
     assert panel.run.control.value == other
+    assert "the other run" in panel.pick_note.value  # the Run box says it followed Explore's pick
+    panel.run.control.value = best  # the user searches another run: the pick stays, and the tab says so
+    assert panel.session.pick.key == other and "not Explore's pick" in panel.pick_note.value
     assert not panel.find.disabled
 
 
@@ -164,19 +167,24 @@ def test_find_max_rate_draws_each_probe_and_answers_in_words(lenet_ir, tmp_path,
     assert p.find.disabled and "Working…" in p.rate_progress.value
     search.join(120)
     assert p.rate_messages.text.value == "", p.rate_messages.text.value
-    assert "sustains" in p.rate_answer.value and "requests/s with p99 ≤ 1,000 ms" in p.rate_answer.value, \
+    assert "sustains" in p.rate_answer.value and "requests/s arriving at random with p99 ≤ 1,000 ms" in p.rate_answer.value, \
         (p.rate_answer.value, p._probes)
-    assert p.rate_answer.value.count("OpenVINO · FP32 · batch 1 · 1 threads") == 1
-    assert len(p._probes) == 3 and "Done: 3 rate(s) tried" in p.rate_progress.value
+    assert p.rate_answer.value.count("OpenVINO · FP32 · batch 1 · 1 thread ") == 1
+    assert "samples/s for this run" in p.rate_answer.value  # the sweep's figure, and why it differs
+    assert len(p._probes) == 3 and "Done: 3 rates tried" in p.rate_progress.value
     assert tables[-3:] == [1, 2, 3]  # each rate tried was listed as it was stored
     fig = p.rate_plot.figure
     star = next(t for t in fig.data if t.name == "highest rate within")
     assert sum(len(t.x) for t in fig.data if t.name != "p99 limit") >= 4  # three probes and the star
     assert f"sustains {rounded(star.x[0])} requests/s" in p.rate_answer.value  # the star is the answer
-    assert not p.find.disabled and seen  # the other tabs were told the study grew
-    df = load_results(db, "rate")
-    assert df.rate.notna().sum() == 3  # every probe stored
+    assert not p.find.disabled and not seen  # probes are not runs: the other tabs have nothing new
+    probes = load_results(db, "rate", probes=True)
+    assert len(probes) == 3 and set(probes.probe_of) == {session.results().key.iloc[0]}  # every probe stored
+    assert load_results(db, "rate").rate.isna().all()  # and none among the runs
     assert len(p.run.control.options) == 1  # probes are not runs to search from
+    # Reopened, the tab shows the last answer and its probes again.
+    again = CapacityPanel(session)
+    assert again.rate_answer.value == p.rate_answer.value and again.rate_table.value.count("<tr><td>") == 3
     # The plan now rests on the probes (requests arriving at random).
     p.target.control.value = "10"
     p.plan_p99.control.value = "1000"

@@ -245,6 +245,52 @@ def test_the_live_plot_is_sent_whole_to_the_page_with_every_point(tmp_path, lene
     assert "2 ok" in panel.messages.text.value, panel.messages.text.value
     assert drawn and points(drawn[-1]) == 2 == points(panel.plot.outputs)  # the state a browser reads
     assert sum(len(t.x) for t in panel.plot.figure.data) == 2
+    # Reopened (a new page opens the latest study), the study comes back with its settings and the
+    # model's name, not its cache path.
+    again = dashboard(db).children[1]
+    assert again.study.value == "new" and again.batch.value == "1,2" and again.max_time.value == 0.3
+    assert str(lenet_ir) not in again.model_line.value and again.session.model_label in again.model_line.value
+
+
+def test_a_reopened_study_gets_back_every_setting_it_ran_with(tmp_path):
+    from analysis_data import make_study_db
+    from wb_core.ui.data_section import SERVER_PATH
+    from wb_core.ui.sweep_panel import SweepPanel, settings_from_spec
+    from wb_core.ui.sweep_sections import SMART
+
+    db = tmp_path / "ui.db"
+    make_study_db(db, [], name="kept", model_path=str(tmp_path / "models" / "resnet" / "model.xml"))
+    make_study_db(db, [], name="other")
+    data = tmp_path / "val.npz"
+    np.savez(data, x=np.zeros((4, 8, 8, 1), np.float32), y=np.zeros(4, np.int64))
+    first = SweepPanel(DashboardState(db))
+    for box in first.precisions.boxes:
+        box.value = box.description in ("fp32", "bf16")
+    first.batch.value, first.threads.value, first.max_time.value = "1,4", "2", 0.7
+    first.data.source.value = SERVER_PATH
+    first.data.path.value = str(data)
+    first.data.metric.value, first.data.drop.value = "top1", "0.01"
+    first.search.how.value, first.search.budget.value, first.search.p99.value = SMART, 5, "7"
+    first.scenario.rates.value, first.scenario.concurrency.value = "50,200", "2"
+    first.session.study = "kept"
+    first.session.model_label = "resnet"
+    kept = first.settings()
+    first.session.save_settings(kept)
+
+    fresh = SweepPanel(DashboardState(db))
+    assert fresh.settings() != kept  # a new page starts from the defaults
+    fresh.studies.value = "kept"
+    fresh.open_button.click()
+    assert fresh.settings() == kept
+    assert "Found" in fresh.data.status.value and "resnet" in fresh.model_line.value
+    assert "models" not in fresh.model_line.value  # its name, not where it lies
+    # A study `wb profile` made: its recorded sweep fills the tab.
+    spec = {"sweep": {"backends": ["openvino"], "precisions": ["fp32", "int8"], "batch_sizes": [1, 8],
+                      "threads": [None, 2], "rates": [None, 100.0]}, "search": "grid",
+            "settings": {"max_time_s": 1.5}}
+    assert settings_from_spec(spec) == {"batch": "1,8", "threads": "auto,2", "scenario_rates": "none,100.0",
+                                        "backends": ["openvino"], "precisions": ["fp32", "int8"], "search": "grid",
+                                        "max_time": 1.5}
 
 
 def test_runs_table_in_words_with_the_reason_of_a_skipped_run():
@@ -296,3 +342,62 @@ def test_a_text_model_sweeps_real_text_at_the_lengths_chosen(tmp_path):
     df = load_results(session.db, "text")
     assert sorted(df["seq_len"]) == [16, 32] and (df["status"] == "ok").all(), panel.messages.text.value
     assert (df["data_source"] == f"'{sample}'").all()
+
+
+def test_out_of_range_numbers_are_refused_in_words_and_stale_errors_clear(tmp_path, lenet_ir):
+    """Nothing typed is changed behind the user's back: -5 stays -5 and is refused with a sentence;
+    fixing the field takes the message away."""
+    session, panel = _panel(tmp_path, lenet_ir)
+    panel.max_time.value = -5
+    assert panel.max_time.value == -5  # kept as typed
+    assert "Seconds per point" in panel.messages.text.value and "got -5" in panel.messages.text.value
+    panel.max_time.value = 0.3
+    assert panel.messages.text.value == ""
+    panel.scenario.repeats.value = 0
+    assert "Repeats" in panel.messages.text.value
+    panel.scenario.repeats.value = 1
+    panel.batch.value = "-5"
+    panel.run.click()
+    assert panel.batch.value == "-5" and "Batch size must be at least 1; got -5" in panel.messages.text.value
+    assert panel._thread is None  # nothing ran
+    panel.batch.value = "1"
+    assert panel.messages.text.value == ""  # the stale error is gone once the field changed
+
+
+def test_busy_points_are_marked_and_measured_again_from_a_button(tmp_path, lenet_ir, fast):
+    """The table says which points were measured on a busy machine, the note says so in words (no
+    command line), and the button measures those points again (their stored rows replaced)."""
+    import json
+    import re
+    import sqlite3
+
+    from wb_core.api import profile
+    from wb_core.ui.sweep_panel import SweepPanel
+
+    db = tmp_path / "ui.db"
+    profile(lenet_ir, db=db, study="busy", batch_sizes="1,2", threads="1", settings=fast)
+    with sqlite3.connect(db) as c:  # the batch 2 point as if measured while others used its cores
+        key, metrics, when = c.execute("SELECT key, metrics_json, created_at FROM runs WHERE config_json LIKE "
+                                       "'%\"batch_size\": 2%'").fetchone()
+        c.execute("UPDATE runs SET metrics_json = ?, created_at = '2000-01-01T00:00:00+00:00' WHERE key = ?",
+                  (json.dumps({**json.loads(metrics), "busy": True, "other_cpu": 1.5}), key))
+    session = DashboardState(db)
+    panel = SweepPanel(session)
+    panel.max_time.value = 0.3
+    panel.studies.value = "busy"
+    panel.open_button.click()
+    with sqlite3.connect(db) as c:  # on a shared machine the other point may really have been busy too
+        n = sum(bool(json.loads(m).get("busy")) for (m,) in c.execute("SELECT metrics_json FROM runs"))
+    cells = re.findall(r"<td>([^<]*)</td>", panel.table.value)
+    assert "Measured on a busy machine" in panel.table.value and cells.count("busy") == n >= 1
+    note = panel.show_busy()
+    assert note.startswith(f"{n} point{' was' if n == 1 else 's were'} measured while other programs")
+    assert "Measure busy points again" in note
+    assert "--" not in note and "api." not in note and "wb " not in note
+    assert panel.remeasure.layout.display == ""
+    panel.remeasure.click()
+    panel._thread.join(120)
+    with sqlite3.connect(db) as c:
+        (again,) = c.execute("SELECT created_at FROM runs WHERE key = ?", (key,)).fetchone()
+    assert again > "2000-01-01T00:00:00+00:00"  # measured again, its row replaced
+    assert "--remeasure" not in panel.messages.text.value and "api.profile" not in panel.messages.text.value

@@ -42,7 +42,7 @@ from wb_core.errors import (  # noqa: F401 - public
 )
 from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT  # noqa: F401 - public
 from wb_core.paths import cache_dir, check_output_file, check_output_folder, default_db, write_output_file  # noqa: F401 - public
-from wb_core.store import load_results
+from wb_core.store import load_measurements, load_results  # noqa: F401 - public
 from wb_core.sweep.context import SweepSummary  # noqa: F401 - public
 
 # Re-exported names -> the module that owns them (loaded on first use).
@@ -68,6 +68,10 @@ _REEXPORTS = {
     "compare_runs": "wb_core.analysis.compare", "best_runs": "wb_core.analysis.compare",
     "layer_diff": "wb_core.analysis.compare", "LayerDiff": "wb_core.analysis.compare",
     "ratio_sentences": "wb_core.analysis.compare",
+    # words
+    "LABELS": "wb_core.analysis.words", "MODES": "wb_core.analysis.words", "executed_words": "wb_core.analysis.words",
+    "label": "wb_core.analysis.words", "plural": "wb_core.analysis.words", "results_table": "wb_core.analysis.words",
+    "rounded": "wb_core.analysis.words", "run_name": "wb_core.analysis.words", "worded": "wb_core.analysis.words",
     # sharing
     "write_report": "wb_core.report", "build_report": "wb_core.report",
     "export": "wb_core.export", "render": "wb_core.export", "deployment_for_study": "wb_core.export",
@@ -268,18 +272,19 @@ def _shape_axis(shapes) -> list:
 def find_max_rate(model: str | Path, config, p99_ms: float, *, db: str | Path | None = None,
                   study: str | None = None, settings: MeasureSettings | None = None,
                   inputs: InputOptions | None = None, steps: int = 7, precision_options=None,
-                  on_point: Callable[[dict], None] | None = None) -> dict:
+                  on_point: Callable[[dict], None] | None = None, probe_of: str | None = None) -> dict:
     """Highest Poisson arrival rate (requests/s) of one configuration whose p99 stays under `p99_ms`.
 
-    Every probed rate is stored as a point of the study and, once stored, passed to `on_point`
-    ({"key", "config", "status", "metrics", "error"}, as `profile` passes them). Returns
-    {"best": {...} or None, "closed_loop_rate", ...}.
+    Every probed rate is stored as a probe of the run `probe_of` (default: the run with `config`'s
+    settings), kept apart from the study's runs (`results(..., probes=True)` lists them), and, once
+    stored, passed to `on_point` ({"key", "config", "status", "metrics", "error"}, as `profile`
+    passes them). Returns {"best": {...} or None, "closed_loop_rate", ...}.
     """
     from wb_core.sweep.max_rate import find_max_rate as _find
 
     path = resolve_model(model)
     return _find(path, config, p99_ms, db or default_db(), study or default_study_name(path), settings=settings,
-                 inputs=inputs, steps=steps, precision=precision_options, on_point=on_point)
+                 inputs=inputs, steps=steps, precision=precision_options, on_point=on_point, probe_of=probe_of)
 
 
 def default_configs(backends, batch_size: int = 1, seq_len: int | None = None, shape: str | None = None) -> dict:
@@ -368,10 +373,16 @@ def list_backends() -> dict[str, str]:
     return {n: get(n).description for n in names()}
 
 
-def results(study: str, db: str | Path | None = None, efficiency: bool = False):
+def results(study: str, db: str | Path | None = None, efficiency: bool = False, probes: bool = False):
     """A study's runs as a DataFrame (public columns first) with the columns `wb results` shows
     (`vs_fp32`, `tied_with_best`) and its notes in `df.attrs["notes"]`; `efficiency` instead adds
-    per-core and %-of-peak columns."""
+    per-core and %-of-peak columns.
+
+    `probes` gives the study's probes instead: the arrival rates max-rate searches tried, each
+    naming the run it probed in `probe_of` (they are never among the runs).
+    """
+    if probes:
+        return load_results(db or default_db(), study, probes=True)
     if not efficiency:
         from wb_core.analysis.results_view import annotated_results
 
@@ -529,8 +540,8 @@ __all__ = sorted([
     "profile", "pipeline_profile", "train_profile", "find_max_rate", "serve_check", "results_with_notes",
     "inspect_model", "hardware_info", "describe_hardware", "list_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
-    "load_results", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "resolve_model",
-    "default_db", "cache_dir", "check_output_file", "check_output_folder", "write_output_file",
+    "load_results", "load_measurements", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions",
+    "resolve_model", "default_db", "cache_dir", "check_output_file", "check_output_folder", "write_output_file",
     "parse_seq_lens", "parse_shape_axis", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
     "WorkerError", "check_number", "check_timeout", "printable",
     "parse_ci_target", "parse_number", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",

@@ -213,6 +213,9 @@ _OV_READ_ERRORS = (
      "OpenVINO version"),
     (r"While validating node|Argument has \d+ outputs|edge",
      "its layers are not wired together correctly (an edge points to a missing layer or port); export it again"),
+    (r"Unable to read the model|Please check that model format",
+     "it is not a valid {kind} model (none of OpenVINO's readers understands its content); export or copy it "
+     "again"),
     (r"[Mm]odel file .* is not found|cannot open|No such file|does not exist",
      "the file or its weights cannot be opened; check that both the .xml and the .bin are there and readable"),
 )
@@ -230,7 +233,9 @@ def ov_read_error(path: str | Path, e: BaseException | str) -> ModelError:
         m = re.search(pattern, text)
         if m:
             at = re.search(r"at offset (\d+)", text)
-            fields = {"bin": p.with_suffix(".bin").name, "where": f" near byte {at.group(1)}" if at else "",
+            kind = {".onnx": "ONNX", ".xml": "OpenVINO IR", ".pb": "TensorFlow", ".tflite": "TensorFlow Lite"}.get(
+                p.suffix.lower(), "model")
+            fields = {"bin": p.with_suffix(".bin").name, "where": f" near byte {at.group(1)}" if at else "", "kind": kind,
                       **{k: v.strip("'\".,:") for k, v in m.groupdict().items()}}
             return ModelError(f"OpenVINO cannot read the model '{p}': {words.format(**fields)}.")
     detail = _last_line(text)

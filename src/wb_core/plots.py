@@ -13,28 +13,42 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wb_core.analysis.recommend import pareto_mask, run_label, successful, uses_accuracy
+from wb_core.analysis.recommend import pareto_mask, successful, uses_accuracy
+from wb_core.analysis.words import rounded, run_name
 
-HOVER_COLUMNS = (("seq_len", "sequence length"),
-                 ("latency_ms_p50", "p50 ms"), ("latency_ms_p99", "p99 ms"), ("throughput", "samples/s"),
-                 ("cpu_util", "CPU busy (cores)"), ("rss_mb", "memory MB"), ("executed_precision", "ran in"),
-                 ("accuracy", "accuracy"), ("key", "key"))
+# What a hover says about a run, in words: (column, how the line reads with the value in {}).
+HOVER_COLUMNS = (("seq_len", "sequence length {}"),
+                 ("throughput", "{} samples/s (closed loop, in process)"), ("latency_ms_p50", "p50 latency {} ms"),
+                 ("latency_ms_p99", "p99 latency {} ms"), ("cpu_util", "{} CPU cores busy"),
+                 ("rss_mb", "peak memory {} MB"), ("executed_precision", "executed as {}"),
+                 ("accuracy", "accuracy {}"), ("accuracy_guard_note", "{}"))
+GUARD_FAILED_NAME = "accuracy failed (never recommended)"
 
 
 def _hover(df: pd.DataFrame) -> list[str]:
     lines = []
     for _, r in df.iterrows():
-        parts = [f"<b>{run_label(r)}</b>"]
-        for col, name in HOVER_COLUMNS:
+        parts = [f"<b>{run_name(r)}</b>"]
+        for col, how in HOVER_COLUMNS:
             if col in r and not _missing(r[col]):
-                v = r[col]
-                parts.append(f"{name}: {v:,.4g}" if isinstance(v, (int, float)) else f"{name}: {v}")
+                parts.append(how.format(rounded(r[col], col)))
+        if r.get("busy") is True or r.get("busy") == 1:
+            parts.append("measured on a busy machine")
         lines.append("<br>".join(parts))
     return lines
 
 
+def guard_failed(df: pd.DataFrame) -> pd.Series:
+    """Runs whose accuracy guard failed (never recommended; drawn apart). None when not measured."""
+    if "accuracy_guard" not in df.columns:
+        return pd.Series(False, index=df.index, dtype=bool)
+    return df["accuracy_guard"].astype(object).map(lambda v: v == "failed").astype(bool)
+
+
 def _series_name(r) -> str:
-    return f"{r['backend']} {r['precision']}"
+    backend = {"openvino": "OpenVINO", "tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime"}.get(
+        str(r["backend"]), str(r["backend"]))
+    return f"{backend} {str(r['precision'] or 'fp32').upper()}"
 
 
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
@@ -56,16 +70,22 @@ def latency_throughput(df: pd.DataFrame) -> go.Figure:
     if ok.empty:
         return _empty(title)
     fig = go.Figure()
-    for name, part in ok.groupby(ok.apply(_series_name, axis=1), sort=True):
+    failed = guard_failed(ok)
+    bad, ok = ok[failed], ok[~failed]
+    for name, part in (ok.groupby(ok.apply(_series_name, axis=1), sort=True) if not ok.empty else ()):
         fig.add_trace(go.Scatter(x=part["latency_ms_p99"], y=part["throughput"], mode="markers", name=name,
                                  text=_hover(part), hoverinfo="text", marker={"size": 9, "opacity": 0.8}))
-    front = ok[pareto_mask(ok)].sort_values("latency_ms_p99")
+    if not bad.empty:  # drawn, so the user sees them, but apart and off the front
+        fig.add_trace(go.Scatter(x=bad["latency_ms_p99"], y=bad["throughput"], mode="markers",
+                                 name=GUARD_FAILED_NAME, text=_hover(bad), hoverinfo="text",
+                                 marker={"size": 11, "symbol": "x", "color": "#7f7f7f"}))
+    front = ok[pareto_mask(ok)].sort_values("latency_ms_p99") if not ok.empty else ok
     fig.add_trace(go.Scatter(x=front["latency_ms_p99"], y=front["throughput"], mode="lines+markers",
                              name="Pareto front", text=_hover(front), hoverinfo="text",
                              line={"shape": "hv", "width": 2, "color": "black"},
                              marker={"symbol": "circle-open", "size": 14, "color": "black"}))
     fig.update_layout(title=title, xaxis_title="p99 latency (ms)", yaxis_title="throughput (samples/s)",
-                      legend_title="backend precision")
+                      legend_title="runtime and precision")
     fig.update_xaxes(type="log")
     return fig
 
@@ -194,7 +214,7 @@ def latency_distribution(run: pd.Series | dict) -> go.Figure:
     percentiles only.
     """
     g = run.get
-    title = f"Latency distribution: {run_label(run)}"
+    title = f"Latency distribution: {run_name(run)}"
     fig = go.Figure()
     hist = g("latency_hist")
     if isinstance(hist, dict) and hist.get("counts"):

@@ -13,14 +13,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from wb_core.analysis.words import MODES, label, rounded, run_name, worded
 from wb_core.errors import WorkbenchError
 
-TABLE_COLUMNS = ("key", "backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
+TABLE_COLUMNS = ("backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
                  "concurrency", "latency_ms_p50", "latency_ms_p99", "latency_ms_p99_ci_low", "latency_ms_p99_ci_high",
                  "throughput", "throughput_ci_low", "throughput_ci_high", "rounds", "tied_with_best",
                  "throughput_per_core", "pct_peak_flops", "cpu_util", "other_cpu", "steal_pct", "busy", "rss_mb",
                  "executed_precision", "quant_recipe", "accuracy", "accuracy_drop", "accuracy_guard", "oversubscribed",
                  "pareto", "status", "error")
+# The runs table's columns that hold words (left-aligned).
+TEXT_COLUMNS = ("run", "backend", "precision", "cores", "executed_precision", "quant_recipe", "accuracy_guard",
+                "status", "error")
 
 CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -38,11 +42,18 @@ tr.pareto td { background: #f3f9ff; }
 
 
 def build_report(db: str | Path, study: str, constraints=None, objective: str = "throughput",
-                 layer_profile=None) -> str:
-    """The report of a study as one HTML string (see write_report)."""
+                 layer_profile=None, pick: str | None = None, pick_reason: str | None = None) -> str:
+    """The report of a study as one HTML string (see write_report).
+
+    The recommendation is the best run under `constraints` for `objective`; `pick` (a run key)
+    names the run to present instead, with `pick_reason` (the dashboard passes the run its Export
+    tab writes, so both name the same run under the same limits). Runs whose accuracy guard
+    failed are never recommended; the report says they were left out.
+    """
     from wb_core import plots
     from wb_core.analysis.recommend import (
         NoRunMeetsConstraints,
+        Recommendation,
         pareto_mask,
         recommend,
         tied_with_best,
@@ -58,19 +69,31 @@ def build_report(db: str | Path, study: str, constraints=None, objective: str = 
         raise WorkbenchError(f"Study '{study}' has no runs yet; profile the model first with `wb profile`.")
     flops = study_flops(info, study_model_paths(info).get("ir_path"))
     df = with_efficiency(df, info.get("hardware"), flops)
-    df["pareto"] = pareto_mask(df)
+    failed = plots.guard_failed(df)
+    df["pareto"] = False
+    df.loc[~failed, "pareto"] = pareto_mask(df[~failed])
     df["tied_with_best"] = tied_with_best(df)
 
     sections = [_header(info, df), _hardware(info), _model(info, flops)]
     best = None
+    left_out = _left_out(df[failed])
     try:
-        rec = recommend(df, constraints, objective, hardware=info.get("hardware"))
+        rec = recommend(df[~failed], constraints, objective, hardware=info.get("hardware"))
+        if pick is not None and pick != rec.key:
+            chosen = df[df["key"].astype(str) == str(pick)]
+            if chosen.empty:
+                raise WorkbenchError(f"The run to report is not in study '{study}'.")
+            rec = Recommendation(best=chosen.iloc[0].to_dict(), reason=pick_reason or "", objective=rec.objective,
+                                 constraints=rec.constraints, runners_up=[])
+        elif pick_reason:
+            rec = Recommendation(best=rec.best, reason=pick_reason, objective=rec.objective,
+                                 constraints=rec.constraints, runners_up=rec.runners_up)
         best = rec.best
-        sections.append(_recommendation(rec))
+        sections.append(_recommendation(rec, df, left_out))
     except NoRunMeetsConstraints as e:
-        sections.append(f"<h2>Recommendation</h2><p class='warn'>{_e(e)}</p>")
+        sections.append(f"<h2>Recommendation</h2><p class='warn'>{_e(worded(str(e), df))}</p>{left_out}")
     except WorkbenchError as e:
-        sections.append(f"<h2>Recommendation</h2><p class='warn'>{_e(e)}</p>")
+        sections.append(f"<h2>Recommendation</h2><p class='warn'>{_e(worded(str(e), df))}</p>{left_out}")
 
     figures = list(plots.study_figures(df).values())
     if best is not None:
@@ -137,29 +160,38 @@ def _hardware(info: dict) -> str:
         ("Usable CPUs", hw.get("available_cpus")),
         ("Caches", f"L1d {hw.get('l1d_kb')} KiB, L2 {hw.get('l2_kb')} KiB, L3 {hw.get('l3_kb')} KiB"),
         ("Clock / memory", f"{hw.get('base_ghz')} GHz, {hw.get('memory_gb')} GiB"),
-        ("ISA", flags), ("Peak GFLOP/s", peak), ("Hardware fingerprint", info.get("hardware_fingerprint")),
-        ("Software", versions)])
+        ("Instruction sets", flags), ("Peak GFLOP/s", peak), ("Software", versions)])
 
 
 def _model(info: dict, flops: float | None) -> str:
     inputs = "; ".join(f"{i['name']}: {'x'.join('?' if d < 0 else str(d) for d in i['shape'])} {i['dtype']}"
                        for i in (info.get("inputs") or []))
     return "<h2>Model</h2>" + _facts([
-        ("Path", info.get("model_path")), ("Format", info.get("model_format")),
-        ("Fingerprint", info.get("model_fingerprint")), ("Inputs", inputs),
+        ("Model", Path(str(info.get("model_path"))).name), ("Format", info.get("model_format")), ("Inputs", inputs),
         ("FLOPs per sample", f"{flops:,.0f} (convolutions and matrix products)" if flops else "not counted")])
 
 
-def _recommendation(rec) -> str:
-    from wb_core.analysis.recommend import run_label
+def _left_out(bad: pd.DataFrame) -> str:
+    """Runs left out of the recommendation because their accuracy guard failed, in words."""
+    if bad.empty:
+        return ""
+    names = ", ".join(sorted({run_name(r) for _, r in bad.iterrows()}))
+    notes = sorted({str(n) for n in bad.get("accuracy_guard_note", []) if isinstance(n, str) and n})
+    why = notes[0] if notes else "their accuracy fell below the accuracy guard"
+    return f"<p class='warn'>Left out of the recommendation ({_e(names)}): {_e(why)}.</p>"
 
-    rows = "".join(f"<li>{_e(run_label(r))}: p99 {_fmt(r.get('latency_ms_p99'))} ms, "
-                   f"{_fmt(r.get('throughput'))} samples/s (key {_e(r['key'])})</li>" for r in rec.runners_up)
-    return (f"<h2>Recommendation</h2><div class='best'><p><b>{_e(run_label(rec.best))}</b> "
-            f"(key <code>{_e(rec.key)}</code>)</p><p>{_e(rec.reason)}</p>"
-            f"<p class='muted'>Objective: {_e(rec.objective)}; constraints: {_e(rec.constraints.describe())}. "
-            f"Export it with <code>wb export --study NAME --run {_e(rec.key)} --format all --out DIR</code>.</p>"
-            + (f"<p>Runners-up:</p><ol>{rows}</ol>" if rows else "") + "</div>")
+
+def _recommendation(rec, df: pd.DataFrame, left_out: str = "") -> str:
+    from wb_core.analysis.recommend import OBJECTIVE_WORDS
+
+    rows = "".join(f"<li>{_e(run_name(r))}: p99 latency {_e(rounded(r.get('latency_ms_p99'), 'latency'))} ms, "
+                   f"{_e(rounded(r.get('throughput'), 'throughput'))} samples/s</li>" for r in rec.runners_up)
+    return (f"<h2>Recommendation</h2><div class='best'><p><b class='pick'>{_e(run_name(rec.best))}</b></p>"
+            f"<p>{_e(worded(rec.reason, df))}</p>"
+            f"<p class='muted'>Best for {_e(OBJECTIVE_WORDS.get(rec.objective, rec.objective))}, under these limits: "
+            f"<span class='limits'>{_e(rec.constraints.describe())}</span>. Throughput and latency here were "
+            f"measured {_e(MODES['closed'])}.</p>"
+            + (f"<p>Next best:</p><ol>{rows}</ol>" if rows else "") + "</div>" + left_out)
 
 
 def _layers(profile) -> str:
@@ -191,7 +223,6 @@ def _guard(df: pd.DataFrame) -> str:
 
 def _busy(df: pd.DataFrame) -> str:
     """A warning naming the points measured while other processes used their cores (or steal was high)."""
-    from wb_core.analysis.recommend import run_label
     from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
 
     if "busy" not in df.columns:
@@ -199,46 +230,54 @@ def _busy(df: pd.DataFrame) -> str:
     busy = df[(df["status"] == "ok") & df["busy"].astype(object).map(lambda v: v is True or v == 1)]
     if busy.empty:
         return ""
-    items = "".join(f"<li>{_e(run_label(r))}: others used {_fmt(r.get('other_cpu'))} cores, steal "
-                    f"{_fmt(r.get('steal_pct'))}%</li>" for _, r in busy.iterrows())
-    return (f"<h2>Busy machine</h2><div class='warn'><p>{len(busy)} point(s) were measured while other processes "
-            f"used more than {BUSY_OTHER_CPU:g} cores' worth of CPU on their cores, or the hypervisor stole more "
-            f"than {BUSY_STEAL_PCT:g}% of their time; their figures may be low. Re-measure them with the same "
-            f"<code>wb profile ...</code> command plus <code>--remeasure-busy</code>.</p><ul>{items}</ul></div>")
+    items = "".join(f"<li>{_e(run_name(r))}: other programs used {_e(rounded(r.get('other_cpu'), 'cpu_util'))} "
+                    f"cores, the hypervisor took {_e(rounded(r.get('steal_pct')))}%</li>" for _, r in busy.iterrows())
+    n = len(busy)
+    return (f"<h2>Busy machine</h2><div class='warn'><p>{n} run{'s were' if n != 1 else ' was'} measured while other "
+            f"programs used more than {BUSY_OTHER_CPU:g} cores' worth of CPU on the same cores, or the hypervisor "
+            f"took more than {BUSY_STEAL_PCT:g}% of their time; their figures may be low. Measure them again on a "
+            f"quiet machine (the dashboard's Sweep tab has a “Measure busy points again” button).</p>"
+            f"<ul>{items}</ul></div>")
+
+
+REPORT_LABELS = {"run": "Run", "pareto": "On the Pareto front", "oversubscribed": "More threads than cores",
+                 "accuracy_guard": "Accuracy guard", "pct_peak_flops": "Share of peak compute (%)",
+                 "inter_op_threads": "Inter-op threads"}
 
 
 def _runs_table(df: pd.DataFrame) -> str:
-    cols = [c for c in TABLE_COLUMNS if c in df.columns and not df[c].isna().all()]
-    head = "".join(f"<th class='text'>{_e(c)}</th>" if c in ("key", "backend", "cores", "error") else f"<th>{_e(c)}</th>"
-                   for c in cols)
+    cols = ["run"] + [c for c in TABLE_COLUMNS if c in df.columns and not df[c].isna().all()]
+    head = "".join(f"<th class='text'>{_e(REPORT_LABELS.get(c) or label(c))}</th>" if c in TEXT_COLUMNS
+                   else f"<th>{_e(REPORT_LABELS.get(c) or label(c))}</th>" for c in cols)
     rows = []
     for _, r in df.sort_values(["status", "throughput"], ascending=[True, False]).iterrows():
         cls = " class='pareto'" if r.get("pareto") else ""
-        cells = "".join(f"<td class='text'>{_e(_cell(r[c]))}</td>" if c in ("key", "backend", "cores", "error")
-                        else f"<td>{_e(_cell(r[c]))}</td>" for c in cols)
+        values = {c: (run_name(r) if c == "run" else r[c]) for c in cols}
+        if values.get("accuracy_guard") == "failed":
+            values["accuracy_guard"] = "accuracy failed"
+        cells = "".join(f"<td class='text'>{_e(_cell(values[c], c))}</td>" if c in TEXT_COLUMNS
+                        else f"<td>{_e(_cell(values[c], c))}</td>" for c in cols)
         rows.append(f"<tr{cls}>{cells}</tr>")
-    return (f"<h2>All runs</h2><p class='muted'>Shaded rows are on the Pareto front (p99 latency vs throughput"
-            f"{', accuracy' if 'accuracy' in cols else ''}).</p>"
+    return (f"<h2>All runs</h2><p class='muted'>Shaded rows are on the Pareto front (no other run is both faster "
+            f"and does more per second{', at the same accuracy' if 'accuracy' in cols else ''}). Throughput and "
+            f"latency were measured {_e(MODES['closed'])}.</p>"
             f"<div class='runs'><table><tr>{head}</tr>{''.join(rows)}</table></div>")
 
 
-def _cell(v) -> str:
+def _cell(v, column: str = "") -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     if isinstance(v, bool):
         return "yes" if v else ""
-    if isinstance(v, float):
-        return _fmt(v)
+    if hasattr(v, "item") and not isinstance(v, str):  # numpy scalars
+        v = v.item()
+    if column == "backend":
+        return {"openvino": "OpenVINO", "tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime"}.get(str(v), str(v))
+    if column == "precision":
+        return str(v).upper()
+    if isinstance(v, (int, float)) or column == "executed_precision":
+        return rounded(v, column)
     return str(v)
-
-
-def _fmt(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    v = float(v)
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    return f"{v:.3g}"
 
 
 def _e(v) -> str:

@@ -55,11 +55,11 @@ def capacity(study: str = typer.Option(..., "--study"), db: Optional[Path] = typ
              as_json: bool = typer.Option(False, "--json")):
     """Instances, replicas and CPU requests that serve a target rate under a p99 target."""
     from wb_core.api import capacity as plan_capacity
-    from wb_core.api import check_capacity_inputs, default_db, load_results
+    from wb_core.api import check_capacity_inputs, default_db, load_measurements
 
     check_capacity_inputs(rate, p99_ms, headroom, machine_cores)  # before the database is read
     from wb_core.api import load_serve_checks
 
-    cap = plan_capacity(load_results(db or default_db(), study), rate, p99_ms, headroom, machine_cores,
+    cap = plan_capacity(load_measurements(db or default_db(), study), rate, p99_ms, headroom, machine_cores,
                         serve_checks=load_serve_checks(db or default_db(), study))
     typer.echo(json.dumps(cap.to_dict(), indent=2, default=str) if as_json else cap.describe())

@@ -226,13 +226,18 @@ def _find_max_rate(path, spec, p99_ms, db, study, settings, inputs):
 
 @app.command()
 def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
-            fmt: str = typer.Option("table", "--format", help="table, csv or json.")):
-    """Print a study's results."""
-    from wb_core.api import default_db, results_with_notes
+            fmt: str = typer.Option("table", "--format", help="table, csv or json."),
+            probes: bool = typer.Option(False, "--probes", help="Print the arrival rates max-rate searches tried "
+                                                                "(each names the run it probed) instead of the runs.")):
+    """Print a study's results (its runs; with --probes, its max-rate probes)."""
+    from wb_core.api import default_db, results, results_with_notes
 
     if fmt not in ("table", "csv", "json"):
         _fail(f"Unknown format '{fmt}'; choose from table, csv, json.")
-    df, notes = results_with_notes(study, db or default_db())
+    if probes:
+        df, notes = results(study, db or default_db(), probes=True), []
+    else:
+        df, notes = results_with_notes(study, db or default_db())
     if fmt == "csv":
         typer.echo(df.to_csv(index=False), nl=False)
     elif fmt == "json":
@@ -258,8 +263,7 @@ TABLE_COLUMNS = ["backend", "precision", "seq_len", "shape", "batch_size", "thre
                  "throughput_ci_high", "rounds", "tied_with_best", "vs_fp32", "cpu_util", "other_cpu", "steal_pct",
                  "busy", "rss_mb",
                  "executed_precision", "variant", "quant_recipe", "accuracy", "accuracy_metric", "accuracy_drop",
-                 "accuracy_guard", "status", "error",
-                 "host"]
+                 "accuracy_guard", "status", "error", "host", "probe_of"]
 
 
 def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,

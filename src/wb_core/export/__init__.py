@@ -114,13 +114,13 @@ def with_capacity(dep: DeploymentConfig, db: str | Path, study: str, target_rate
     Refuses (a WorkbenchError naming the other run) when only another run could meet the target.
     """
     from wb_core.analysis.planning import capacity
-    from wb_core.store import Store, load_results
+    from wb_core.store import Store, load_measurements
 
     if p99_ms is None:
         raise ConfigError("--target-rate needs a latency target: add --max-p99-ms.")
     with Store(db, readonly=True) as s:
         checks = s.serve_checks(study)
-    dep.capacity = capacity(load_results(db, study), target_rate, p99_ms, machine_cores=machine_cores,
+    dep.capacity = capacity(load_measurements(db, study), target_rate, p99_ms, machine_cores=machine_cores,
                             run_key=dep.measurement.run_key, serve_checks=checks).to_dict()
     return dep
 

@@ -27,14 +27,15 @@ def provenance(dep: DeploymentConfig) -> list[str]:
     runtime = dep.backend + (f" {m.versions[dep.backend]}" if dep.backend in m.versions else "")
     if dep.backend == "tensorflow" and "tensorflow-cpu" in m.versions:
         runtime = f"tensorflow-cpu {m.versions['tensorflow-cpu']}"
+    busy = f"{fmt(e.cpu_util)} CPU core{'' if e.cpu_util == 1 else 's'} busy" if e.cpu_util is not None else ""
     lines = [
-        f"Exported by CPU Inference Workbench from study '{m.study}', run {m.run_key}.",
+        f"Exported by CPU Inference Workbench from study '{m.study}' (run id {m.run_key}).",
         f"Measured {m.measured_at or 'at an unrecorded time'} with {runtime} on {hw.get('cpu_model') or 'unknown CPU'} "
-        f"({hw.get('physical_cores')} physical / {hw.get('logical_cores')} logical cores, "
-        f"hardware fingerprint {hw.get('fingerprint')}).",
+        f"({hw.get('physical_cores')} physical / {hw.get('logical_cores')} logical cores).",
         f"Settings: {setting_summary(dep)}.",
-        f"Expected: p50 {fmt(e.latency_ms_p50)} ms, p99 {fmt(e.latency_ms_p99)} ms, {fmt(e.throughput)} samples/s, "
-        f"{fmt(e.cpu_util)} cores busy, peak memory {fmt(e.rss_mb)} MB"
+        f"Expected (measured closed loop in process, requests sent back to back): p50 latency "
+        f"{fmt(e.latency_ms_p50)} ms, p99 latency {fmt(e.latency_ms_p99)} ms, {fmt(e.throughput)} samples/s"
+        + (f", {busy}" if busy else "") + f", peak memory {fmt(e.rss_mb)} MB"
         + (f", accuracy {fmt(e.accuracy)}" if e.accuracy is not None else "") + ".",
     ]
     if m.reason:
@@ -42,20 +43,26 @@ def provenance(dep: DeploymentConfig) -> list[str]:
     return lines
 
 
+RUNTIMES = {"openvino": "OpenVINO", "tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime"}
+
+
 def setting_summary(dep: DeploymentConfig) -> str:
-    parts = [f"backend {dep.backend}", f"precision {dep.precision}"
-             + (f" (ran in {dep.executed_precision})" if dep.executed_precision else ""),
-             f"batch {dep.batch_size}", f"threads {dep.threads or 'auto'}"]
+    """The run's settings in words: `OpenVINO, FP32 (executed as FP32), batch 1, 1 thread, ...`."""
+    from wb_core.analysis.words import executed_words, plural
+
+    parts = [RUNTIMES.get(dep.backend, dep.backend), str(dep.precision).upper()
+             + (f" (executed as {executed_words(dep.executed_precision)})" if dep.executed_precision else ""),
+             f"batch {dep.batch_size}", plural(dep.threads, "thread") if dep.threads else "auto threads"]
     if dep.inter_op_threads:
-        parts.append(f"inter-op threads {dep.inter_op_threads}")
+        parts.append(plural(dep.inter_op_threads, "inter-op thread"))
     if dep.streams:
-        parts.append(f"streams {dep.streams}")
+        parts.append(plural(dep.streams, "stream"))
     if dep.hint:
-        parts.append(f"hint {dep.hint}")
-    parts.append(f"cores {cpu_list(dep.cores) if dep.cores else 'not pinned'}")
-    parts.append(f"{dep.concurrency} request(s) in flight")
+        parts.append(f"{str(dep.hint).upper()} hint")
+    parts.append(f"cores {cpu_list(dep.cores)}" if dep.cores else "not pinned")
+    parts.append(f"{plural(dep.concurrency, 'request')} in flight")
     if dep.instances > 1:
-        parts.append(f"{dep.instances} instances")
+        parts.append(plural(dep.instances, "instance"))
     return ", ".join(parts)
 
 

@@ -91,8 +91,17 @@ CREATE TABLE IF NOT EXISTS hosts (
 """
 # Columns added after the first release: created on open when an older database lacks them.
 RUN_HOST_COLUMNS = ("host", "hardware_fingerprint")
-# 1: run keys hashed every RunConfig field; 2: keys hash the non-default settings only.
-SCHEMA_VERSION = 2
+# What a stored point is: a run of a sweep, or a probe (a max-rate search's arrival rate) of one
+# run, named by `probe_of`. Probes stay out of the results frame: they answer a question about a
+# run, they are not runs to choose from.
+RUN_KIND_COLUMNS = ("kind", "probe_of")
+RUN_KIND, PROBE_KIND = "run", "probe"
+# Fields of a study's spec kept when a sweep records its own: the last max-rate search and its
+# answer, and the settings the dashboard's Sweep tab ran with (a reopened study shows them again).
+KEPT_SPEC_FIELDS = ("last_max_rate", "dashboard")
+# 1: run keys hashed every RunConfig field; 2: keys hash the non-default settings only;
+# 3: every point has a kind (run or probe).
+SCHEMA_VERSION = 3
 # SQLite's application_id of a workbench store ("WBNC"): set on every file the workbench creates.
 APPLICATION_ID = 0x57424E43
 # The tables (and the columns of each) that make a database a workbench store.
@@ -182,7 +191,7 @@ class Store:
 
     def _add_missing_columns(self) -> None:
         have = self.db.columns("runs")
-        for col in RUN_HOST_COLUMNS:
+        for col in RUN_HOST_COLUMNS + RUN_KIND_COLUMNS:
             if col not in have:
                 try:
                     with self.db.transaction() as c:
@@ -209,6 +218,8 @@ class Store:
         with self._write() as c:
             if version < 2:
                 self._rekey_runs(c)
+            if version < 3:
+                self._mark_probes(c)
             c.execute_count("INSERT INTO meta (name, value) VALUES ('schema_version', ?) "
                             "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
 
@@ -233,6 +244,33 @@ class Store:
                 continue
             c.execute_count("UPDATE runs SET key = ?, metrics_json = ? WHERE id = ?",
                             (new, json.dumps(metrics), r["id"]))
+
+    def _mark_probes(self, c) -> None:
+        """Version 2 -> 3: points a max-rate search stored as runs become probes of the run they searched.
+
+        A probe is an open-loop point (it has an arrival rate) at a rate its study's sweep did not
+        ask for (a sweep of the server scenario lists its rates); it is linked to the closed-loop
+        run with the same settings when the study holds one.
+        """
+        from wb_core.config import RunConfig
+
+        specs = {r["name"]: json.loads(r["spec_json"] or "null") or {}
+                 for r in c.execute("SELECT name, spec_json FROM studies")}
+        keys = {(r["study"], r["key"]) for r in c.execute("SELECT study, key FROM runs")}
+        for r in c.execute("SELECT id, study, config_json FROM runs"):
+            config = json.loads(r["config_json"] or "{}")
+            rate = config.get("rate")
+            if rate is None:
+                continue
+            swept = ((specs.get(r["study"]) or {}).get("sweep") or {}).get("rates") or []
+            if any(x is not None and abs(float(x) - float(rate)) < 1e-9 for x in swept):
+                continue
+            try:
+                base = RunConfig.from_dict({**config, "rate": None}).key
+            except (TypeError, ValueError):
+                base = None
+            c.execute_count("UPDATE runs SET kind = ?, probe_of = ? WHERE id = ?",
+                            (PROBE_KIND, base if (r["study"], base) in keys else None, r["id"]))
 
     def close(self) -> None:
         self.db.close()
@@ -262,19 +300,25 @@ class Store:
         return d
 
     def list_studies(self) -> list[dict]:
+        """The studies with their counts of runs (probes not counted)."""
+        runs_only = " AND (r.kind IS NULL OR r.kind = 'run')" if "kind" in self.db.columns("runs") else ""
         rows = self.db.execute(
             "SELECT s.name, s.created_at, s.model_path, s.model_format, "
             "SUM(CASE WHEN r.status = 'ok' THEN 1 ELSE 0 END) AS ok, "
             "SUM(CASE WHEN r.status = 'failed' THEN 1 ELSE 0 END) AS failed, COUNT(r.id) AS runs "
-            "FROM studies s LEFT JOIN runs r ON r.study = s.name "
+            "FROM studies s LEFT JOIN runs r ON r.study = s.name" + runs_only + " "
             "GROUP BY s.name, s.created_at, s.model_path, s.model_format ORDER BY s.created_at"
         )
         return [dict(r) for r in rows]
 
     def ensure_study(self, name: str, model_path: str, model_format: str, model_fingerprint: str,
                      hardware: dict, hardware_fingerprint: str, versions: dict, spec: dict,
-                     inputs: list[dict] | None = None) -> dict:
-        """Create a study, or check that an existing one is about the same model."""
+                     inputs: list[dict] | None = None, spec_field: str | None = None) -> dict:
+        """Create a study, or check that an existing one is about the same model.
+
+        `spec_field` keeps an existing study's spec (its sweep settings) and stores `spec` under
+        that field of it: a max-rate search is recorded without forgetting the sweep.
+        """
         existing = self.get_study(name)
         if existing:
             if existing["model_fingerprint"] != model_fingerprint:
@@ -282,9 +326,16 @@ class Store:
                     f"Study '{name}' in '{self.path}' was made with a different model "
                     f"({existing['model_path']}); choose another --study name."
                 )
+            old = existing.get("spec") or {}
+            if spec_field:
+                spec = {**old, spec_field: spec}
+            else:  # a new sweep's spec; what was recorded beside the sweep stays
+                spec = {**{k: old[k] for k in KEPT_SPEC_FIELDS if k in old}, **spec}
             with self._write() as c:  # the latest spec is what a resume ran with
                 c.execute("UPDATE studies SET spec_json = ? WHERE name = ?", (json.dumps(spec), name))
             return self.get_study(name)
+        if spec_field:
+            spec = {spec_field: spec}
         with self._write() as c:
             c.execute(
                 "INSERT INTO studies (name, created_at, model_path, model_format, model_fingerprint, "
@@ -316,25 +367,28 @@ class Store:
 
     def add_run(self, study: str, key: str, config: dict, status: str, metrics: dict | None = None,
                 error: str | None = None, host: str | None = None, hardware_fingerprint: str | None = None,
-                replace: bool = False, release_owner: str | None = None) -> bool:
+                replace: bool = False, release_owner: str | None = None, probe_of: str | None = None) -> bool:
         """Store one point. An ok point is never overwritten; a failed one is replaced by a retry.
 
         `host` and `hardware_fingerprint` name where a fleet measured it. Returns False when the
         key was already stored as done (nothing written). `replace` overwrites whatever is stored:
         the summary of a repeated point, rewritten as each of its rounds arrives. `release_owner`:
-        the sweep whose lease on the point is given back in the same transaction.
+        the sweep whose lease on the point is given back in the same transaction. `probe_of` makes
+        the point a probe of that run (a max-rate search's rate), kept out of the study's runs.
         """
         guard = "" if replace else " WHERE runs.status NOT IN ('ok', 'skipped')"
+        kind = PROBE_KIND if probe_of is not None else RUN_KIND
         with self._write() as c:
             changed = c.execute_count(
                 "INSERT INTO runs (study, key, status, error, config_json, metrics_json, created_at, host, "
-                "hardware_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "hardware_fingerprint, kind, probe_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (study, key) DO UPDATE SET status = excluded.status, error = excluded.error, "
                 "config_json = excluded.config_json, metrics_json = excluded.metrics_json, "
                 "created_at = excluded.created_at, host = excluded.host, "
-                "hardware_fingerprint = excluded.hardware_fingerprint" + guard,
+                "hardware_fingerprint = excluded.hardware_fingerprint, kind = excluded.kind, "
+                "probe_of = excluded.probe_of" + guard,
                 (study, key, status, error, json.dumps(config), json.dumps(metrics or {}, default=str), _now(),
-                 host, hardware_fingerprint),
+                 host, hardware_fingerprint, kind, probe_of),
             )
             if release_owner is not None:
                 c.execute_count("DELETE FROM leases WHERE owner = ? AND study = ? AND key = ?",
@@ -511,18 +565,30 @@ class Store:
                                  "error": r["error"]}
         return out
 
-    def runs(self, study: str) -> list[dict]:
+    def runs(self, study: str, probes: bool = False) -> list[dict]:
+        """The study's runs as flat records; `probes` gives its probes instead (each names `probe_of`)."""
         rows = self.db.execute("SELECT * FROM runs WHERE study = ? ORDER BY id", (study,))
+        want = PROBE_KIND if probes else RUN_KIND
         return [flat_record(study, r["key"], json.loads(r["config_json"]), json.loads(r["metrics_json"]), r["status"],
-                            r["error"], r["created_at"], {c: r.get(c) for c in RUN_HOST_COLUMNS})
-                for r in rows]
+                            r["error"], r["created_at"], {c: r.get(c) for c in (*RUN_HOST_COLUMNS, "probe_of")})
+                for r in rows if (r.get("kind") or RUN_KIND) == want]
 
-    def to_frame(self, study: str):
+    def to_frame(self, study: str, probes: bool = False):
+        """The study's runs as a DataFrame; `probes` gives its probes (max-rate search points) instead."""
         if self.get_study(study) is None:
             known = [s["name"] for s in self.list_studies()]
             raise StoreError(f"No study named '{study}' in '{self.path}'"
                              + (f"; studies there: {', '.join(known)}." if known else "; it holds no studies."))
-        return results_frame(self.runs(study))
+        return results_frame(self.runs(study, probes=probes))
+
+    def update_spec(self, study: str, **fields) -> None:
+        """Add fields to a study's stored spec (e.g. the last max-rate answer), keeping the rest."""
+        info = self.get_study(study)
+        if info is None:
+            return
+        spec = {**(info.get("spec") or {}), **fields}
+        with self._write() as c:
+            c.execute_count("UPDATE studies SET spec_json = ? WHERE name = ?", (json.dumps(spec, default=str), study))
 
 
 def flat_record(study: str, key: str, config: dict, metrics: dict, status: str, error: str | None,
@@ -560,7 +626,20 @@ def results_frame(records: list[dict]):
     return df[list(RESULT_COLUMNS) + rest]
 
 
-def load_results(db: str | Path, study: str):
-    """The runs of a study as a pandas DataFrame with the public result columns first."""
+def load_results(db: str | Path, study: str, probes: bool = False):
+    """The runs of a study as a pandas DataFrame with the public result columns first
+    (`probes`: its max-rate probes instead, each naming the run it probes in `probe_of`)."""
     with Store(db, readonly=True) as s:
-        return s.to_frame(study)
+        return s.to_frame(study, probes=probes)
+
+
+def load_measurements(db: str | Path, study: str):
+    """Every measurement of a study: its runs and its probes (max-rate search points, whose
+    open-loop p99 at a known arrival rate is what a capacity plan rests on)."""
+    import pandas as pd
+
+    with Store(db, readonly=True) as s:
+        runs, probes = s.to_frame(study), s.to_frame(study, probes=True)
+    if probes.empty:
+        return runs
+    return pd.concat([runs, probes], ignore_index=True) if not runs.empty else probes

@@ -278,14 +278,15 @@ class SweepContext:
 
     # ---- the study record ----
     def open(self, spec_record: dict, hardware: dict | None = None, hardware_fingerprint: str | None = None,
-             model_path: str | None = None) -> SweepContext:
-        """Open the store and create (or check) the study; `spec_record` is what this run was asked."""
+             model_path: str | None = None, spec_field: str | None = None) -> SweepContext:
+        """Open the store and create (or check) the study; `spec_record` is what this run was asked
+        (stored under `spec_field` of the study's spec when given, keeping the sweep's)."""
         self.store = Store(self.db)
         try:
             self.store.ensure_study(self.study, model_path or str(self.model.resolve()), self.format,
                                     self.fingerprint, hardware or self.hardware.to_dict(),
                                     hardware_fingerprint or self.hardware.fingerprint, library_versions(),
-                                    spec_record, [s.to_dict() for s in self.input_specs])
+                                    spec_record, [s.to_dict() for s in self.input_specs], spec_field=spec_field)
         except BaseException:
             self.store.close()
             raise
@@ -426,8 +427,9 @@ class SweepContext:
     # ---- storing ----
     def record(self, cfg: RunConfig, status: str, metrics: dict | None = None, error: str | None = None, *,
                key: str | None = None, host: str | None = None, hardware_fingerprint: str | None = None,
-               where: str | None = None) -> dict:
-        """Store one point now, count it, show it, and keep it as an observation."""
+               where: str | None = None, probe_of: str | None = None) -> dict:
+        """Store one point now, count it, show it, and keep it as an observation (`probe_of`: a
+        probe of that run, such as a max-rate search's rate, stored apart from the runs)."""
         key = key or cfg.key
         metrics = metrics or {}
         if status == "ok" and not host:
@@ -438,7 +440,8 @@ class SweepContext:
         self._remeasured.add(key)
         self.store.add_run(self.study, key, cfg.to_dict(), status, metrics, error, host=host,
                            hardware_fingerprint=hardware_fingerprint, replace=redo and status == "ok",
-                           release_owner=self.owner)  # one transaction: the point, and its lease given back
+                           release_owner=self.owner,  # one transaction: the point, and its lease given back
+                           probe_of=probe_of)
         setattr(self.summary, status, getattr(self.summary, status) + 1)
         if error and status == "failed":
             self.summary.errors.append(f"{cfg.label()}{f' on {where}' if where else ''}: {error}")

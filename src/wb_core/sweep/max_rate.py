@@ -14,11 +14,14 @@ from wb_core.sweep.local import worker_task
 
 def find_max_rate(model: str | Path, config: RunConfig, p99_ms: float, db: str | Path, study: str,
                   settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
-                  steps: int = 7, precision=None, on_point: Callable[[dict], None] | None = None) -> dict:
+                  steps: int = 7, precision=None, on_point: Callable[[dict], None] | None = None,
+                  probe_of: str | None = None) -> dict:
     """Highest Poisson arrival rate (requests/s) whose measured p99 stays under `p99_ms`.
 
     A bisection between 0 and the closed-loop capacity, inside one worker; every probed rate is
-    stored as a point of the study, and passed to `on_point` (as a sweep's points are) once stored.
+    stored as a probe of the run `probe_of` (by default the run with `config`'s settings), apart
+    from the study's runs, and passed to `on_point` (as a sweep's points are) once stored. The
+    search and its answer are kept in the study's spec as `last_max_rate` (its sweep settings stay).
     Returns {"best": {...} or None, "closed_loop_rate", ...}.
     """
     if not isinstance(p99_ms, (int, float)) or isinstance(p99_ms, bool) or not p99_ms > 0 or p99_ms == float("inf"):
@@ -26,7 +29,9 @@ def find_max_rate(model: str | Path, config: RunConfig, p99_ms: float, db: str |
     ctx = SweepContext(model, db, study, [config], settings=settings or MeasureSettings(max_time_s=3.0),
                        inputs=inputs, precision=precision, on_point=on_point)
     result: dict = {}
-    with ctx.open(ctx.spec_record(find_max_rate=config.to_dict(), p99_ms=p99_ms)):
+    probe_of = probe_of or config.key
+    asked = ctx.spec_record(find_max_rate=config.to_dict(), p99_ms=p99_ms, run_key=probe_of)
+    with ctx.open(asked, spec_field="last_max_rate"):
         why = ctx.infeasible(config)
         if why:
             raise ConfigError(f"Cannot search a rate for this configuration: {why}.")
@@ -38,11 +43,12 @@ def find_max_rate(model: str | Path, config: RunConfig, p99_ms: float, db: str |
             if msg.get("type") == "point" and msg.get("config"):
                 probe = RunConfig.from_dict(msg["config"])
                 ctx.record(probe, msg["status"], {**extra, **(msg.get("metrics") or {})}, msg.get("error"),
-                           key=msg["key"])
+                           key=msg["key"], probe_of=probe_of)
             elif msg.get("type") == "max_rate":
                 result.update(msg)
 
         outcome = run_child(task, timeout=point_timeout(ctx.settings) * (steps + 2), on_message=on_message)
         if not result:
             raise WorkbenchError(f"The rate search failed: {outcome.reason()}.")
+        ctx.store.update_spec(ctx.study, last_max_rate={**asked, "answer": result})
     return result

@@ -16,7 +16,7 @@ import ipywidgets as w
 
 from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, key_values, section, text, with_help
-from wb_core.ui.words import rounded, run_name
+from wb_core.ui.words import MODES, plural, rounded, run_name
 
 NO_STUDY = "Nothing to work from yet: run a sweep, or open a study in the Sweep tab."
 
@@ -52,7 +52,7 @@ def closed_loop_runs(df):
 
 def run_options(df) -> list[tuple[str, str]]:
     """(name in words, key) for every run a rate search can start from; a name shared by two runs
-    gets its measured throughput (and then its id) added, so every entry reads differently."""
+    gets its measured throughput (and then a number) added, so every entry reads differently."""
     runs = closed_loop_runs(df)
     if runs is None or runs.empty:
         return []
@@ -61,7 +61,7 @@ def run_options(df) -> list[tuple[str, str]]:
     out = []
     for name, key in zip(names, runs["key"].astype(str)):
         seen[name] = seen.get(name, 0) + 1
-        out.append((name if seen[name] == 1 else f"{name} (run {key})", key))
+        out.append((name if seen[name] == 1 else f"{name} (run {seen[name]} with these settings)", key))
     return out
 
 
@@ -142,13 +142,40 @@ def plan_rows(plan, machine_cpus: int) -> list[tuple[str, str]]:
     return [
         ("Instances needed", f"{plan.instances}"),
         ("Cores per instance", f"{plan.cores_per_instance}"),
-        ("Replicas", f"{plan.replicas} (machines or pods of {machine_cpus} CPUs, at most "
-                     f"{plan.instances_per_machine} instances each)"),
+        ("Replicas", f"{plan.replicas} (machines or pods of {plural(machine_cpus, 'CPU')}, at most "
+                     f"{plural(plan.instances_per_machine, 'instance')} each)"),
         ("Instances per replica", f"{plan.instances_per_replica}"),
         ("CPUs in total", f"{plan.total_cpus} (CPU request = limit = {plan.cpu_request} per instance)"),
-        ("One instance serves", f"{rounded(plan.per_instance_rate, 'throughput')} requests/s measured; planned at "
-                                f"{rounded(usable, 'throughput')} to keep {plan.headroom:.0%} spare"),
+        ("One instance serves", f"{rounded(plan.per_instance_rate, 'throughput')} requests/s measured "
+                                f"({plan_mode(plan)}); planned at {rounded(usable, 'throughput')} to keep "
+                                f"{plan.headroom:.0%} spare"),
     ]
+
+
+def plan_mode(plan) -> str:
+    """How the plan's per-instance rate was measured, in the dashboard's words."""
+    return MODES["open"] if str(plan.basis).startswith("open-loop") else MODES["closed"]
+
+
+def modes_explained(run: dict, closed_rate: float | None, best_rate: float | None) -> str:
+    """Why the sweep's figure for a run and the rate search's differ, in words: samples vs requests
+    (a request carries a batch), back to back vs arriving at random, measured now vs then."""
+    batch = int(run.get("batch_size") or 1)
+    sweep = run.get("throughput")
+    parts = []
+    if sweep is not None and sweep == sweep:
+        parts.append(f"The Sweep and Explore tabs show {rounded(sweep, 'throughput')} samples/s for this run: "
+                     f"{MODES['closed']}, {plural(batch, 'sample')} per request, so "
+                     f"{rounded(sweep / batch, 'throughput')} requests/s.")
+    if closed_rate:
+        parts.append(f"The search measured it again back to back first: {rounded(closed_rate, 'throughput')} "
+                     f"requests/s ({rounded(closed_rate * batch, 'throughput')} samples/s); the two differ only "
+                     "by measurement noise (a busy machine moves it by tens of percent).")
+    if best_rate and closed_rate:
+        parts.append(f"Requests arriving at random ({MODES['open']}) sometimes come together and wait in a queue, "
+                     f"and the p99 limit counts that wait: so the sustainable rate, {rounded(best_rate)} requests/s, "
+                     "is lower than back to back.")
+    return " ".join(parts)
 
 
 class CapacityPanel(w.VBox):
@@ -189,6 +216,7 @@ class CapacityPanel(w.VBox):
             "queued up faster than they were served at that rate.")
         self._searching: threading.Thread | None = None
         self._probes: list[dict] = []
+        self.pick_note = w.HTML()
         # ---- capacity plan ----
         self.plan_messages = MessageArea()
         self.target = with_help(text("Target (requests/s)", "1000", placeholder="e.g. 5000"),
@@ -211,12 +239,18 @@ class CapacityPanel(w.VBox):
         self.find.on_click(guarded(self.rate_messages)(self._on_find))
         self.plan_button.on_click(guarded(self.plan_messages)(self._on_plan))
         session.observe(guarded(self.rate_messages)(self.refresh_runs), ["study", "results_version"])
-        session.observe(guarded(self.rate_messages)(self._on_selected), "selected_key")
+        session.observe(guarded(self.rate_messages)(self._on_selected), "pick")
+        session.observe(guarded(self.rate_messages)(self.show_last_answer), "study")
+        self.run.control.observe(guarded(self.rate_messages)(self._on_run_changed), "value")
+        for box in (self.run, self.p99, self.probe_time, self.steps):  # an error about a changed field goes
+            box.control.observe(self.rate_messages.clear_error, "value")
+        for box in (self.target, self.plan_p99, self.machine, self.headroom):
+            box.control.observe(self.plan_messages.clear_error, "value")
         super().__init__([
             w.HTML(CSS), section("Highest rate under a p99 limit"),
             w.HTML("<i>Requests arrive at random, as from many users; the search finds the highest arrival rate "
                    "this run keeps p99 within the limit. Every rate tried is stored in the study.</i>"),
-            self.run, self.p99, self.probe_time, self.steps, self.find, self.rate_progress, self.rate_messages,
+            self.run, self.pick_note, self.p99, self.probe_time, self.steps, self.find, self.rate_progress, self.rate_messages,
             self.rate_answer, self.rate_table, self.rate_plot, self.rate_caption,
             section("Capacity plan"),
             w.HTML("<i>From the open study's measurements: how many instances, replicas and CPUs serve a target "
@@ -226,20 +260,14 @@ class CapacityPanel(w.VBox):
         ])
         self.add_class("wb-capacity-panel")
         guarded(self.rate_messages)(self.refresh_runs)()
+        guarded(self.rate_messages)(self.show_last_answer)()
 
     # ---- choosing the run ----
     def default_key(self, keys: list[str]) -> str | None:
-        """The run the session has selected, else the recommended one, else the first."""
-        if self.session.selected_key in keys:
-            return self.session.selected_key
-        from wb_core.api import WorkbenchError, recommend
-
-        try:
-            rec = recommend(closed_loop_runs(self.session.results()))
-            if rec.key in keys:
-                return rec.key
-        except WorkbenchError:
-            pass
+        """The dashboard's pick (Explore's recommendation, or the run chosen there), else the first."""
+        key = self.session.current_pick().key
+        if key in keys:
+            return key
         return keys[0] if keys else None
 
     def refresh_runs(self, *_):
@@ -251,9 +279,25 @@ class CapacityPanel(w.VBox):
         self.find.disabled = not options or self._busy()
 
     def _on_selected(self, change):
+        """Explore's pick changed: the Run box follows it, and says so here (not while a search runs)."""
         keys = [k for _, k in self.run.control.options]
-        if change["new"] in keys:
-            self.run.control.value = change["new"]
+        new = change["new"]
+        if self._busy() or new.key == change["old"].key or new.key not in keys:
+            return
+        if self.run.control.value != new.key:
+            self.run.control.value = new.key
+            self.pick_note.value = (f"<div class='wb-msg wb-msg-info wb-pick-changed'>The Run box now holds "
+                                    f"Explore's pick, {html.escape(new.name)}"
+                                    + (f" ({html.escape(new.note)})" if new.note else "") + ".</div>")
+
+    def _on_run_changed(self, change):
+        """Say when the run searched is not the one Explore picked (and Export writes)."""
+        pick = self.session.current_pick()
+        if not change["new"] or not pick.key or change["new"] == pick.key:
+            self.pick_note.value = ""
+            return
+        self.pick_note.value = (f"<div class='wb-msg wb-msg-info wb-not-pick'>This is not Explore's pick "
+                                f"({html.escape(pick.name)}, the run Export writes); searching it changes neither.</div>")
 
     def _busy(self) -> bool:
         return self._searching is not None and self._searching.is_alive()
@@ -284,19 +328,22 @@ class CapacityPanel(w.VBox):
         self.rate_progress.value = (f"<i>Working… measuring {html.escape(name)} with back-to-back requests first, "
                                     f"then up to {steps} arrival rates of {rounded(secs)} s each.</i>")
         self._searching = threading.Thread(target=self._search, args=(record["model_path"], config, p99, settings,
-                                                                      steps, name),
+                                                                      steps, name, key),
                                            daemon=True, name="wb-max-rate")
         self._searching.start()
 
-    def _search(self, model, config, p99, settings, steps, name) -> None:
+    def _search(self, model, config, p99, settings, steps, name, key) -> None:
         from wb_core.api import find_max_rate
 
         s = self.session
         try:
             result = find_max_rate(model, config, p99, db=s.db, study=s.study, settings=settings, steps=steps,
-                                   on_point=lambda point: self._on_probe(point, p99))
-            self.rate_progress.value = f"<i>Done: {len(self._probes)} rate(s) tried and stored in the study.</i>"
-            self.show_answer(result, p99, name)
+                                   on_point=lambda point: self._on_probe(point, p99), probe_of=key)
+            n = len(self._probes)
+            self.rate_progress.value = (f"<i>Done: {plural(n, 'rate')} tried and stored with the study as probes of "
+                                        "this run (they are not runs: Explore, Compare and Layers do not list "
+                                        "them).</i>")
+            self.show_answer(result, p99, name, self._run_row(key))
         except Exception as e:  # shown inline; the thread must not die silently
             self.rate_progress.value = ""
             self.rate_messages.error(e)
@@ -306,7 +353,7 @@ class CapacityPanel(w.VBox):
             try:
                 if self._probes:
                     self.rate_plot.show(rate_figure(list(self._probes), p99, self.best_so_far(p99)))
-                s.refresh()  # the other tabs see the probes; the run list keeps its choice
+                # Probes are not runs: the other tabs (and the pick) have nothing new to show.
             except Exception as e:
                 self.rate_messages.error(e)
 
@@ -341,21 +388,55 @@ class CapacityPanel(w.VBox):
                   and p["p99"] is not None and p["p99"] <= p99_ms]
         return max(passed) if passed else None
 
-    def show_answer(self, result: dict, p99_ms: float, name: str) -> None:
+    def _run_row(self, key: str) -> dict:
+        df = self.session.results()
+        rows = df[df["key"].astype(str) == key] if not df.empty else df
+        return rows.iloc[0].to_dict() if len(rows) else {}
+
+    def show_answer(self, result: dict, p99_ms: float, name: str, run: dict | None = None) -> None:
         best = result.get("best")
         closed = result.get("closed_loop_rate")
-        back_to_back = (f" Back to back, without waiting between requests, it serves {rounded(closed, 'throughput')} "
-                        "requests/s." if closed else "")
+        why = modes_explained(run or {}, closed, best["rate"] if best else None)
+        explained = f"<div class='wb-caption wb-modes'>{html.escape(why)}</div>" if why else ""
         if best:
             self.rate_answer.value = (
                 f"<div class='wb-msg wb-msg-ok'><b class='wb-max-rate'>{html.escape(name)} sustains "
-                f"{rounded(best['rate'])} requests/s with p99 ≤ {rounded(p99_ms)} ms</b> (measured p99 "
-                f"{rounded(best['p99_ms'], 'latency')} ms).{html.escape(back_to_back)}</div>")
+                f"{rounded(best['rate'])} requests/s arriving at random with p99 ≤ {rounded(p99_ms)} ms</b> "
+                f"(measured p99 {rounded(best['p99_ms'], 'latency')} ms).</div>" + explained)
         else:
             self.rate_answer.value = (
                 f"<div class='wb-msg wb-msg-error'><b class='wb-max-rate'>No rate tried kept p99 within "
                 f"{rounded(p99_ms)} ms for {html.escape(name)}.</b> Relax the limit, or pick a run with "
-                f"a lower p99.{html.escape(back_to_back)}</div>")
+                f"a lower p99.</div>" + explained)
+
+    def show_last_answer(self, *_):
+        """The study's last rate search as it was answered (a reopened study shows it again), with its probes."""
+        self._probes = []
+        self.rate_answer.value = self.rate_table.value = self.rate_progress.value = ""
+        self.rate_plot.show(rate_figure([], None))
+        last = ((self.session.study_record() or {}).get("spec") or {}).get("last_max_rate") or {}
+        answer, key, p99 = last.get("answer"), last.get("run_key"), last.get("p99_ms")
+        if not answer or not key or p99 is None:
+            return
+        run = self._run_row(key)
+        probes = self.session.probes()
+        if not probes.empty and "probe_of" in probes.columns:
+            for _, r in probes[probes["probe_of"].astype(str) == key].iterrows():
+                p = r.get("latency_ms_p99")
+                probe = {"rate": float(r["rate"]), "p99": None if p is None or p != p else float(p),
+                         "saturated": r.get("saturated") in (True, 1), "status": r["status"]}
+                probe["verdict"] = ("requests queued up" if probe["saturated"] or probe["p99"] is None else
+                                    f"p99 {rounded(probe['p99'], 'latency')} ms, "
+                                    + ("within the limit" if probe["p99"] <= p99 else "over the limit"))
+                self._probes.append(probe)
+        name = run_name(run) if run else "a run no longer in the study"
+        self.rate_progress.value = f"<i>The study's last rate search, of {html.escape(name)}:</i>"
+        self.show_answer(answer, float(p99), name, run)
+        self.p99.control.value = rounded(float(p99))
+        if self._probes:
+            self.rate_table.value = probes_table(self._probes)
+            best = answer.get("best") or {}
+            self.rate_plot.show(rate_figure(list(self._probes), float(p99), best.get("rate")))
 
     # ---- capacity plan ----
     def _on_plan(self, *_):
@@ -363,7 +444,7 @@ class CapacityPanel(w.VBox):
 
         self.plan_messages.clear()
         self.plan_out.value = self.basis.value = self.split.value = ""
-        df = self.session.results()
+        df = self.session.measurements()
         if df.empty:
             self.plan_messages.show(NO_STUDY, "error")
             return
@@ -381,10 +462,11 @@ class CapacityPanel(w.VBox):
         row = df[df["key"].astype(str) == plan.source_key]
         name = run_name(row.iloc[0]) if not row.empty else plan.source_key
         if plan.basis.startswith("open-loop"):
-            how = "requests arriving at random (queueing included)"
+            how = MODES["open"]
         else:
-            how = ("requests sent back to back, so queueing is not included and the plan is optimistic; find the max "
-                   "rate above first for a plan that includes it")
+            how = (f"{MODES['closed']}, so queueing is not included and the plan is optimistic (a request carries "
+                   "its run's batch, so requests/s are samples/s divided by the batch); find the max rate above "
+                   "first for a plan that includes queueing")
         hw = (self.session.study_record() or {}).get("hardware") or {}
         where = hw.get("cpu_model") or "an unrecorded CPU"
         cpus = hw.get("logical_cores") or len(hw.get("available_cpus") or [])

@@ -14,6 +14,7 @@ import ipywidgets as w
 from wb_core.ui.layers_panel import ITERATIONS, run_choices
 from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, section, with_help
+from wb_core.ui.words import MODES as MEASUREMENT_MODES
 from wb_core.ui.words import results_table, run_name
 
 MODES = (("Runs of the open study", "runs"), ("The best run of each of these studies", "studies"))
@@ -106,6 +107,7 @@ class ComparePanel(w.VBox):
         self.layers_result.add_class("wb-compare-layers")
         self._frame = None  # the last comparison (compare_runs' frame)
         self._choices: list[tuple[str, str]] = []
+        self._suggested = ""  # Explore's pick, put in the run list when nothing was picked here
         self._thread: threading.Thread | None = None
         on = guarded(self.messages)
         self.mode.observe(on(self._on_mode), "value")
@@ -135,6 +137,17 @@ class ComparePanel(w.VBox):
         self.studies.value = tuple(s for s in keep_studies if s in names)
         self._on_pick()
 
+    def shown(self) -> None:
+        """The tab is on screen: with no run picked here yet, Explore's pick is put in the run list."""
+        guarded(self.messages)(self._on_pick_changed)()
+
+    def _on_pick_changed(self, *_):
+        """With no run picked here yet, Explore's pick is the first run to compare against."""
+        key = self.session.current_pick().key
+        if not self.runs.value and key in {k for _, k in self._choices}:
+            self._suggested = key
+            self.runs.value = (key,)
+
     def _on_mode(self, *_):
         runs = self.mode.value == "runs"
         for box in (self.runs_box, self.baseline_box):
@@ -148,7 +161,10 @@ class ComparePanel(w.VBox):
         keep = self.baseline.value
         self.baseline.options = picked
         if picked:
-            self.baseline.value = keep if keep in self.runs.value else picked[0][1]
+            # The suggested run (Explore's pick) is not kept as the baseline once the user picks runs:
+            # the first run picked is, as without a suggestion.
+            chosen = keep in self.runs.value and not (keep == self._suggested and len(picked) > 1)
+            self.baseline.value = keep if chosen else picked[0][1]
 
     def chosen_keys(self) -> list[str]:
         """The picked runs, the baseline first."""
@@ -194,7 +210,10 @@ class ComparePanel(w.VBox):
                                "<div class='wb-caption'>These runs have the same settings.</div>"))
         names = [f"Run {i + 1}" for i in range(len(frame))]
         lines = ratio_sentences(frame, names)
-        self.ratios.value = "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in lines) + "</ul>"
+        self.ratios.value = ("<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in lines) + "</ul>"
+                             + f"<div class='wb-caption wb-modes'>Throughput and latency here were measured "
+                               f"{html.escape(MEASUREMENT_MODES['closed'])}, each run with its own batch, threads and requests "
+                               "in flight.</div>")
         both_ov = all(str(b) == "openvino" for b in frame["backend"].iloc[:2])
         self.layers_button.layout.display = "" if both_ov else "none"
         self.layers_button.description = "Compare layers" + (" of runs 1 and 2" if len(frame) > 2 else "")
@@ -243,6 +262,11 @@ class ComparePanel(w.VBox):
                     f"layers. A shorter second bar is where the second run gained; a bar with no partner is a layer "
                     f"type only one run has (an INT8 model adds conversions and reorders). 'Second is faster by' "
                     f"above 1 means the second run spent less time there."),
+            caption(f"Why this can differ from the throughput ratio above: layer times are the {MEASUREMENT_MODES['layers']}, "
+                    "one inference at a time; the throughput above is measured closed loop with each run's batch, "
+                    "threads and requests in flight, so it also counts the time between layers and how well the "
+                    "run keeps every core busy (an INT8 run can spend less time in its layers and still serve "
+                    "fewer samples per second)."),
         ]
 
 

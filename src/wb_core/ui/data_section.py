@@ -15,7 +15,7 @@ import ipywidgets as w
 
 from wb_core.api import ConfigError, cache_dir
 from wb_core.ui.uploads import safe_name, upload_limit_mb
-from wb_core.ui.widgets import STYLE, WIDE, message_html, text, with_help
+from wb_core.ui.widgets import STYLE, WIDE, message_html, number_box, text, with_help
 
 NO_DATA, DEMO_DATA, SERVER_PATH, UPLOAD, TEXT = (
     "No data (speed only)", "The demo's own data", "A file on this server (.npz or image folder)",
@@ -97,8 +97,7 @@ class DataSection(w.VBox):
         self.status = w.HTML("")
         self.metric = w.Dropdown(options=METRICS, value="auto", description="Accuracy metric", style=STYLE,
                                  layout=WIDE)
-        self.calib = w.BoundedIntText(value=300, min=1, max=100_000, description="Calibration samples",
-                                      style=STYLE, layout=w.Layout(width="300px"))
+        self.calib = number_box("Calibration samples", 300, integer=True)
         self.drop = text("Accuracy-drop limit", placeholder="empty: plain INT8")
         self.path_box = with_help(self.path, "An .npz file with an array x (inputs) and, if you have them, y "
                                              "(labels); or a folder with one subfolder of images per class.")

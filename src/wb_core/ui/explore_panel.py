@@ -17,7 +17,7 @@ import re
 
 import ipywidgets as w
 
-from wb_core.ui.state import DashboardState
+from wb_core.ui.state import DashboardState, Pick, guard_failed
 from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, key_values, section, with_help
 from wb_core.ui.words import label, rounded, run_name
 
@@ -102,7 +102,6 @@ def run_details_html(run: dict) -> str:
     """Every recorded setting and measurement of a run, worded and rounded (no raw dump)."""
     rows = [(label(k), _worded(v, k)) for k, v in run.items()
             if k not in DETAIL_SKIP and not k.startswith("_") and _shown(v)]
-    rows.append((label("key"), str(run.get("key", ""))))
     return key_values(rows)
 
 
@@ -180,6 +179,8 @@ class ExplorePanel(w.VBox):
         self._hardware = None
         self._looked: dict | None = None
         self._user_key = ""  # a run the user chose with "Export this run" (kept until the limits change)
+        self._fitted_study = None  # the study the sliders were fitted to: its limits are kept as it grows
+        self._why = "Explore's limits changed."  # why the next recommendation may differ (said in the note)
         self._shown = False
         self._stale = True
         for s in (self.p99, self.memory, self.accuracy, self.objective):
@@ -211,6 +212,7 @@ class ExplorePanel(w.VBox):
     # ---- data ----
     def _on_study(self, *_):
         self._user_key = ""
+        self._fitted_study = None
         self._on_results()
 
     def _on_results(self, *_):
@@ -234,14 +236,19 @@ class ExplorePanel(w.VBox):
         self._hardware = rec.get("hardware")
         self._df = with_efficiency(df, self._hardware)
         ok = successful(self._df)
+        # The same study grown (new runs): the user's limits stay; another study: they start open.
+        keep = self.constraints() if self._fitted_study == self.session.study else None
         self._updating = True  # set ranges without recomputing for each slider change
         try:
-            self._fit(self.p99, ok.get("latency_ms_p99"))
-            self._fit(self.memory, ok.get("rss_mb"))
+            self._fit(self.p99, ok.get("latency_ms_p99"), keep=keep and keep.max_p99_ms)
+            self._fit(self.memory, ok.get("rss_mb"), keep=keep and keep.max_memory_mb)
             drops = ok["accuracy_drop"].dropna() if "accuracy_drop" in ok.columns else []
-            self._fit(self.accuracy, drops if len(drops) else None, floor_max=0.01)
+            self._fit(self.accuracy, drops if len(drops) else None, floor_max=0.01,
+                      keep=keep and keep.max_accuracy_drop)
         finally:
             self._updating = False
+        self._fitted_study = self.session.study
+        self._why = "new runs were measured."
         if self._user_key and self._user_key not in set(self._df["key"]):
             self._user_key = ""
         self._fill_look()
@@ -250,7 +257,8 @@ class ExplorePanel(w.VBox):
             self._draw_other_plots()
         self._on_limits()
 
-    def _fit(self, slider: w.FloatSlider, values, floor_max: float | None = None) -> None:
+    def _fit(self, slider: w.FloatSlider, values, floor_max: float | None = None, keep: float | None = None) -> None:
+        """Range the slider over `values`; `keep` is a limit the user set, kept (the range grows to hold it)."""
         vals = [] if values is None else [float(v) for v in values if v == v and v is not None]
         if not vals:
             slider.disabled = True
@@ -261,13 +269,15 @@ class ExplorePanel(w.VBox):
         lo, hi = _span(vals)
         if floor_max:  # accuracy drop: from none, at least up to floor_max
             lo, hi = 0.0, max(max(vals) * 1.05, floor_max)
+        if keep is not None:
+            lo, hi = min(lo, keep), max(hi, keep * 1.05)
         slider.disabled = False
         # Order matters: a new max below the old min would be refused.
         slider.max = max(hi, slider.min)
         slider.min = lo
         slider.max = hi
         slider.step = (hi - lo) / 200
-        slider.value = hi
+        slider.value = hi if keep is None else keep
 
     def constraints(self):
         """The limits the sliders set (a slider at its right end sets none)."""
@@ -284,36 +294,40 @@ class ExplorePanel(w.VBox):
         if self._updating:
             return
         self._user_key = ""  # new limits: the recommendation under them is what Export writes again
+        self._why = "Explore's limits or objective changed."
         self._on_limits()
 
     def _on_limits(self, *_):
         if self._updating or self._df is None:
             return
-        from wb_core.api import NoRunMeetsConstraints, WorkbenchError, recommend
+        from wb_core.api import NoRunMeetsConstraints, WorkbenchError, worded
 
         cons = self.constraints()
         self.limits_text.value = f"Limits: {html.escape(cons.describe())}"
         try:
-            rec = recommend(self._df, cons, self.objective.value, hardware=self._hardware)
+            pick = self.session.recommend(cons, self.objective.value)
         except NoRunMeetsConstraints as e:
             self.recommendation.value = (f"<div class='wb-msg wb-msg-error wb-no-run'><b>No run meets these limits.</b> "
-                                         f"{html.escape(_without_keys(str(e)))}</div>")
+                                         f"{html.escape(worded(_without_keys(str(e)), self._df))}</div>")
             self._draw_pareto(None, cons)
             return
         except WorkbenchError as e:
-            self.recommendation.value = f"<div class='wb-msg wb-msg-error'>{html.escape(str(e))}</div>"
+            self.recommendation.value = f"<div class='wb-msg wb-msg-error'>{html.escape(worded(str(e), self._df))}</div>"
             self._draw_pareto(None, cons)
             return
-        best = rec.best
-        runners = "".join(f"<li>{html.escape(run_name(r))}: p99 latency {rounded(r['latency_ms_p99'], 'latency')} ms, "
-                          f"{rounded(r['throughput'], 'throughput')} samples/s</li>" for r in rec.runners_up)
-        self.recommendation.value = (
-            f"<div class='wb-msg wb-msg-ok'>Recommended: <b class='wb-best' data-key='{html.escape(str(best['key']))}'>"
-            f"{html.escape(run_name(best))}</b><br>{html.escape(_without_keys(rec.reason))}</div>"
-            + (f"Next best:<ul>{runners}</ul>" if runners else ""))
+        best = self._df[self._df["key"].astype(str) == pick.key].iloc[0].to_dict()
         if not self._user_key:
-            self.session.selected_reason = rec.reason
-            self.session.selected_key = str(best["key"])
+            self.session.set_pick(pick, self._why)
+        shown = self.session.pick
+        changed = (f"<div class='wb-msg wb-msg-info wb-pick-changed'>{html.escape(shown.note)}</div>"
+                   if shown.note and not self._user_key else "")
+        left_out = (f"<div class='wb-msg wb-msg-info wb-left-out'>{html.escape(pick.left_out)}</div>"
+                    if pick.left_out else "")
+        self.recommendation.value = (
+            f"<div class='wb-msg wb-msg-ok'>Recommended: <b class='wb-best' data-key='{html.escape(pick.key)}'>"
+            f"{html.escape(pick.name)}</b><br>{html.escape(pick.reason)}</div>" + changed + left_out
+            + ("Next best:<ul>" + "".join(f"<li>{html.escape(r)}</li>" for r in pick.runners_up) + "</ul>"
+               if pick.runners_up else ""))
         self._draw_pareto(best, cons)
 
     # ---- plots ----
@@ -332,11 +346,15 @@ class ExplorePanel(w.VBox):
         ok = successful(self._df) if self._df is not None else None
         if ok is None or ok.empty:
             return []
-        on_front = pareto_mask(ok)
+        failed = guard_failed(ok)
+        bad, ok = ok[failed], ok[~failed]
+        on_front = pareto_mask(ok) if not ok.empty else ok.index == ok.index
         front = ok[on_front].sort_values("latency_ms_p99")
         rest = ok[~on_front]
         named = [(f"{run_name(r)} (Pareto front)", str(r["key"])) for _, r in front.iterrows()]
-        return named + sorted(((run_name(r), str(r["key"])) for _, r in rest.iterrows()), key=lambda o: o[0])
+        failed_named = sorted((f"{run_name(r)} (accuracy failed)", str(r["key"])) for _, r in bad.iterrows())
+        return (named + sorted(((run_name(r), str(r["key"])) for _, r in rest.iterrows()), key=lambda o: o[0])
+                + failed_named)
 
     def _fill_look(self) -> None:
         keep = self.look.value
@@ -359,6 +377,12 @@ class ExplorePanel(w.VBox):
         self.full_details.value = run_details_html(run)
         self.details_toggle.layout.display = ""
         self.export_this.layout.display = ""
+        if run.get("accuracy_guard") == "failed":  # never exported as best
+            self.export_this.disabled = True
+            why = run.get("accuracy_guard_note") or "this run lost more accuracy than the guard allows"
+            self.chosen_text.value = ("<div class='wb-msg wb-msg-error wb-accuracy-failed'>Accuracy failed: "
+                                      f"{html.escape(str(why))}. It is never recommended or exported.</div>")
+            return
         self.export_this.disabled = str(run["key"]) == self.session.selected_key
         self.chosen_text.value = ("<i>This run is the one the Export tab writes.</i>" if self.export_this.disabled
                                   else "<i>Export writes the recommended run; press “Export this run” to write "
@@ -370,8 +394,9 @@ class ExplorePanel(w.VBox):
             return
         key = str(self._looked["key"])
         self._user_key = key
-        self.session.selected_reason = CHOSEN_REASON
-        self.session.selected_key = key
+        self.session.set_pick(Pick(key=key, name=run_name(self._looked), reason=CHOSEN_REASON,
+                                   constraints=self.constraints(), objective=self.objective.value, chosen=True),
+                              "you chose it with “Export this run”.")
         self.export_this.disabled = True
         self.chosen_text.value = (f"<div class='wb-msg wb-msg-ok wb-chosen'>The Export tab now writes "
                                   f"{html.escape(run_name(self._looked))}.</div>")

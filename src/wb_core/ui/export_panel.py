@@ -32,8 +32,6 @@ FORMAT_TITLES = {
     "tfserving": "TensorFlow Serving (run script and batching parameters)",
     "kserve": "KServe InferenceService (inferenceservice.yaml)",
 }
-# What Explore's "Export this run" sets as the reason (kept in step with explore_panel.CHOSEN_REASON).
-CHOSEN_PREFIX = "Chosen by the user"
 
 
 def format_title(key: str, module) -> str:
@@ -101,8 +99,8 @@ class ExportPanel(w.VBox):
         self.with_models.observe(guarded(self.messages)(self.render), "value")
         self.serve.on_click(guarded(self.serve_messages)(self._on_serve))
         self.report_button.on_click(guarded(self.report_messages)(self._on_report))
-        session.observe(guarded(self.messages)(self.render), ["selected_key", "results_version", "study"])
-        session.observe(self._forget_report, ["results_version", "study"])
+        session.observe(guarded(self.messages)(self.render), ["pick", "results_version", "study"])
+        session.observe(self._forget_report, ["results_version", "study", "pick"])
         self.write.on_click(guarded(self.messages)(self._on_write))
         serve_help = w.HTML("<div class='wb-help-block'>Starts a real Triton server on this machine with this "
                             "run's instances, pinning and batching (its Python backend running OpenVINO), "
@@ -132,12 +130,14 @@ class ExportPanel(w.VBox):
             guarded(self.messages)(self.render)()
 
     def deployment(self):
+        """The deployment of the dashboard's pick (Explore's recommendation or chosen run), its reason in words."""
         from wb_core.api import deployment_for_study
 
         s = self.session
-        dep = deployment_for_study(s.db, s.study, run_key=s.selected_key or None)
-        if s.selected_reason and s.selected_key:
-            dep.measurement.reason = s.selected_reason
+        pick = s.current_pick()
+        dep = deployment_for_study(s.db, s.study, run_key=pick.key or None)
+        if pick.key and pick.reason:
+            dep.measurement.reason = pick.reason
         return dep
 
     def render(self, *_):
@@ -168,18 +168,22 @@ class ExportPanel(w.VBox):
     def run_line_html(self) -> str:
         """Which run is exported, by its name, and why: recommended under the limits or chosen by the user."""
         s, dep = self.session, self._dep
-        reason = dep.measurement.reason or ""
-        if s.selected_key and s.selected_reason.startswith(CHOSEN_PREFIX):
+        pick = s.current_pick()
+        reason = pick.reason or ""
+        if pick.chosen:
             why = "you chose it with “Export this run” in the Explore tab."
-        elif s.selected_key:
-            why = f"recommended under the limits set in the Explore tab. {reason}"
+        elif s.pick.key:
+            why = f"recommended under Explore's limits ({pick.limits()}). {reason}"
         else:
             why = f"recommended with no limits (set limits in the Explore tab). {reason}"
         run = self._run_record(dep.measurement.run_key)
         name = run_name(run) if run is not None else dep.serving_name
+        changed = (f"<div class='wb-msg wb-msg-info wb-pick-changed'>{html.escape(pick.note)}</div>"
+                   if pick.note and pick.key == s.pick.key else "")
         return (f"<div class='wb-msg wb-msg-info'>Exporting <b class='wb-export-name' "
                 f"data-key='{html.escape(dep.measurement.run_key)}'>{html.escape(name)}</b> of study "
-                f"<b>{html.escape(s.study)}</b>: <span class='wb-export-why'>{html.escape(why.strip())}</span></div>")
+                f"<b>{html.escape(s.study)}</b>: <span class='wb-export-why'>{html.escape(why.strip())}</span></div>"
+                + changed)
 
     def _run_record(self, key: str) -> dict | None:
         df = self.session.results()
@@ -203,15 +207,17 @@ class ExportPanel(w.VBox):
         self.report_download.value = ""
         self.report_messages.show(f"Building the report of study {s.study}: reading its results and drawing "
                                   f"the plots…")
-        self._reporting = threading.Thread(target=self._build_report, args=(s.db, s.study), daemon=True,
-                                           name="wb-report")
+        self._reporting = threading.Thread(target=self._build_report, args=(s.db, s.study, s.current_pick()),
+                                           daemon=True, name="wb-report")
         self._reporting.start()
 
-    def _build_report(self, db: str, study: str) -> None:
+    def _build_report(self, db: str, study: str, pick) -> None:
+        """The report under Explore's limits, naming the run Export writes (the dashboard's pick)."""
         from wb_core.api import build_report
 
         try:
-            text = build_report(db, study)
+            text = build_report(db, study, constraints=pick.constraints, objective=pick.objective,
+                                pick=pick.key or None, pick_reason=pick.reason or None)
             data = text.encode("utf-8")
             name = f"{_file_stem(study)}-report.html"
             self.report_download.value = download_link(name, data, f"Download {name}", "text/html")
@@ -308,8 +314,11 @@ def serve_checks_html(db, study: str, run_key: str) -> str:
                          + (f" ({ratio:.2f}x)" if ratio is not None else ""))
         rows.append(f"<tr><td>{html.escape(str(c.get('created_at') or ''))}</td>"
                     + "".join(f"<td>{html.escape(x)}</td>" for x in cells) + "</tr>")
-    return ("<table class='wb-table'><tr><th>checked</th><th>throughput /s: predicted → served</th>"
-            "<th>p50 ms</th><th>p99 ms</th></tr>" + "".join(rows) + "</table>")
+    return ("<table class='wb-table'><tr><th>Checked</th><th>Throughput (samples/s): predicted → served</th>"
+            "<th>p50 latency (ms)</th><th>p99 latency (ms)</th></tr>" + "".join(rows) + "</table>"
+            "<div class='wb-caption wb-modes'>Predicted: the run's measurement, closed loop in this process. "
+            "Served: the same settings served through a real Triton server, so network and server overhead are "
+            "included; the ratio says how much of the prediction the server delivered.</div>")
 
 
 def _num(v) -> str:

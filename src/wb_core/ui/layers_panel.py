@@ -14,7 +14,7 @@ import ipywidgets as w
 
 from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, section, with_help
-from wb_core.ui.words import results_table, run_name
+from wb_core.ui.words import results_table, rounded, run_name
 
 TOP_TYPES = 12  # layer types in the bar chart
 TOP_LAYERS = 15  # layers in the table of the slowest
@@ -22,14 +22,19 @@ ITERATIONS = 100  # inferences the counters average over
 
 
 def run_choices(df) -> list[tuple[str, str]]:
-    """(name, key) of each ok run of a results frame, named by its settings (repeats get the key's start)."""
+    """(name, key) of each ok run of a results frame, named by its settings (a name two runs share gets
+    its measured throughput, then a number, so every entry reads differently without an id)."""
     if df is None or df.empty:
         return []
     ok = df[df["status"] == "ok"]
     names = [run_name(r) for _, r in ok.iterrows()]
+    names = [f"{n} — {rounded(r.get('throughput'), 'throughput')} samples/s" if names.count(n) > 1 else n
+             for n, (_, r) in zip(names, ok.iterrows())]
+    seen: dict[str, int] = {}
     out = []
     for name, key in zip(names, ok["key"].astype(str)):
-        out.append((f"{name} ({key[:6]})" if names.count(name) > 1 else name, key))
+        seen[name] = seen.get(name, 0) + 1
+        out.append((name if seen[name] == 1 else f"{name} (run {seen[name]} with these settings)", key))
     return out
 
 
@@ -191,7 +196,9 @@ class LayersPanel(w.VBox):
             section("Time per layer type"),
             w.HTML(results_table(types, ["type", "layers", "time_ms", "share_pct", "precisions"])),
             PlotArea(type_figure(profile)),
-            caption(f"Each bar is the time one kind of layer took per inference, summed over its layers "
+            caption(f"Each bar is the time one kind of layer took per inference, summed over its layers (sum of "
+                    f"layer times: OpenVINO's per-layer counters, one inference at a time, so it leaves out the "
+                    f"time between layers that the sweep's closed-loop throughput includes) "
                     f"({total:.3g} ms for all layers; the mean of {profile.iterations} inferences at batch "
                     f"{profile.batch_size}). The colour says which precision those layers executed in: a layer "
                     f"type that stays f32 in an INT8 or BF16 run did not get the faster kernels."),

@@ -13,7 +13,7 @@ import threading
 import ipywidgets as w
 
 from wb_core.ui.state import DashboardState
-from wb_core.ui.uploads import MODEL_SUFFIXES, save_upload, upload_limit_mb
+from wb_core.ui.uploads import MODEL_SUFFIXES, save_upload, upload_limit_mb, upload_message
 from wb_core.ui.widgets import CSS, MessageArea, button, guarded, key_values, section, text, with_help
 
 SOURCES = ("Demo model", "Path on the server", "Upload")
@@ -69,6 +69,8 @@ class ModelPanel(w.VBox):
         self.choice = w.VBox()
         self._work: threading.Thread | None = None
         self.source.observe(self._on_source, "value")
+        for control in (self.source, self.demo, self.path, self.upload):  # an error about the old choice goes
+            control.observe(self.messages.clear_error, "value")
         self.use.on_click(guarded(self.messages)(self._on_use))
         self._on_source()
         super().__init__([w.HTML(CSS), section("Model"),
@@ -110,16 +112,21 @@ class ModelPanel(w.VBox):
             self.messages.show("Saving the upload…")
             model = str(save_upload(files))
             label = ", ".join(f["name"] for f in files)
+        uploaded = [f["name"] for f in files] if self.source.value == SOURCES[2] else None
         self.use.disabled = True
         self.messages.show("Reading the model…")
-        self._work = threading.Thread(target=self._select_in_background, args=(model, label), daemon=True,
+        self._work = threading.Thread(target=self._select_in_background, args=(model, label, uploaded), daemon=True,
                                       name="wb-model")
         self._work.start()
 
-    def _select_in_background(self, model: str, label: str) -> None:
+    def _select_in_background(self, model: str, label: str, uploaded: list[str] | None = None) -> None:
+        from wb_core.api import WorkbenchError
+
         try:
             self.select(model, label, progress=lambda text: self.messages.show(text))
-        except Exception as e:  # one sentence on the page; the button works again
+        except WorkbenchError as e:  # one sentence on the page, naming the upload if it was one
+            self.messages.show(upload_message(e, uploaded) if uploaded else str(e), "error")
+        except Exception as e:  # the button works again
             self.messages.error(e)
         finally:
             self.use.disabled = False

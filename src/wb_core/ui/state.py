@@ -1,16 +1,69 @@
-"""What the panels share: the database, the chosen model, the open study and the chosen run.
+"""What the panels share: the database, the chosen model, the open study and the one recommendation.
 
 Panels never call each other; they watch these traits. `results_version` goes up whenever the
 open study gained points, so the Explore and Export panels refresh without polling.
+
+`pick` is the dashboard's one recommendation (a `Pick`: Explore's limits and objective, the run
+they pick, why, and who changed it last). Explore sets it; Export writes its run, the report
+names it under its limits, Compare and Capacity start from it. No other tab changes it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import traitlets
 
 from wb_core.api import default_db
+
+GUARD_FAILED = "failed"  # accuracy_guard of a reduced-precision run that lost too much accuracy
+
+
+@dataclasses.dataclass(frozen=True)
+class Pick:
+    """The recommendation every tab shares: under `constraints` for `objective`, run `key` (named `name`), because `reason`.
+
+    `chosen` is True when the user chose the run ("Export this run") instead of the recommendation.
+    `note` says in words what changed it last (shown where the user is looking); `left_out`
+    names runs left out of the choice (accuracy guard failed).
+    """
+
+    key: str = ""
+    name: str = ""
+    reason: str = ""
+    constraints: object = None  # a wb_core.api.Constraints; None: no limits
+    objective: str = "throughput"
+    chosen: bool = False
+    note: str = ""
+    left_out: str = ""
+    runners_up: tuple = ()  # the next best runs, each a line in words
+
+    def limits(self) -> str:
+        return self.constraints.describe() if self.constraints is not None else "no constraints"
+
+
+def guard_failed(df):
+    """Mask of the runs whose accuracy guard failed (none when the column is absent)."""
+    import pandas as pd
+
+    if df is None or df.empty or "accuracy_guard" not in df.columns:
+        return pd.Series(False, index=getattr(df, "index", None), dtype=bool)
+    return df["accuracy_guard"].astype(object).map(lambda v: v == GUARD_FAILED)
+
+
+def left_out_sentence(df) -> str:
+    """Runs left out of every recommendation because their accuracy guard failed, in words."""
+    from wb_core.api import run_name
+
+    bad = df[guard_failed(df)] if df is not None and not df.empty else None
+    if bad is None or bad.empty:
+        return ""
+    names = ", ".join(sorted({run_name(r) for _, r in bad.head(3).iterrows()}))
+    more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+    notes = {str(n) for n in bad.get("accuracy_guard_note", []) if isinstance(n, str) and n}
+    why = f": {sorted(notes)[0]}" if notes else ": their accuracy fell below the accuracy guard"
+    return f"{len(bad)} run{'s' if len(bad) != 1 else ''} left out ({names}{more}){why}."
 
 
 class DashboardState(traitlets.HasTraits):
@@ -19,8 +72,9 @@ class DashboardState(traitlets.HasTraits):
     model_label = traitlets.Unicode("")  # how the model is shown to the user
     study = traitlets.Unicode("")  # the study on show in Sweep, Explore and Export
     results_version = traitlets.Int(0)
-    selected_key = traitlets.Unicode("")  # the run Export writes (recommended or clicked)
-    selected_reason = traitlets.Unicode("")  # why that run, when it was recommended
+    pick = traitlets.Instance(Pick, kw={})  # the one recommendation (see the module's docstring)
+    selected_key = traitlets.Unicode("")  # pick.key, for panels that watch only the run
+    selected_reason = traitlets.Unicode("")  # pick.reason
 
     def __init__(self, db: str | Path | None = None, **kw):
         super().__init__(db=str(db or default_db()), **kw)
@@ -61,6 +115,85 @@ class DashboardState(traitlets.HasTraits):
     @traitlets.observe("study", "db")
     def _forget_frame(self, _change) -> None:
         self._frame = None
+        self.pick = Pick()
+
+    @traitlets.observe("pick")
+    def _pick_changed(self, change) -> None:
+        self.selected_reason = change["new"].reason
+        self.selected_key = change["new"].key
+
+    # ---- the one recommendation ----
+    def recommend(self, constraints=None, objective: str = "throughput", by: str = ""):
+        """The recommended run of the open study under `constraints` as a Pick (NoRunMeetsConstraints
+        when none meets them). Runs whose accuracy guard failed are never picked. `by` names what
+        asked, for the note."""
+        from wb_core.api import recommend, rounded, run_name, with_efficiency, worded
+
+        df = self.results()
+        hw = (self.study_record() or {}).get("hardware")
+        ok = df[~guard_failed(df)] if not df.empty else df
+        rec = recommend(with_efficiency(ok, hw), constraints, objective, hardware=hw)
+        return Pick(key=str(rec.best["key"]), name=run_name(rec.best), reason=worded(rec.reason, df),
+                    constraints=constraints, objective=objective, left_out=left_out_sentence(df), note=by,
+                    runners_up=tuple(f"{run_name(r)}: p99 latency {rounded(r['latency_ms_p99'], 'latency')} ms, "
+                                     f"{rounded(r['throughput'], 'throughput')} samples/s" for r in rec.runners_up))
+
+    def current_pick(self) -> Pick:
+        """The pick when one is set for a run of the open study, else the recommendation without limits
+        (an empty Pick when the study has no run to recommend)."""
+        from wb_core.api import WorkbenchError
+
+        df = self.results()
+        if df.empty:
+            return Pick()
+        if self.pick.key and self.pick.key in set(df["key"].astype(str)):
+            return self.pick
+        try:
+            return self.recommend(None, "throughput")
+        except WorkbenchError:
+            return Pick()
+
+    def set_pick(self, pick: Pick, why: str) -> None:
+        """Make `pick` the recommendation; when its run changes, its note says so in words (`why`)."""
+        old = self.pick
+        if old.key and old.key != pick.key:
+            note = f"The pick changed from {old.name} to {pick.name}: {why}"
+        elif old.key == pick.key:
+            note = old.note
+        else:
+            note = ""
+        self.pick = dataclasses.replace(pick, note=note)
+
+    def probes(self):
+        """The open study's probes (max-rate search points), each naming the run it probed in `probe_of`."""
+        import pandas as pd
+
+        if not self.study or not Path(self.db).exists():
+            return pd.DataFrame()
+        from wb_core.api import Store
+
+        with Store(self.db, readonly=True) as s:
+            if s.get_study(self.study) is None:
+                return pd.DataFrame()
+            return s.to_frame(self.study, probes=True)
+
+    def measurements(self):
+        """Runs and probes together: what a capacity plan rests on."""
+        import pandas as pd
+
+        runs, probes = self.results(), self.probes()
+        if probes.empty:
+            return runs
+        return probes if runs.empty else pd.concat([runs, probes], ignore_index=True)
+
+    def save_settings(self, settings: dict) -> None:
+        """Keep the Sweep tab's settings (and the model's name) with the open study, for reopening it."""
+        if not self.study or not Path(self.db).exists():
+            return
+        from wb_core.api import Store
+
+        with Store(self.db) as s:
+            s.update_spec(self.study, dashboard=settings)
 
     def study_record(self) -> dict | None:
         if not self.study or not Path(self.db).exists():

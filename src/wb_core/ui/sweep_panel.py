@@ -23,15 +23,42 @@ import ipywidgets as w
 from wb_core.ui.data_section import DataSection
 from wb_core.ui.state import DashboardState
 from wb_core.ui.sweep_sections import SMART, ScenarioSection, SearchSection
-from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, choices, guarded, section, text, with_help
+from wb_core.ui.widgets import (
+    CSS,
+    MessageArea,
+    PlotArea,
+    button,
+    checked_number,
+    choices,
+    guarded,
+    number_box,
+    section,
+    text,
+    with_help,
+)
 from wb_core.ui.words import results_table
 
 TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "streams", "cores", "instances",
                  "cores_per_instance", "concurrency", "rate", "latency_ms_p50", "latency_ms_p99", "throughput",
-                 "accuracy", "accuracy_drop", "cpu_util", "rss_mb", "status", "error"]
+                 "accuracy", "accuracy_drop", "accuracy_guard", "cpu_util", "rss_mb", "busy", "status", "error"]
 # Shown only when some run has a value there (a scenario column nobody used is noise).
 OPTIONAL_COLUMNS = {"streams", "instances", "cores_per_instance", "rate", "accuracy", "accuracy_drop"}
+# Shown only when some run says so: measured on a busy machine, accuracy guard failed.
+FLAG_COLUMNS = {"busy": (lambda v: v is True or v == 1, "busy", ""),
+                "accuracy_guard": (lambda v: v == "failed", "accuracy failed", "")}
+BUSY_WORDS = ("{n} measured while other programs used this machine's cores, so {its} figures may be low (the "
+              "table marks {them}). Press “Measure busy points again” to measure {them} again, best when the "
+              "machine is quieter.")
 AUTO_COLUMNS = {"threads": "auto", "streams": "auto", "concurrency": "auto", "cores_per_instance": "auto"}
+
+# Text boxes of the tab kept with a study (attribute names), and those of the scenario section.
+TEXT_SETTINGS = ("batch", "seq_lens", "threads", "cores", "streams", "hints", "pinning", "inter_op", "onednn")
+SCENARIO_SETTINGS = ("instances", "cores_per_instance", "concurrency", "rates")
+# A study's sweep (as `wb profile` records it) -> this tab's text boxes.
+SPEC_FIELDS = {"batch_sizes": "batch", "seq_lens": "seq_lens", "threads": "threads", "cores": "cores",
+               "streams": "streams", "hints": "hints", "inter_op_threads": "inter_op",
+               "instances": "scenario_instances", "cores_per_instance": "scenario_cores_per_instance",
+               "concurrency": "scenario_concurrency", "rates": "scenario_rates"}
 
 PLACEHOLDER = "runs"
 REDRAW_S = 1.5  # the least time between two live plots while a sweep runs
@@ -39,6 +66,41 @@ WARN_CSS = """<style>
 .wb-msg-warn { background: #fff8e1; border-left: 4px solid #e6a700; }
 .wb-data-section .widget-radio-box { flex-direction: column; }
 </style>"""
+
+
+def model_name(path: str) -> str:
+    """A model shown by its name: a demo's name, else its file or folder name (not the cache path)."""
+    from pathlib import Path
+
+    from wb_core.api import demo_name_of
+
+    demo = demo_name_of(path)
+    if demo:
+        return demo
+    p = Path(path)
+    return p.parent.name if p.name in ("saved_model.pb", "model.xml", "model.onnx") else p.name
+
+
+def settings_from_spec(spec: dict) -> dict:
+    """The Sweep tab's settings from a study's recorded sweep (a study made with `wb profile`)."""
+    sweep = spec.get("sweep") or {}
+    out = {}
+    for field, key in SPEC_FIELDS.items():
+        values = sweep.get(field)
+        if field == "seq_lens":
+            values = [v for v in values or () if v]  # none: an image model (the box stays empty)
+        if values:
+            unset = "none" if field in ("rates", "hints", "cores") else "auto"  # how the tab writes "not set"
+            out[key] = ",".join(unset if v is None or (v == 0 and unset == "auto") else str(v) for v in values)
+    for field in ("backends", "precisions"):
+        if sweep.get(field):
+            out[field] = list(sweep[field])
+    if spec.get("search") in ("grid", "smart"):
+        out["search"] = spec["search"]
+    settings = spec.get("settings") or {}
+    if settings.get("max_time_s"):
+        out["max_time"] = float(settings["max_time_s"])
+    return out
 
 
 def thread_ladder(n_cpus: int) -> str:
@@ -55,7 +117,7 @@ def _traces(df) -> list:
     import plotly.graph_objects as go
 
     traces = [go.Scatter(x=list(part["latency_ms_p99"]), y=list(part["throughput"]), mode="markers", name=name,
-                         text=_labels(part), hoverinfo="text+x+y", marker={"size": 10})
+                         text=_hovers(part), hoverinfo="text", marker={"size": 10})
               for name, part in _series(df)]
     return traces or [go.Scatter(x=[], y=[], mode="markers", name=PLACEHOLDER, marker={"size": 10})]
 
@@ -66,7 +128,10 @@ def live_figure(df=None):
 
     return go.Figure(data=_traces(df), layout=go.Layout(
         title="Measured so far: p99 latency vs throughput", xaxis_title="p99 latency (ms)",
-        yaxis_title="throughput (samples/s)", height=380, margin={"t": 50, "b": 40, "l": 60, "r": 20}))
+        yaxis_title="throughput (samples/s, closed loop in process)", height=380,
+        margin={"t": 50, "b": 40, "l": 60, "r": 20},
+        # From zero: a single point must not sit on an axis reaching below it (no negative latency).
+        xaxis={"rangemode": "tozero"}, yaxis={"rangemode": "tozero"}))
 
 
 def _series(df):
@@ -79,10 +144,12 @@ def _series(df):
     return [(n, ok[names == n]) for n in sorted(names.unique())]
 
 
-def _labels(part) -> list[str]:
-    from wb_core.ui.words import run_name
+def _hovers(part) -> list[str]:
+    """A point's hover in words: its run, p99 latency and throughput, rounded (no 1.202e+04)."""
+    from wb_core.ui.words import rounded, run_name
 
-    return [run_name(r) for r in part.to_dict("records")]
+    return [f"{run_name(r)}<br>p99 latency {rounded(r['latency_ms_p99'], 'latency')} ms<br>"
+            f"{rounded(r['throughput'], 'throughput')} samples/s" for r in part.to_dict("records")]
 
 
 def runs_table(df) -> str:
@@ -91,8 +158,13 @@ def runs_table(df) -> str:
     if df is None or df.empty:
         return "<i>No runs yet.</i>"
     view = df.copy()
+    for c, (flagged, yes, no) in FLAG_COLUMNS.items():
+        if c in view.columns:
+            marks = view[c].astype(object).map(lambda v, f=flagged: bool(f(v)))
+            view[c] = marks.map(lambda m, y=yes, n=no: y if m else n) if marks.any() else None
     cols = [c for c in TABLE_COLUMNS if c in view.columns
-            and (c not in OPTIONAL_COLUMNS or view[c].notna().any() and (view[c].astype(str) != "1").any())]
+            and (c not in OPTIONAL_COLUMNS or view[c].notna().any() and (view[c].astype(str) != "1").any())
+            and (c not in FLAG_COLUMNS or view[c].notna().any())]
     for c, word in AUTO_COLUMNS.items():
         if c in view.columns:
             view[c] = view[c].astype(object).where(view[c].notna() & (view[c].astype(str) != "0"), word)
@@ -126,8 +198,7 @@ class SweepPanel(w.VBox):
         self.pinning = text("CPU pinning (OV)", "auto", field_help("cpu_pinning"))
         self.inter_op = text("Inter-op threads (TF)", "auto", field_help("inter_op_threads"))
         self.onednn = text("oneDNN (TF)", "auto", field_help("onednn"))
-        self.max_time = w.BoundedFloatText(value=2.0, min=0.2, max=600, step=0.5, description="Seconds per point",
-                                           style={"description_width": "150px"})
+        self.max_time = number_box("Seconds per point", 2.0)
         self.data = DataSection(self._demo_name)
         self.search = SearchSection()
         self.scenario = ScenarioSection(field_help)
@@ -137,6 +208,11 @@ class SweepPanel(w.VBox):
         self.run = button("Run", "success", "play")
         self.cancel_button = button("Cancel", "danger", "stop")
         self.cancel_button.disabled = True
+        self.remeasure = button("Measure busy points again", "warning", "refresh",
+                                "Measure again the points measured while the machine was busy")
+        self.remeasure.add_class("wb-remeasure")
+        self.remeasure.layout.display = "none"
+        self._remeasure_busy = False
         self.progress = w.IntProgress(value=0, min=0, max=1, description="Progress", bar_style="info",
                                       layout=w.Layout(width="520px"))
         self.progress_text = w.Label("")
@@ -155,10 +231,25 @@ class SweepPanel(w.VBox):
 
         self.run.on_click(guarded(self.messages)(self._on_run))
         self.cancel_button.on_click(guarded(self.messages)(self._on_cancel))
+        self.remeasure.on_click(guarded(self.messages)(self._on_remeasure))
         self.open_button.on_click(guarded(self.messages)(self._on_open))
         for control in (self.threads, self.streams, self.inter_op, self.scenario.instances,
                         self.scenario.cores_per_instance):
             control.observe(guarded(self.messages)(self.update_warnings), "value")
+        # A number out of range is said at once (never changed behind the user's back); an error about
+        # a field goes away once any field changes.
+        self.numbers = ((self.max_time, "Seconds per point", 0.2, 600, False),
+                        (self.search.budget, "The budget", 1, 10_000, True),
+                        (self.scenario.repeats, "Repeats", 1, 50, True),
+                        (self.data.calib, "The calibration size", 1, 100_000, True))
+        for control, *_ in self.numbers:
+            control.observe(guarded(self.messages)(self.check_numbers), "value")
+        for control in (self.study, self.batch, self.seq_lens, self.threads, self.cores, self.streams, self.hints,
+                        self.pinning, self.inter_op, self.onednn, self.scenario.instances,
+                        self.scenario.cores_per_instance, self.scenario.concurrency, self.scenario.rates,
+                        self.search.p99, self.search.how, self.data.source, self.data.path, self.data.drop,
+                        self.data.upload, *self.backends.boxes, *self.precisions.boxes):
+            control.observe(self.messages.clear_error, "value")
         session.observe(self._on_model, "model_path")
         self._on_model()
         self.refresh_studies()
@@ -189,7 +280,7 @@ class SweepPanel(w.VBox):
             with_help(self.max_time, "How long each configuration is measured; short is quick, long is steadier."),
             advanced, section("Data for accuracy and INT8"), self.data, section("How to search"), self.search,
             self.scenario, self.warnings,
-            w.HBox([self.run, self.cancel_button]), w.HBox([self.progress, self.progress_text]), self.messages,
+            w.HBox([self.run, self.cancel_button, self.remeasure]), w.HBox([self.progress, self.progress_text]), self.messages,
             w.HBox([self.studies, self.open_button]), self.plot, section("Runs"), self.table])
         self.add_class("wb-sweep-panel")
         self.update_warnings()
@@ -222,20 +313,75 @@ class SweepPanel(w.VBox):
             self.messages.show("The database holds no studies yet.", "info")
             return
         self.show_study(name)
-        rec = self.session.study_record()
-        if rec and rec.get("model_path"):
-            self.session.model_label = rec["model_path"]
+        rec = self.session.study_record() or {}
+        spec = rec.get("spec") or {}
+        saved = spec.get("dashboard") or {}
+        if rec.get("model_path"):
+            self.session.model_label = saved.get("model_label") or model_name(rec["model_path"])
             self.session.model_path = rec["model_path"]
+        self.restore(saved or settings_from_spec(spec))
         self.study.value = name
-        self.messages.show(f"Opened study '{name}'. Run resumes it; Explore and Export use it.", "ok")
+        self.messages.show(f"Opened study '{name}' with the settings it was run with. Run measures whatever of "
+                           f"them is missing; Explore and Export show its results.", "ok")
+
+    # ---- the settings a study keeps ----
+    def settings(self) -> dict:
+        """What this tab is set to, as plain values (kept with the study; `restore` puts them back)."""
+        data = self.data
+        return {"model_label": self.session.model_label, "backends": self.backends.selected(),
+                "precisions": self.precisions.selected(),
+                **{k: getattr(self, k).value for k in TEXT_SETTINGS}, "max_time": float(self.max_time.value),
+                "data_source": data.source.value, "data_path": data.path.value,
+                "uploaded": str(data.uploaded) if data.uploaded else "", "text_path": data.text_path.value,
+                "tokenizer_path": data.tokenizer_path.value, "metric": data.metric.value,
+                "calib": int(data.calib.value), "drop": data.drop.value,
+                "search": self.search.how.value, "budget": int(self.search.budget.value),
+                "search_p99": self.search.p99.value,
+                **{f"scenario_{k}": getattr(self.scenario, k).value for k in SCENARIO_SETTINGS},
+                "repeats": int(self.scenario.repeats.value)}
+
+    def restore(self, saved: dict) -> None:
+        """Put back settings from `settings()` (or from a study's sweep); keys missing are left as they are."""
+        from pathlib import Path
+
+        for row, key in ((self.backends, "backends"), (self.precisions, "precisions")):
+            if key in saved:
+                for box in row.boxes:
+                    box.value = box.description in saved[key]
+        for key in TEXT_SETTINGS:
+            if key in saved:
+                getattr(self, key).value = str(saved[key])
+        for key in SCENARIO_SETTINGS:
+            if f"scenario_{key}" in saved:
+                getattr(self.scenario, key).value = str(saved[f"scenario_{key}"])
+        plain = {"max_time": self.max_time, "budget": self.search.budget, "repeats": self.scenario.repeats,
+                 "search_p99": self.search.p99, "search": self.search.how}
+        for key, control in plain.items():
+            if key in saved:
+                control.value = saved[key]
+        data = self.data
+        if saved.get("uploaded") and Path(saved["uploaded"]).is_file():
+            data.uploaded = Path(saved["uploaded"])
+        for key, control in (("data_path", data.path), ("text_path", data.text_path),
+                             ("tokenizer_path", data.tokenizer_path), ("metric", data.metric),
+                             ("calib", data.calib), ("drop", data.drop), ("data_source", data.source)):
+            if key in saved:
+                control.value = saved[key]
 
     def show_study(self, name: str) -> None:
         """Make `name` the open study and draw what it holds."""
         self.session.study = name
         self._redraw()
         self.session.refresh()
+        self.show_busy()
 
     # ---- settings ----
+    def check_numbers(self, *_) -> None:
+        """Every number box within its range, else a message naming the box and the range."""
+        for control, name, low, high, integer in self.numbers:
+            checked_number(control.value, name, low, high, integer)
+        self.messages.clear_error()
+
     def spec_values(self) -> dict:
         """The sweep grid as keyword arguments of wb_core.api.profile (validated before a thread starts)."""
         from wb_core.api import SweepSpec
@@ -283,6 +429,7 @@ class SweepPanel(w.VBox):
         if not study:
             self.messages.show("Give the study a name.", "error")
             return
+        self.check_numbers()
         values = self.spec_values()
         extra = self.run_values()
         self.update_warnings()
@@ -298,8 +445,10 @@ class SweepPanel(w.VBox):
             self._redraw()
         self.progress.bar_style = "info"
         self._resuming = ""
+        remeasure, self._remeasure_busy = self._remeasure_busy, False
+        extra = {**extra, "remeasure_busy": remeasure}
         self._set_progress(plan.done, plan.total)
-        if plan.total and plan.remaining == 0 and extra["search"] != SMART:
+        if plan.total and plan.remaining == 0 and extra["search"] != SMART and not remeasure:
             self.progress.bar_style = "success"
             self.messages.show(f"All {plan.total} measurement(s) of this sweep are already stored in study "
                                f"'{study}'. Change a setting to measure more.", "ok")
@@ -316,6 +465,27 @@ class SweepPanel(w.VBox):
         self._thread = threading.Thread(target=self._sweep, args=(self.session.model_path, study, values, extra,
                                                                   settings), daemon=True, name="wb-sweep")
         self._thread.start()
+
+    def busy_count(self) -> int:
+        """How many of the open study's runs were measured on a busy machine."""
+        df = self.session.results()
+        if df.empty or "busy" not in df.columns:
+            return 0
+        return int((df["busy"].astype(object).map(lambda v: v is True or v == 1) & (df["status"] == "ok")).sum())
+
+    def show_busy(self) -> str:
+        """The busy-machine note in words (no commands), with the button to measure those points again."""
+        n = self.busy_count()
+        self.remeasure.layout.display = "" if n else "none"
+        if not n:
+            return ""
+        return BUSY_WORDS.format(n=f"{n} point{'s were' if n != 1 else ' was'}", its="their" if n != 1 else "its",
+                                 them="them" if n != 1 else "it")
+
+    def _on_remeasure(self, *_):
+        """Run the sweep again, measuring again the points stored as measured on a busy machine."""
+        self._remeasure_busy = True
+        self._on_run()
 
     def _set_progress(self, value: int, total: int | None = None) -> None:
         """Move the bar and its label together."""
@@ -334,6 +504,7 @@ class SweepPanel(w.VBox):
     def _sweep(self, model, study, values, extra, settings):
         from wb_core.api import profile
 
+        kept = self.settings()
         try:
             summary = profile(model, db=self.session.db, study=study, settings=settings, on_point=self._on_point,
                               cancel=self._cancel, return_frame=False, **values, **extra)
@@ -345,6 +516,7 @@ class SweepPanel(w.VBox):
             self._set_progress(self.progress.value)
         finally:
             try:
+                self.session.save_settings(kept)  # the study reopens with them
                 self.session.refresh()
                 self._redraw()
                 self.refresh_studies()
@@ -364,7 +536,10 @@ class SweepPanel(w.VBox):
                 self._set_progress(self.progress.max)
         else:
             self._set_progress(self.progress.value)
-        notes = " ".join(getattr(summary, "notes", [])[:2])
+        # The runner's notes, less its busy-machine note (it names command-line flags): said below in words.
+        notes = " ".join(n for n in getattr(summary, "notes", [])[:3] if "busy machine" not in n)
+        busy = self.show_busy()
+        notes = f"{notes} {busy}".strip()
         if summary.cancelled:
             self.progress.bar_style = "warning"
             self.messages.show(f"Cancelled. {line} Press Run to measure the rest.", "info")

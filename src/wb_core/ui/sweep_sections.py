@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipywidgets as w
 
 from wb_core.api import ConfigError
-from wb_core.ui.widgets import STYLE, section, text, with_help
+from wb_core.ui.widgets import STYLE, number_box, section, text, with_help
 
 GRID, SMART = "grid", "smart"
 SEARCHES = (("Every combination", GRID), ("Smart search", SMART))
@@ -34,8 +34,7 @@ class SearchSection(w.VBox):
 
     def __init__(self):
         self.how = w.ToggleButtons(options=SEARCHES, value=GRID, description="How to search", style=STYLE)
-        self.budget = w.BoundedIntText(value=8, min=1, max=10_000, description="Budget (configurations)",
-                                       style=STYLE, layout=w.Layout(width="300px"))
+        self.budget = number_box("Budget (configurations)", 8, integer=True)
         self.p99 = text("p99 target (ms)", placeholder="empty: highest throughput, no latency limit")
         self.smart_box = w.VBox([
             with_help(self.budget, "The most configurations the search measures; it stops earlier when "
@@ -71,8 +70,7 @@ class ScenarioSection(w.VBox):
         self.cores_per_instance = text("Cores per instance", "auto")
         self.concurrency = text("Requests in flight", "auto")
         self.rates = text("Arrival rate (req/s)", "none")
-        self.repeats = w.BoundedIntText(value=1, min=1, max=50, description="Repeats", style=STYLE,
-                                        layout=w.Layout(width="300px"))
+        self.repeats = number_box("Repeats", 1, integer=True)
         super().__init__([
             section("Serving scenario"),
             with_help(self.instances, "Copies of the model serving side by side, each in its own process, e.g. "

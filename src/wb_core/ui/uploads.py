@@ -36,6 +36,19 @@ def safe_name(name: str) -> str:
     return base[:120]
 
 
+def upload_message(error: BaseException, names: list[str]) -> str:
+    """An error about an uploaded model in one full sentence naming what the user uploaded, with
+    the server's folders taken out (the user never saw them)."""
+    text = str(error).strip()
+    # Any path into the uploads folder becomes the file's own name.
+    text = re.sub(r"(?:/[^\s'\"]*)?/uploads/[^\s'\"]*", lambda m: Path(m.group(0)).name, text)
+    text = re.sub(r"/(?:[\w.-]+/)+([\w.-]+)", r"\1", text)  # any other server path: its last part only
+    shown = ", ".join(f"'{n}'" for n in names)
+    if not any(n in text for n in names):
+        text = f"{text.rstrip('.')} (uploaded as {shown})."
+    return f"The upload {shown} could not be used. {text or 'It is not a model.'}"
+
+
 def save_upload(files: list[dict], dest_root: Path | None = None, limit_mb: int | None = None) -> Path:
     """Write uploaded files (dicts with `name` and `content`) and return the model path among them.
 

@@ -77,6 +77,11 @@ class MessageArea(w.VBox):
         self.text.value = ""
         self.details_box.layout.display = "none"
 
+    def clear_error(self, *_) -> None:
+        """Take an error away (the field it was about has changed); other messages stay."""
+        if "wb-msg-error" in self.text.value:
+            self.clear()
+
     def error(self, exc: BaseException) -> None:
         if isinstance(exc, WorkbenchError):
             self.show(str(exc), "error")
@@ -109,6 +114,19 @@ def guarded(messages: MessageArea):
 def text(description: str, value: str = "", tooltip: str = "", placeholder: str = "") -> w.Text:
     return w.Text(value=value, description=description, tooltip=tooltip, placeholder=placeholder,
                   style=STYLE, layout=WIDE)
+
+
+def number_box(description: str, value, integer: bool = False, width: str = "300px"):
+    """A number box that keeps what was typed (no silent clamping: `checked_number` says what is wrong)."""
+    cls = w.IntText if integer else w.FloatText
+    return cls(value=value, description=description, style=STYLE, layout=w.Layout(width=width))
+
+
+def checked_number(value, name: str, low: float, high: float, integer: bool = False):
+    """`value` when it lies in [low, high]; else a ConfigError saying so in one sentence."""
+    from wb_core.api import check_number
+
+    return check_number(value, name, low, high, integer=integer)
 
 
 def choices(description: str, options, value, tooltip: str = "") -> w.HBox:

@@ -1,0 +1,206 @@
+"""How runs and results are named for people who do not read code: column headers in words with
+units, numbers rounded to what measurement noise allows, a run named by its settings, and the
+measurement modes a figure comes from.
+
+The dashboard, the HTML report and export comments all name things through `label()`,
+`rounded()`, `run_name()`, `worded()` and `MODES`, so one word or one unit is the same everywhere.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+# Result and config columns as the dashboard names them (units in brackets).
+LABELS = {
+    "backend": "Runtime",
+    "precision": "Precision",
+    "executed_precision": "Executed as",
+    "batch_size": "Batch",
+    "threads": "Threads",
+    "inter_op_threads": "Inter-op threads",
+    "streams": "Streams",
+    "cores": "Cores pinned",
+    "concurrency": "Requests in flight",
+    "instances": "Instances",
+    "cores_per_instance": "Cores per instance",
+    "rate": "Arrival rate (req/s)",
+    "hint": "OpenVINO hint",
+    "seq_len": "Sequence length",
+    "latency_ms_p50": "p50 latency (ms)",
+    "latency_ms_p90": "p90 latency (ms)",
+    "latency_ms_p95": "p95 latency (ms)",
+    "latency_ms_p99": "p99 latency (ms)",
+    "latency_ms_mean": "Mean latency (ms)",
+    "throughput": "Throughput (samples/s)",
+    "throughput_per_core": "Throughput per core (samples/s)",
+    "cpu_util": "CPU cores busy",
+    "rss_mb": "Peak memory (MB)",
+    "accuracy": "Accuracy",
+    "accuracy_drop": "Accuracy drop",
+    "vs_fp32": "Speed vs FP32 (×)",
+    "status": "Status",
+    "error": "Problem",
+    "key": "Run id",
+    "shape": "Input shape",
+    "seq_mix": "Sequence-length mix",
+    "accuracy_metric": "Accuracy measured as",
+    "throughput_ci_low": "Throughput 95% CI low (samples/s)",
+    "throughput_ci_high": "Throughput 95% CI high (samples/s)",
+    "latency_ms_p99_ci_low": "p99 latency 95% CI low (ms)",
+    "latency_ms_p99_ci_high": "p99 latency 95% CI high (ms)",
+    "tied_with_best": "Tied with best (within noise)",
+    "rounds": "Rounds measured",
+    "other_cpu": "Others' CPU on our cores (cores)",
+    "steal_pct": "Hypervisor steal (%)",
+    "busy": "Measured on a busy machine",
+    "accuracy_guard": "Accuracy guard",
+    "accuracy_guard_note": "Accuracy guard, in words",
+    "quant_recipe": "INT8 recipe",
+    "quant_recipe_reason": "Why this INT8 recipe",
+    "model_family": "Model family",
+}
+
+# Significant digits a measured value deserves: run-to-run noise on a shared CPU is a few percent,
+# so a fourth digit of a latency or throughput is noise.
+DIGITS = {"latency": 3, "throughput": 3, "cpu_util": 2, "rss_mb": 3, "accuracy": 4, "vs_fp32": 3}
+
+
+def label(column: str) -> str:
+    """The column's name in words with its unit (the column itself when it has none)."""
+    return LABELS.get(column, column.replace("_", " "))
+
+
+def rounded(value, column: str = "") -> str:
+    """`value` as text with as many significant digits as its kind of measurement deserves."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if column in ("executed_precision", "precisions", "precisions_a", "precisions_b") and isinstance(value, str):
+        return executed_words(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int) or float(value).is_integer() and not column.startswith(("latency", "accuracy")):
+        return f"{int(value):,}"
+    digits = next((d for prefix, d in DIGITS.items() if column.startswith(prefix)), 3)
+    if value == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(0, digits - 1 - magnitude)
+    return f"{round(value, decimals):,.{decimals}f}"
+
+
+# What the runtime really executed (OpenVINO's runtime precisions) in the words precisions are chosen by.
+EXECUTED = {"f32": "FP32", "fp32": "FP32", "bf16": "BF16", "f16": "FP16", "fp16": "FP16", "u8": "INT8", "i8": "INT8",
+            "int8": "INT8", "i32": "INT32", "i64": "INT64", "u1": "binary"}
+
+# The ways a number is measured, in words: two tabs that show different modes for one run say why.
+MODES = {
+    "closed": "closed loop in this process (requests sent back to back, each as soon as the last finished)",
+    "open": "open loop (requests arriving at random, Poisson, queueing included)",
+    "served": "served through a real server (network and server overhead included)",
+    "layers": "sum of layer times (the runtime's per-layer counters, without the time between layers)",
+}
+
+
+def plural(n, word: str, many: str | None = None) -> str:
+    """`1 thread`, `2 threads` (numbers rounded as counts)."""
+    v = float(n)
+    return f"{rounded(int(v) if v.is_integer() else v)} {word if v == 1 else (many or word + 's')}"
+
+
+def executed_words(value) -> str:
+    """What ran, in precision words: `u8` -> `INT8`, `f32, u8` -> `FP32, INT8`."""
+    import re
+
+    return re.sub(r"[A-Za-z]+\d*", lambda m: EXECUTED.get(m.group(0).lower(), m.group(0)), str(value))
+
+
+def _present(v) -> bool:
+    return v is not None and v == v and v != ""
+
+
+def run_name(run) -> str:
+    """A run named by what a user chose: `OpenVINO · INT8 · batch 8 · 2 threads · cores 0-1`."""
+    g = run.get if hasattr(run, "get") else (lambda k, d=None: getattr(run, k, d))
+    backend = {"openvino": "OpenVINO", "tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime"}.get(
+        str(g("backend")), str(g("backend")))
+    parts = [backend, str(g("precision") or "fp32").upper()]
+    if _present(g("batch_size")):
+        parts.append(f"batch {int(g('batch_size'))}")
+    threads = g("threads")
+    parts.append(plural(int(threads), "thread") if _present(threads) and threads else "auto threads")
+    if _present(g("streams")) and g("streams"):
+        parts.append(plural(int(g("streams")), "stream"))
+    cores = g("cores")
+    parts.append(f"cores {cores}" if _present(cores) and str(cores) not in ("none", "None") else "not pinned")
+    for column, word in (("instances", "instances"), ("concurrency", "in flight")):
+        v = g(column)
+        if _present(v) and float(v) > 1:
+            parts.append(f"{int(v)} {word}")
+    if _present(g("hint")) and g("hint"):
+        parts.append(f"{str(g('hint')).upper()} hint")
+    if _present(g("rate")) and g("rate"):
+        parts.append(f"{rounded(float(g('rate')))} req/s")
+    if _present(g("seq_len")) and g("seq_len"):
+        parts.append(f"length {int(g('seq_len'))}")
+    return " · ".join(parts)
+
+
+def worded(text: str, runs) -> str:
+    """A message from the analysis with each run's short label (`openvino bf16 b8 t2 cores=none`)
+    and run keys replaced by the run's name in words."""
+    import re
+
+    from wb_core.analysis.recommend import run_label
+
+    rows = list(runs.to_dict("records")) if hasattr(runs, "to_dict") else list(runs)
+    names = {}
+    for r in rows:
+        names.setdefault(run_label(r), run_name(r))
+    for code in sorted(names, key=len, reverse=True):
+        text = text.replace(code, names[code])
+    text = re.sub(r"\s*\((?:key|run) [0-9a-f]{6,}\)", "", text)
+    return re.sub(r"\b[0-9a-f]{16}\b", "this run", text)
+
+
+def results_table(df, columns: list[str], max_rows: int = 200, highlight: set[str] | None = None) -> str:
+    """Some columns of a results frame as an HTML table with worded headers and rounded numbers.
+
+    `highlight` names columns whose cells are marked (e.g. the settings that differ between runs).
+    """
+    cols = [c for c in columns if c in df.columns]
+    highlight = highlight or set()
+    head = "".join(f"<th>{html.escape(label(c))}</th>" for c in cols)
+    rows = []
+    for _, row in df[cols].tail(max_rows).iterrows():
+        cells = "".join(
+            f"<td{' class=wb-diff' if c in highlight else ''}>{html.escape(rounded(row[c], c))}</td>" for c in cols)
+        rows.append(f"<tr>{cells}</tr>")
+    return f'<table class="wb-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+# Columns of the Compare and Layers tabs.
+LABELS.update({
+    "run": "Run",
+    "study": "Study",
+    "model": "Model file",
+    "cpu": "CPU",
+    "throughput_x": "Throughput vs first (×)",
+    "p99_x": "p99 latency vs first (×)",
+    "type": "Layer type",
+    "name": "Layer",
+    "layers": "Layers",
+    "time_ms": "Time per inference (ms)",
+    "share_pct": "Share of layer time (%)",
+    "precisions": "Executed in",
+    "exec_type": "Kernel",
+    "layers_a": "Layers in first",
+    "layers_b": "Layers in second",
+    "time_a_ms": "First run (ms)",
+    "time_b_ms": "Second run (ms)",
+    "speedup": "Second is faster by (×)",
+    "precisions_a": "First executed in",
+    "precisions_b": "Second executed in",
+})
