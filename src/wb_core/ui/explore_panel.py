@@ -25,7 +25,8 @@ OBJECTIVES = (("highest throughput", "throughput"), ("lowest p99 latency", "late
               ("highest throughput per core", "throughput_per_core"))
 DETAIL_SKIP = ("study", "latency_samples_ms", "stderr_tail", "ov_properties", "key")
 # The short table of the run looked at: what a user compares runs by.
-SUMMARY = ("throughput", "latency_ms_p50", "latency_ms_p99", "cpu_util", "rss_mb", "accuracy", "executed_precision")
+SUMMARY = ("throughput", "latency_ms_p50", "latency_ms_p99", "cpu_util", "rss_mb", "accuracy", "executed_precision",
+           "accuracy_guard_note", "quant_recipe_reason")
 NOT_LOOKING = "(pick a run)"
 CHOSEN_REASON = "Chosen by the user with “Export this run” in the dashboard's Explore tab."
 PARETO_CAPTION = ("Each dot is one run. Further left answers faster (p99 latency: 99 of 100 requests finish "
