@@ -175,7 +175,7 @@ def test_new_study_live_points_warning_cancel_and_resume(server, page, lenet_ir)
 def test_accuracy_smart_search_and_serving_scenario(server, page, lenet_ir):
     """(ii) FP32 and INT8 with the demo data, top-1 and an accuracy-drop limit; (iii) a smart search
     with a budget; (iv) two instances of one core each."""
-    from wb_core.hardware import detect
+    from cpu_flags import int8_native
     from wb_core.store import load_results
 
     db, panel = open_sweep_tab(server, page, lenet_ir)
@@ -190,7 +190,7 @@ def test_accuracy_smart_search_and_serving_scenario(server, page, lenet_ir):
     rows = {r["Precision"]: r for r in sweep_table(page)}
     assert sorted(rows) == ["fp32", "int8"], rows
     assert rows["fp32"]["Status"] == "ok" and re.fullmatch(r"0\.\d+|1\.0+", rows["fp32"]["Accuracy"]), rows
-    if detect().supports("int8")[0]:
+    if int8_native():
         assert rows["int8"]["Status"] == "ok", f"{rows['int8']} (page says: {message})"
         assert re.fullmatch(r"0\.\d+|1\.0+", rows["int8"]["Accuracy"]), rows
         df = load_results(db, "accuracy").set_index("precision")
