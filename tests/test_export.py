@@ -88,7 +88,8 @@ def test_recommended_run_carries_its_reason(study_db):
 
 
 def _triton_config(text):
-    model_config_pb2 = pytest.importorskip("tritonclient.grpc.model_config_pb2")
+    model_config_pb2 = pytest.importorskip("tritonclient.grpc.model_config_pb2",
+                                          reason="tritonclient is not installed (pip install -e '.[test]')")
     from google.protobuf import text_format
 
     return text_format.Parse(text, model_config_pb2.ModelConfig())
@@ -326,7 +327,7 @@ KSERVE_MODEL_FIELDS = {"modelFormat", "runtime", "storageUri", "protocolVersion"
 
 
 def _check_inference_service(doc):
-    client = pytest.importorskip("kubernetes.client")
+    client = pytest.importorskip("kubernetes.client", reason="kubernetes is not installed (pip install -e '.[test]')")
     from kubernetes.utils import parse_quantity
 
     assert doc["apiVersion"] == "serving.kserve.io/v1beta1" and doc["kind"] == "InferenceService"

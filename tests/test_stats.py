@@ -151,3 +151,24 @@ def test_a_clear_gain_and_a_tie_in_words():
     loss = Ratio(0.9, 0.85, 0.95, 3, False)
     assert loss.clear and loss.percent().startswith("-10%")
     assert Ratio(1.1, 1.1, 1.1, 1, False).percent() == "+10% (one measurement each: no interval)"
+
+
+def test_edges_of_the_filters_and_the_wording():
+    # Intervals far apart do not tie; a mean of zero has no CV.
+    assert not summarize([1.0, 1.1, 1.2]).overlaps(summarize([100.0, 101.0, 102.0]))
+    assert summarize([-1.0, 1.0]).cv == math.inf
+    # Values that cannot be in a ratio (missing, zero, negative, not finite) are left out on either side.
+    clean = ratio([100.0, 110.0], [120.0, 130.0])
+    assert ratio([100.0, 110.0, 0.0, None], [None, 0.0, -5.0, float("nan"), 120.0, 130.0]) == clean
+    # Paired: a round where one side is zero or missing drops out of the pairing.
+    a, b, rounds = [100.0, 0.0, 104.0, None], [110.0, 120.0, 115.0, 108.0], [0, 1, 2, 3]
+    assert ratio(a, b, rounds, rounds).n == 2 and ratio(b, a, rounds, rounds).n == 2
+    # One value on either side: no interval, and not paired.
+    one = ratio([100.0], [110.0, 120.0, 130.0])
+    assert one.n == 1 and one.low == one.high == one.ratio and one.paired is False
+    assert ratio([100.0, 120.0], [110.0]).n == 1
+    # Two rounds do give an interval; percentages are of the ratio minus one.
+    assert "95% CI" in Ratio(1.1, 1.0, 1.2, 2, True).percent()
+    assert Ratio(3.0, 3.0, 3.0, 1, False).percent().startswith("+200%")
+    assert Ratio(1.015, 1.015, 1.015, 1, False).percent().startswith("+1% ")  # 1.4999...: whole percent from 1% up
+    assert Ratio(1.009, 1.009, 1.009, 1, False).percent().startswith("+0.9% ")
