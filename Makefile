@@ -66,7 +66,7 @@ bench-quick: $(STAMP)
 MUTATE_MODULES ?= src/wb_core/stats.py src/wb_core/analysis/recommend.py
 MUTATE_TESTS ?= tests/test_stats.py tests/test_analysis.py
 mutation: $(STAMP)
-	rm -rf .mutation && mkdir -p .mutation && cp -r src tests pyproject.toml .mutation/
+	rm -rf .mutation && mkdir -p .mutation/mutants/src && cp -r src tests pyproject.toml .mutation/
 	sed -i '/^\[tool.mutmut\]/,$$d' .mutation/pyproject.toml
 	printf '[mutmut]\nsource_paths = src\nonly_mutate =\n%s\npytest_add_cli_args_test_selection =\n%s\npytest_add_cli_args =\n    -p\n    no:cacheprovider\n' \
 		"$$(printf '    %s\n' $(MUTATE_MODULES))" "$$(printf '    %s\n' $(MUTATE_TESTS))" > .mutation/setup.cfg
