@@ -64,7 +64,7 @@ bench-quick: $(STAMP)
 # Runs in a scratch copy (.mutation/), niced; `make mutation MUTATE_MODULES="... src/wb_core/variants/guard.py"
 # MUTATE_TESTS="... tests/test_guard.py"` adds a module. Scores and survivors: docs/testing.md.
 MUTATE_MODULES ?= src/wb_core/stats.py src/wb_core/analysis/recommend.py
-MUTATE_TESTS ?= tests/test_stats.py tests/test_analysis.py
+MUTATE_TESTS ?= tests/test_stats.py tests/test_analysis.py tests/test_recommend_noise.py
 mutation: $(STAMP)
 	rm -rf .mutation && mkdir -p .mutation/mutants/src && cp -r src tests pyproject.toml .mutation/
 	sed -i '/^\[tool.mutmut\]/,$$d' .mutation/pyproject.toml

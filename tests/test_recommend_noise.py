@@ -1,0 +1,85 @@
+"""Ties within noise in the recommendation, on hand-made runs with rounds: fast, no model needed.
+
+Intervals and margins expected here are computed with numpy and scipy from the rounds, not by
+wb_core.stats, so a wrong interval, a wrong pairing or a wrong tie rule in recommend.py shows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from analysis_data import frame, run
+from wb_core.analysis.recommend import recommend, tied_with_best
+
+ROUNDS = [0, 1, 2, 3]
+
+
+def _ci(values):
+    a = np.asarray(values, dtype=float)
+    return sps.t.interval(0.95, len(a) - 1, loc=a.mean(), scale=a.std(ddof=1) / math.sqrt(len(a)))
+
+
+def rounded(thr_rounds, p99_rounds=None, **kw) -> dict:
+    """A run measured in ROUNDS, with its median and 95% intervals as the store gives them."""
+    p99_rounds = p99_rounds or [1.0, 1.1, 0.9, 1.0]
+    lo, hi = _ci(thr_rounds)
+    plo, phi = _ci(p99_rounds)
+    return run(thr=float(np.median(thr_rounds)), p99=float(np.median(p99_rounds)), round_throughput=list(thr_rounds),
+               round_p99=list(p99_rounds), round_ids=list(ROUNDS), throughput_ci_low=lo, throughput_ci_high=hi,
+               latency_ms_p99_ci_low=plo, latency_ms_p99_ci_high=phi, **kw)
+
+
+def _study():
+    return frame([
+        rounded([1000, 1060, 990, 1030], threads=2, cores=[0, 1]),  # fastest median, two cores
+        rounded([1010, 1040, 980, 1000], threads=1, cores=[0]),  # overlaps it: tied, and simpler (one core)
+        rounded([700, 730, 690, 720], threads=1, cores=[1], batch=8),  # clearly slower
+        run(threads=4, status="failed", thr=float("nan"), p99=float("nan")),
+    ])
+
+
+def test_tied_runs_give_way_to_the_simplest_and_the_margin_is_over_the_next_beyond_noise():
+    df = _study()
+    rec = recommend(df)
+    assert rec.best["key"] == df.loc[1, "key"]  # one core instead of two, within noise of the fastest
+    assert sorted(r["key"] for r in rec.tied) == sorted(df.loc[[0, 1], "key"])
+    assert "tied within noise" in rec.reason and "the simplest of them is picked" in rec.reason
+    # Margin: the pick over the slower run, paired by round: exp of the t interval of the mean log ratio.
+    logs = np.log(np.asarray(df.loc[1, "round_throughput"]) / np.asarray(df.loc[2, "round_throughput"]))
+    ci = sps.ttest_1samp(logs, 0.0).confidence_interval(0.95)
+    assert rec.margin.paired and rec.margin.n == 4
+    assert rec.margin.ratio == pytest.approx(math.exp(logs.mean()), rel=1e-9)
+    assert (rec.margin.low, rec.margin.high) == (pytest.approx(math.exp(ci.low), rel=1e-9),
+                                                 pytest.approx(math.exp(ci.high), rel=1e-9))
+    assert rec.margin.clear and "the next run beyond noise" in rec.reason
+
+
+def test_without_intervals_the_fastest_wins_and_nothing_is_tied():
+    df = frame([run(threads=2, cores=[0, 1], thr=1030.0), run(threads=1, cores=[0], thr=1010.0)])
+    rec = recommend(df)
+    assert rec.best["key"] == df.loc[0, "key"] and rec.tied == [] and rec.margin is None
+    assert list(tied_with_best(df)) == ["best", None]
+
+
+def test_tie_labels_per_run():
+    df = _study()
+    assert list(tied_with_best(df)) == ["best", "yes", "no", None]
+    # Latency: lower p99 is better; a run whose p99 interval is far above the best's is not tied.
+    lat = frame([rounded([1000, 1010, 990, 1000], [1.0, 1.1, 0.9, 1.0]),
+                 rounded([1000, 1010, 990, 1000], [1.05, 1.0, 0.95, 1.1], threads=2),
+                 rounded([1000, 1010, 990, 1000], [3.0, 3.2, 2.9, 3.1], threads=3)])
+    assert list(tied_with_best(lat, "latency")) == ["best", "yes", "no"]
+
+
+def test_latency_margin_is_the_next_runs_p99_over_the_picks():
+    df = frame([rounded([1000, 1010, 990, 1000], [1.0, 1.1, 0.9, 1.0], threads=1, cores=[0]),
+                rounded([1000, 1010, 990, 1000], [2.0, 2.1, 1.9, 2.2], threads=2, cores=[0, 1])])
+    rec = recommend(df, objective="latency")
+    assert rec.best["key"] == df.loc[0, "key"] and rec.tied == []
+    logs = np.log(np.asarray([2.0, 2.1, 1.9, 2.2]) / np.asarray([1.0, 1.1, 0.9, 1.0]))
+    assert rec.margin.ratio == pytest.approx(math.exp(logs.mean()), rel=1e-9) and rec.margin.clear
+    assert "has a p99" in rec.reason and "higher" in rec.reason
