@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import math
 import os
 import socket
 import subprocess
@@ -401,18 +402,20 @@ def test_serve_check_replays_a_poisson_run_at_its_rate(triton, tiny_ir, tmp_path
     from wb_core.store import Store
 
     db = tmp_path / "wb.db"
-    r = run(cores=[0], threads=1, thr=200.0, p99=2.0, ov_properties={"INFERENCE_PRECISION_HINT": "f32",
+    r = run(cores=[0], threads=1, thr=100.0, p99=2.0, ov_properties={"INFERENCE_PRECISION_HINT": "f32",
                                                                       "INFERENCE_NUM_THREADS": "1"})
     make_study_db(db, [], model_path=str(tiny_ir), inputs=[{"name": "x", "shape": [-1, 4], "dtype": "float32"}])
     cfg = {k: r.get(k) for k in ("backend", "precision", "batch_size", "threads", "instances", "concurrency")}
-    cfg.update(cores=[0], rate=200.0)
+    cfg.update(cores=[0], rate=100.0)
     with Store(db) as s:
         s.add_run("t", "poisson", cfg, "ok", {k: v for k, v in r.items() if k.startswith(("latency_", "throughput",
                                                                                              "ov_", "rss"))})
-    res = serve_check(db, "t", "poisson", max_time=2.0)
-    assert res.mode == "poisson" and res.rate == 200.0 and not res.served["saturated"]
-    assert res.served["achieved_rate"] == pytest.approx(200.0, rel=0.25)
-    assert res.served["latency_ms_p99"] > 0 and "Poisson arrivals at 200 requests/s" in res.describe()
+    # 100 requests/s for 4 s: a light load even for a busy machine, and about 400 arrivals, whose count
+    # varies by sqrt(400) (5%): four of those (20%) hold any correct schedule; a rate ignored does not.
+    res = serve_check(db, "t", "poisson", max_time=4.0)
+    assert res.mode == "poisson" and res.rate == 100.0 and not res.served["saturated"]
+    assert res.served["achieved_rate"] == pytest.approx(100.0, rel=4 / math.sqrt(100 * 4.0))
+    assert res.served["latency_ms_p99"] > 0 and "Poisson arrivals at 100 requests/s" in res.describe()
 
 
 def test_serve_check_bad_inputs_are_one_sentence_and_leave_nothing(triton, tiny_ir, tmp_path, monkeypatch):
