@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from analysis_data import frame, run
-from wb_core.analysis.recommend import recommend, tied_with_best
+from analysis_data import HARDWARE, frame, run
+from wb_core.analysis.recommend import find_run, recommend, tied_with_best
+from wb_core.errors import ConfigError
 
 ROUNDS = [0, 1, 2, 3]
 
@@ -83,3 +84,63 @@ def test_latency_margin_is_the_next_runs_p99_over_the_picks():
     logs = np.log(np.asarray([2.0, 2.1, 1.9, 2.2]) / np.asarray([1.0, 1.1, 0.9, 1.0]))
     assert rec.margin.ratio == pytest.approx(math.exp(logs.mean()), rel=1e-9) and rec.margin.clear
     assert "has a p99" in rec.reason and "higher" in rec.reason
+
+
+def test_per_core_margin_scales_the_paired_ratio_by_the_cores():
+    one = rounded([1000, 1020, 990, 1010], threads=1, cores=[0])
+    two = rounded([1500, 1540, 1490, 1530], threads=2, cores=[0, 1])  # more per run, less per core
+    df = frame([one, two])
+    rec = recommend(df, objective="throughput_per_core", hardware=HARDWARE)
+    assert rec.best["key"] == df.loc[0, "key"] and rec.tied == []
+    logs = np.log(np.asarray(one["round_throughput"]) / np.asarray(two["round_throughput"]))
+    ci = sps.ttest_1samp(logs, 0.0).confidence_interval(0.95)
+    # Per core: the pick's throughput over one core against the other's over two.
+    assert rec.margin.paired and rec.margin.ratio == pytest.approx(2 * math.exp(logs.mean()), rel=1e-9)
+    assert (rec.margin.low, rec.margin.high) == (pytest.approx(2 * math.exp(ci.low), rel=1e-9),
+                                                 pytest.approx(2 * math.exp(ci.high), rel=1e-9))
+    # Latency objective: the margin is paired by round too.
+    slow = rounded([1500, 1540, 1490, 1530], [2.0, 2.3, 1.9, 2.1], threads=2, cores=[0, 1])
+    assert recommend(frame([one, slow]), objective="latency", hardware=HARDWARE).margin.paired
+
+
+def test_tie_labels_keep_the_index_and_leave_runs_without_intervals_unknown():
+    df = frame([*[r.to_dict() for _, r in _study().iterrows()], run(threads=3, thr=500.0)])
+    df.index = [10, 20, 30, 40, 50]
+    labels = tied_with_best(df)
+    assert list(labels.index) == [10, 20, 30, 40, 50]
+    assert list(labels) == ["best", "yes", "no", None, None]  # the last: ok, but measured once
+    # Per core without the efficiency columns: judged on throughput, as the function promises.
+    assert list(tied_with_best(df, "throughput_per_core")) == list(labels)
+    assert list(tied_with_best(df.iloc[[3]])) == [None]  # nothing successful
+
+
+@pytest.mark.parametrize("simpler, busier", [
+    ({"cores": None}, {"cores": [0]}),  # no pinning over pinning
+    ({}, {"streams": 2}),  # runtime's streams over a set number
+    ({}, {"hint": "LATENCY"}),  # no hint over a hint
+    ({"p99_rounds": [0.5, 0.55, 0.45, 0.5]}, {}),  # then the better other metric (lower p99)
+])
+def test_among_tied_runs_the_runtime_defaults_win(simpler, busier):
+    base = [1000, 1040, 990, 1020]
+    a = rounded(base, **{"threads": 1, "batch": 1, **busier})
+    b = rounded([v + 5 for v in base[::-1]], **{"threads": 1, "batch": 2, **simpler})
+    df = frame([a, b])
+    rec = recommend(df, hardware=HARDWARE)
+    assert len(rec.tied) == 2 and rec.best["key"] == df.loc[1, "key"], rec.reason
+
+
+def test_find_run_by_key_or_unique_prefix():
+    df = _study()
+    df["key"] = ["abc1", "abc2", "abd3", "b4"]
+    key = "abd3"
+    assert find_run(df, key)["key"] == key
+    assert find_run(df, "abd")["key"] == key
+    assert find_run(df, f"  {key}  ")["key"] == key
+    with pytest.raises(ConfigError, match=r"'ab' matches 3 runs; give more characters"):
+        find_run(df, "ab")
+    with pytest.raises(ConfigError, match=r"No run with key 'nope' in this study; keys look like abc1, abc2, abd3, b4\."):
+        find_run(df, "nope")
+    with pytest.raises(ConfigError, match=r"No run with key '' in this study"):
+        find_run(df, "")
+    with pytest.raises(ConfigError, match=r"No run with key 'x' in this study\.$"):
+        find_run(df.iloc[0:0], "x")
