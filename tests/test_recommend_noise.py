@@ -144,3 +144,14 @@ def test_find_run_by_key_or_unique_prefix():
         find_run(df, "")
     with pytest.raises(ConfigError, match=r"No run with key 'x' in this study\.$"):
         find_run(df.iloc[0:0], "x")
+
+
+def test_constraints_in_words():
+    from wb_core.analysis.recommend import Constraints
+
+    c = Constraints(max_p99_ms=5, max_accuracy_drop=0.01, max_memory_mb=512, max_cores=2)
+    assert c.describe() == "p99 latency ≤ 5 ms and accuracy drop ≤ 0.01 and memory ≤ 512 MB and cores ≤ 2"
+    assert Constraints(max_memory_mb=1536).describe() == "memory ≤ 1,536 MB"  # three digits, thousands separated
+    assert Constraints().describe() == "no constraints"
+    assert Constraints().is_empty() and not Constraints(max_cores=1).is_empty()
+    assert not c.is_empty()
