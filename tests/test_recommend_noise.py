@@ -87,20 +87,50 @@ def test_latency_margin_is_the_next_runs_p99_over_the_picks():
 
 
 def test_per_core_margin_scales_the_paired_ratio_by_the_cores():
-    one = rounded([1000, 1020, 990, 1010], threads=1, cores=[0])
-    two = rounded([1500, 1540, 1490, 1530], threads=2, cores=[0, 1])  # more per run, less per core
-    df = frame([one, two])
+    two = rounded([2000, 2040, 1980, 2020], threads=2, cores=[0, 1])  # 1,000 per core
+    four = rounded([3000, 3080, 2980, 3060], threads=4, cores=[0, 1, 2, 3])  # more per run, 750 per core
+    df = frame([two, four])
     rec = recommend(df, objective="throughput_per_core", hardware=HARDWARE)
     assert rec.best["key"] == df.loc[0, "key"] and rec.tied == []
-    logs = np.log(np.asarray(one["round_throughput"]) / np.asarray(two["round_throughput"]))
+    logs = np.log(np.asarray(two["round_throughput"]) / np.asarray(four["round_throughput"]))
     ci = sps.ttest_1samp(logs, 0.0).confidence_interval(0.95)
-    # Per core: the pick's throughput over one core against the other's over two.
-    assert rec.margin.paired and rec.margin.ratio == pytest.approx(2 * math.exp(logs.mean()), rel=1e-9)
+    # Per core: the pick's throughput over its two cores against the other's over four.
+    assert rec.margin.paired and rec.margin.ratio == pytest.approx(4 / 2 * math.exp(logs.mean()), rel=1e-9)
     assert (rec.margin.low, rec.margin.high) == (pytest.approx(2 * math.exp(ci.low), rel=1e-9),
                                                  pytest.approx(2 * math.exp(ci.high), rel=1e-9))
-    # Latency objective: the margin is paired by round too.
+    assert "(1,005 samples/s per core)" in rec.reason  # median 2,010 over two cores
+    # Latency objective: the margin is paired by round too, and the reason gives the throughput beside.
     slow = rounded([1500, 1540, 1490, 1530], [2.0, 2.3, 1.9, 2.1], threads=2, cores=[0, 1])
-    assert recommend(frame([one, slow]), objective="latency", hardware=HARDWARE).margin.paired
+    lat = recommend(frame([two, slow]), objective="latency", hardware=HARDWARE)
+    assert lat.margin.paired and "it serves 2,010 samples/s" in lat.reason and "ahead of" in lat.reason
+    assert "(p99 2.05 ms)" in lat.reason
+
+
+def test_constraint_misses_name_the_limit_and_the_value():
+    from wb_core.analysis.recommend import Constraints
+
+    c = Constraints(max_p99_ms=2.0, max_accuracy_drop=0.01, max_memory_mb=100, max_cores=1)
+    r = dict(run(threads=2, cores=[0, 1], p99=2.0, rss=100.0), accuracy_drop=0.02, cores_used=2.0)
+    assert c.misses(r) == [("the accuracy drop limit: 0.02 against 0.01", pytest.approx(1.0)),
+                           ("the cores limit: 2 against 1", pytest.approx(1.0))]  # p99 and memory at the limit pass
+    over = dict(r, latency_ms_p99=3.0, rss_mb=150.0, accuracy_drop=None, cores_used=None)
+    assert c.misses(over) == [("the p99 latency limit: 3 ms against 2 ms", pytest.approx(0.5)),
+                              ("the accuracy limit: its accuracy drop was not measured", math.inf),
+                              ("the memory limit: 150 MB against 100 MB", pytest.approx(0.5)),
+                              ("the cores limit: its cores was not recorded", math.inf)]
+
+
+def test_unmeasured_reduced_precision_is_passed_over_for_a_measured_one():
+    fp32 = run(thr=1000.0)
+    int8 = run(precision="int8", thr=3000.0)  # faster, accuracy never measured
+    rec = recommend(frame([fp32, int8]), hardware=HARDWARE)
+    assert rec.best["precision"] == "fp32" and "was never measured" in rec.reason
+    measured = dict(int8, accuracy=0.98)
+    assert recommend(frame([fp32, measured]), hardware=HARDWARE).best["precision"] == "int8"
+    drop_only = dict(int8, accuracy_drop=0.001)
+    assert recommend(frame([fp32, drop_only]), hardware=HARDWARE).best["precision"] == "int8"
+    upper = dict(run(precision="FP32", thr=500.0))  # fp32 in any case is full precision
+    assert "never measured" not in recommend(frame([upper]), hardware=HARDWARE).reason
 
 
 def test_tie_labels_keep_the_index_and_leave_runs_without_intervals_unknown():
@@ -123,10 +153,22 @@ def test_tie_labels_keep_the_index_and_leave_runs_without_intervals_unknown():
 def test_among_tied_runs_the_runtime_defaults_win(simpler, busier):
     base = [1000, 1040, 990, 1020]
     a = rounded(base, **{"threads": 1, "batch": 1, **busier})
-    b = rounded([v + 5 for v in base[::-1]], **{"threads": 1, "batch": 2, **simpler})
+    # b ranks second (a slightly lower median) but within noise: only the tie-break can pick it.
+    b = rounded([v - 5 for v in base[::-1]], **{"threads": 1, "batch": 2, **simpler})
     df = frame([a, b])
     rec = recommend(df, hardware=HARDWARE)
-    assert len(rec.tied) == 2 and rec.best["key"] == df.loc[1, "key"], rec.reason
+    assert len(rec.tied) == 2 and rec.tied[0]["key"] == df.loc[0, "key"], rec.reason
+    assert rec.best["key"] == df.loc[1, "key"], rec.reason
+
+
+def test_among_runs_tied_on_latency_the_higher_throughput_wins():
+    p99 = [1.0, 1.1, 0.9, 1.0]
+    a = rounded([1000, 1010, 990, 1000], p99, threads=1, batch=1)
+    b = rounded([2000, 2010, 1990, 2000], [v + 0.01 for v in p99[::-1]], threads=1, batch=2)
+    df = frame([a, b])
+    rec = recommend(df, objective="latency", hardware=HARDWARE)
+    assert len(rec.tied) == 2 and rec.tied[0]["key"] == df.loc[0, "key"]
+    assert rec.best["key"] == df.loc[1, "key"], rec.reason
 
 
 def test_find_run_by_key_or_unique_prefix():
