@@ -66,6 +66,7 @@ bench-quick: $(STAMP)
 MUTATE_MODULES ?= src/wb_core/stats.py src/wb_core/analysis/recommend.py
 MUTATE_TESTS ?= tests/test_stats.py tests/test_analysis.py tests/test_recommend_noise.py
 mutation: $(STAMP)
+	test -x $(BIN)/mutmut || $(BIN)/pip install -q -e ".[mutation]"
 	rm -rf .mutation && mkdir -p .mutation/mutants/src && cp -r src tests pyproject.toml .mutation/
 	sed -i '/^\[tool.mutmut\]/,$$d' .mutation/pyproject.toml
 	printf '[mutmut]\nsource_paths = src\nonly_mutate =\n%s\npytest_add_cli_args_test_selection =\n%s\npytest_add_cli_args =\n    -p\n    no:cacheprovider\n' \
