@@ -197,3 +197,42 @@ def test_constraints_in_words():
     assert Constraints().describe() == "no constraints"
     assert Constraints().is_empty() and not Constraints(max_cores=1).is_empty()
     assert not c.is_empty()
+
+
+def test_run_labels_name_every_setting_that_differs_from_the_default():
+    from wb_core.analysis.recommend import run_label
+
+    assert run_label(run(batch=8, threads=2, cores=[0, 1])) == "openvino fp32 b8 t2 cores=0+1"
+    assert run_label(run(threads=None)) == "openvino fp32 b1 tauto cores=none"
+    busy = dict(run(backend="tensorflow", precision="bf16", batch=4, threads=3), inter_op_threads=2, streams=2,
+                hint="THROUGHPUT", concurrency=4, instances=2, seq_len=128)
+    assert run_label(busy) == "tensorflow bf16 b4 t3 cores=none inter2 s2 THROUGHPUT c4 x2 seq128"
+    ones = dict(run(), inter_op_threads=0, streams=None, hint="", concurrency=1, instances=1, seq_len=None)
+    assert run_label(ones) == "openvino fp32 b1 t1 cores=none"
+
+
+def test_rank_orders_and_breaks_ties():
+    from wb_core.analysis.recommend import rank
+
+    df = with_cores(frame([run(thr=100.0, p99=2.0, threads=4), run(thr=100.0, p99=1.0, threads=4),
+                           run(thr=100.0, p99=1.0, threads=2), run(thr=300.0, p99=5.0, threads=1),
+                           run(thr=float("nan"), p99=0.5, threads=1)]))
+    assert list(rank(df, "throughput").index) == [3, 2, 1, 0, 4]  # then lower p99, then fewer cores; NaN last
+    assert list(rank(df, "latency").index) == [4, 2, 1, 0, 3]  # lowest p99; equal p99: higher throughput, fewer cores
+    df["throughput_per_core"] = df["throughput"] / df["cores_used"]
+    assert list(rank(df, "throughput_per_core").index) == [3, 2, 1, 0, 4]
+    assert not any(c.startswith("_") for c in rank(df, "latency").columns)
+
+
+def with_cores(df):
+    df["cores_used"] = df["threads"].astype(float)
+    return df
+
+
+def test_effective_threads_fall_back_to_what_the_runtime_reported():
+    from wb_core.analysis.recommend import effective_threads
+
+    df = frame([run(threads=2), dict(run(threads=None), ov_threads=3), dict(run(threads=None), tf_intra_op=5),
+                dict(run(threads=None), ov_threads=0)])
+    got = effective_threads(df)
+    assert list(got[:3]) == [2, 3, 5] and math.isnan(got[3])
