@@ -14,7 +14,7 @@ from scipy import stats as sps
 
 from analysis_data import HARDWARE, frame, run
 from wb_core.analysis.recommend import find_run, recommend, tied_with_best
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, WorkbenchError
 
 ROUNDS = [0, 1, 2, 3]
 
@@ -236,3 +236,64 @@ def test_effective_threads_fall_back_to_what_the_runtime_reported():
                 dict(run(threads=None), ov_threads=0)])
     got = effective_threads(df)
     assert list(got[:3]) == [2, 3, 5] and math.isnan(got[3])
+
+
+def test_efficiency_columns_on_edge_inputs():
+    from wb_core.analysis.recommend import with_efficiency
+
+    empty = with_efficiency(frame([run()]).iloc[0:0], HARDWARE)
+    for col in ("cores_given", "cores_used", "throughput_per_core", "gflops", "pct_peak_flops", "oversubscribed"):
+        assert col in empty.columns and len(empty[col]) == 0
+    assert empty["cores_used"].dtype == float and empty["oversubscribed"].dtype == bool
+    # No list of usable CPUs: the logical core count stands in; unpinned runs get all of them.
+    hw = {k: v for k, v in HARDWARE.items() if k != "available_cpus"}
+    hw["logical_cores"] = 6
+    df = frame([run(threads=None), dict(run(threads=8), n_cores=0), dict(run(threads=2), instances=4),
+                dict(run(threads=2), instances=None)])
+    e = with_efficiency(df, hw)
+    assert list(e["cores_given"]) == [6, 6, 6, 6]
+    assert list(e["cores_used"]) == [6, 6, 2, 2]  # unknown threads: everything given; else the threads
+    assert list(e["oversubscribed"]) == [False, True, True, False]  # 8 threads, and 2 threads x 4 instances, on 6
+    assert e.loc[0, "throughput_per_core"] == pytest.approx(1000 / 6)
+    hw.pop("logical_cores")
+    assert list(with_efficiency(frame([run(threads=None)]), hw)["cores_given"]) == [1]
+
+
+def test_peak_share_per_precision_over_the_physical_cores():
+    from wb_core.analysis.recommend import with_efficiency
+
+    hw = dict(HARDWARE, peak_gflops={"fp32": 400.0, "bf16": 800.0, "int8": 1600.0}, physical_cores=4)
+    df = frame([run(threads=2, thr=100.0), run(precision="int8", threads=1, thr=100.0),
+                run(precision="fp16", threads=1, thr=100.0)])
+    e = with_efficiency(df, hw, flops_per_sample=2e9)
+    assert list(e["gflops"]) == pytest.approx([200.0, 200.0, 200.0])
+    # fp32 on two of four cores: 200 of 400 / 4 * 2 = 200 -> 100%; int8: 200 of 1600 / 4 = 400 -> 50%;
+    # a precision without its own peak is measured against fp32's: 200 of 100 -> 200%.
+    assert list(e["pct_peak_flops"]) == pytest.approx([100.0, 50.0, 200.0])
+    no_peak = with_efficiency(df, dict(hw, peak_gflops={}), flops_per_sample=2e9)
+    assert no_peak["pct_peak_flops"].isna().all()
+
+
+def test_the_recommendation_record_and_its_notes():
+    from wb_core.analysis.recommend import Constraints
+
+    close = frame([rounded([1000, 1060, 990, 1030], threads=1, cores=[0]),
+                   rounded([980, 1000, 1000, 1010], threads=1, cores=[1], batch=2),
+                   rounded([900, 990, 1080, 1000], threads=1, cores=[1], batch=4)])
+    close.loc[1, ["throughput_ci_low", "throughput_ci_high"]] = [1200.0, 1201.0]  # not overlapping: not tied
+    close.loc[2, ["throughput_ci_low", "throughput_ci_high"]] = [1202.0, 1203.0]
+    c = Constraints(max_p99_ms=10)
+    rec = recommend(close, c, runners_up=0, hardware=HARDWARE)
+    assert rec.objective == "throughput" and rec.constraints is c and rec.candidates == 3
+    assert rec.runners_up == [] and rec.notes and rec.reason.endswith(rec.notes[-1])
+    assert "of the 3 successful runs that meet p99 latency ≤ 10 ms" in rec.reason
+    assert rec.notes[-1].endswith(", which is within noise.")  # the paired margin over the next run overlaps 1
+    assert not rec.margin.clear
+    only_int8 = frame([run(precision="int8", thr=3000.0), run(precision="int8", thr=2000.0, batch=2)])
+    note = recommend(only_int8, hardware=HARDWARE).notes[-1]
+    assert note == ("Accuracy not measured: the int8 variant's accuracy was never checked "
+                    "(measure it with --data before relying on it).")
+    with pytest.raises(WorkbenchError, match=r"^The study has no runs yet; profile the model first"):
+        recommend(frame([run()]).iloc[0:0])
+    with pytest.raises(WorkbenchError, match=r"\(1 failed, 1 skipped\)"):
+        recommend(frame([run(status="failed", thr=float("nan")), run(status="skipped", thr=float("nan"))]))

@@ -172,3 +172,13 @@ def test_edges_of_the_filters_and_the_wording():
     assert Ratio(3.0, 3.0, 3.0, 1, False).percent().startswith("+200%")
     assert Ratio(1.015, 1.015, 1.015, 1, False).percent().startswith("+1% ")  # 1.4999...: whole percent from 1% up
     assert Ratio(1.009, 1.009, 1.009, 1, False).percent().startswith("+0.9% ")
+
+
+def test_two_values_on_each_side_give_an_unpaired_interval():
+    a, b = [100.0, 104.0], [110.0, 112.0]
+    r = ratio(a, b)
+    la, lb = np.log(a), np.log(b)
+    half = sps.t.interval(0.95, 1)[1] * math.sqrt(la.var(ddof=1) / 2 + lb.var(ddof=1) / 2)
+    assert r.n == 2 and not r.paired
+    assert r.low == pytest.approx(math.exp(lb.mean() - la.mean() - half))
+    assert r.high == pytest.approx(math.exp(lb.mean() - la.mean() + half))
