@@ -202,16 +202,19 @@ def test_a_point_sharing_its_core_with_a_busy_loop_is_flagged_busy_and_can_be_me
 
     cpu = min(os.sched_getaffinity(0))
     spec = SweepSpec(backends="openvino", threads="1", cores=str(cpu), batch_sizes="1")
-    hog = _loaded_core(cpu)
+    # Two busy loops on the worker's core: they take about two thirds of it, far above the 0.25 rule,
+    # so a machine whose other load squeezes everyone on that core still flags the point.
+    hogs = [_loaded_core(cpu), _loaded_core(cpu)]
     try:
         summary = run_sweep(lenet_ir, spec, db, "busy", settings=fast)
     finally:
-        hog.kill()
-        hog.wait()
-        hog.stdout.close()
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+            hog.stdout.close()
     row = load_results(db, "busy").iloc[0]
     assert row["status"] == "ok" and list(row["load_cores"]) == [cpu]
-    assert row["other_cpu"] > 0.25 and row["busy"]  # the loop had about half of the core
+    assert row["other_cpu"] > 0.25 and row["busy"]  # the loops had about two thirds of the core
     _flag_follows_numbers(row)
     assert summary.busy and any("--remeasure-busy" in n for n in summary.notes)
     # shown: a column and a note in `wb results`, a section in the report
