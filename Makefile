@@ -6,12 +6,12 @@ STAMP := $(VENV)/.installed
 export WB_CACHE_DIR ?= $(CURDIR)/.wb-cache
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: run test test-all lint bench bench-quick install browser postgres clean demo screenshots
+.PHONY: run test test-all lint bench bench-quick install browser postgres clean demo screenshots mutation
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[test,ui,onnx]"
+	$(BIN)/pip install -q -e ".[test,ui,onnx,fleet]"
 	# A real tritonserver (in nvidia-pytriton) and KServe's own models for the export tests. Without their
 	# dependencies: those pins (numpy<2, pandas<3, psutil<6) would downgrade this stack, and the parts the
 	# tests use need none of them.
@@ -42,8 +42,9 @@ run: demo
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
+# WB_NO_SKIPS=1: a skipped default test fails the run (tests/conftest.py lists the CPU-dependent skips allowed).
 test: $(STAMP) browser postgres lint
-	$(BIN)/python -m pytest
+	WB_NO_SKIPS=1 $(BIN)/python -m pytest
 
 test-all: $(STAMP) browser postgres
 	$(BIN)/python -m pytest -m ""
@@ -59,5 +60,19 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py --quick
 
+# Mutation testing (mutmut) of the modules whose numbers users act on, against their fast tests only.
+# Runs in a scratch copy (.mutation/), niced; `make mutation MUTATE_MODULES="... src/wb_core/variants/guard.py"
+# MUTATE_TESTS="... tests/test_guard.py"` adds a module. Scores and survivors: docs/testing.md.
+MUTATE_MODULES ?= src/wb_core/stats.py src/wb_core/analysis/recommend.py
+MUTATE_TESTS ?= tests/test_stats.py tests/test_analysis.py tests/test_recommend_noise.py
+mutation: $(STAMP)
+	test -x $(BIN)/mutmut || $(BIN)/pip install -q -e ".[mutation]"
+	rm -rf .mutation && mkdir -p .mutation/mutants/src && cp -r src tests pyproject.toml .mutation/
+	sed -i '/^\[tool.mutmut\]/,$$d' .mutation/pyproject.toml
+	printf '[mutmut]\nsource_paths = src\nonly_mutate =\n%s\npytest_add_cli_args_test_selection =\n%s\npytest_add_cli_args =\n    -p\n    no:cacheprovider\n' \
+		"$$(printf '    %s\n' $(MUTATE_MODULES))" "$$(printf '    %s\n' $(MUTATE_TESTS))" > .mutation/setup.cfg
+	cd .mutation && nice -n 10 env PYTHONPATH=$(CURDIR)/.mutation/mutants/src $(CURDIR)/$(BIN)/mutmut run --max-children 2 > run.log 2>&1 || true
+	cd .mutation && $(CURDIR)/$(BIN)/python $(CURDIR)/tools/mutation_score.py
+
 clean:
-	rm -rf $(VENV) .wb-cache .pytest_cache .hypothesis wb.db wb.db-wal wb.db-shm
+	rm -rf $(VENV) .wb-cache .pytest_cache .hypothesis .mutation wb.db wb.db-wal wb.db-shm

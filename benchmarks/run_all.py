@@ -66,6 +66,19 @@ def machine_section() -> str:
             f"noise in every table; compare runs taken on a quiet machine.\n")
 
 
+def table_machine(load_before, load_after) -> str:
+    """The CPU and the load around one table, printed with it (a table read alone still names its machine)."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from wb_core.hardware import detect
+
+    hw = detect()
+    line = (f"CPU: {hw.cpu_model} ({hw.microarchitecture}), {len(hw.available_cpus)} CPUs usable; load average "
+            f"(1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_before)} before, "
+            f"{', '.join(f'{x:.2f}' for x in load_after)} after.")
+    print(line, flush=True)
+    return line
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="every benchmark at its smoke-test size (a few minutes)")
@@ -80,13 +93,16 @@ def main() -> None:
     t0 = time.perf_counter()
     for script, full, quick in chosen:
         args = quick if a.quick else full
+        load_before = os.getloadavg()
         code, out, secs = run_script(script, args)
+        load_after = os.getloadavg()
         if code != 0:
             failed.append(script)
         command = shlex.join(["python", f"benchmarks/{script}", *args])
         status = "" if code == 0 else f" **(failed with exit code {code})**"
         sections.append(f"## {script.removesuffix('.py').replace('_', ' ').capitalize()}\n\n"
-                        f"`{command}` ({secs:.0f} s){status}\n\n```text\n{out.strip()}\n```\n")
+                        f"`{command}` ({secs:.0f} s){status}\n\n{table_machine(load_before, load_after)}\n\n"
+                        f"```text\n{out.strip()}\n```\n")
     total = time.perf_counter() - t0
     reproduce = "python benchmarks/run_all.py" + (" --quick" if a.quick else "") + (f" --only {a.only}" if only else "")
     doc = (f"# Benchmarks\n\nWritten by `{reproduce}` (`make bench` runs the full set) on "

@@ -90,3 +90,47 @@ def cache_without_int8(tmp_path, monkeypatch, lenet_ir) -> Path:
             (folder / entry.name).symlink_to(entry)
     monkeypatch.setenv("WB_CACHE_DIR", str(folder))
     return folder
+
+
+# ---- skips that say the truth: `make test` (WB_NO_SKIPS=1) and CI (CI=true) fail on any skip of a
+# default test, except those that depend on the CPU itself (its flags, its number of CPUs).
+ALLOWED_SKIPS = (
+    "this CPU runs no INT8 kernels",  # no AVX2/VNNI/AMX in /proc/cpuinfo
+    "needs two CPUs",  # a one-CPU machine cannot pin two ways
+)
+_SKIPS: list[tuple[str, str]] = []
+
+
+def _strict_skips() -> bool:
+    return os.environ.get("WB_NO_SKIPS", "") == "1" or os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    return str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _SKIPS.append((report.nodeid, _skip_reason(report)))
+
+
+def pytest_collectreport(report):
+    if report.skipped:
+        _SKIPS.append((report.nodeid, _skip_reason(report)))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    if not _strict_skips():
+        return
+    bad = [(node, why) for node, why in _SKIPS if not any(ok in why for ok in ALLOWED_SKIPS)]
+    if not bad:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_sep("=", f"{len(bad)} skipped test(s): every default test must run here", red=True)
+        for node, why in bad:
+            reporter.write_line(f"SKIPPED {node}: {why}")
+    if session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -106,6 +106,10 @@ def test_served_dashboard_checks_host_and_token_and_stops_on_sigterm(tmp_path):
         assert status("/", host=f"evil.example:{port}") == 403
         assert status("/?token=host-check-token", host=f"attacker.test:{port}") == 403
         assert status("/") in (302, 403)  # no token: no page
+        # Positive control: the same request with our own Host and the token is served (a server that
+        # refused everything would pass the three lines above).
+        assert status("/?token=host-check-token", host=f"127.0.0.1:{port}") in (200, 302)
+        assert status("/?token=host-check-token") in (200, 302)
         procs = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
         tree = [p.pid for p in procs]
         assert len(tree) >= 2  # wb and voila

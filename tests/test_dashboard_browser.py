@@ -173,7 +173,7 @@ def sweep_table(page) -> list[dict]:
 
 def test_int8_sweep(server, page):
     """FP32 and INT8 at batch 1: the INT8 point is quantized, measured and shown as ok."""
-    from wb_core.hardware import detect
+    from cpu_flags import int8_native
     from wb_core.store import load_results
 
     url, db = server
@@ -197,7 +197,7 @@ def test_int8_sweep(server, page):
     rows = sweep_table(page)
     by_precision = {r["Precision"]: r for r in rows}
     assert sorted(by_precision) == ["fp32", "int8"], rows
-    if not detect().supports("int8")[0]:
+    if not int8_native():
         assert by_precision["int8"]["Status"] == "skipped", rows
         return
     assert by_precision["int8"]["Status"] == "ok", f"{by_precision['int8']['Status']}: " \

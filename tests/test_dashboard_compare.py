@@ -27,11 +27,11 @@ def _header_of_highlighted(page, panel: str) -> list[str]:
 
 
 def test_layers_and_compare(server, page):
+    from cpu_flags import int8_native
     from wb_core import api
-    from wb_core.hardware import detect
     from wb_core.ui.words import run_name
 
-    if not detect().supports("int8")[0]:
+    if not int8_native():
         pytest.skip("this CPU runs no INT8 kernels; the FP32 and INT8 comparison needs them")
     url, db = server
     api.profile("lenet-digits", db=db, study="lenet-2-threads", threads="2", max_time=0.3)

@@ -98,6 +98,9 @@ def open_sweep_tab(server, page, lenet_ir):
     return db, panel
 
 
+POINTS = 10  # in the cancel-and-resume study
+
+
 def finish(page, name: str) -> None:
     page.evaluate("() => window.scrollTo(0, 0)")
     shoot(page, name)
@@ -132,12 +135,14 @@ def test_new_study_live_points_warning_cancel_and_resume(server, page, lenet_ir)
 
     # (v) Cancel after the first point, then Run again: the label and the bar agree, counting the
     # stored points from the start, and Run stays disabled until the sweep's thread has ended.
-    fill(panel, "Batch sizes", "1,2,4,8,16,32")
+    # Ten points of at least a second's measuring each: however fast the machine, the cancel after the
+    # first and the check right after resuming land while points are still to come.
+    fill(panel, "Batch sizes", ",".join(str(2 ** i) for i in range(POINTS)))
     fill(panel, "Seconds per point", "1")
     fill(panel, "Study name", "resume")
     run_button, cancel = panel.get_by_role("button", name="Run"), panel.locator(".mod-danger")
     run_button.click()
-    page.wait_for_function("() => /^[1-9] \\/ 6/.test(document.querySelector('.wb-sweep-panel .wb-progress-text')"
+    page.wait_for_function("() => /^[1-9] \\/ 10/.test(document.querySelector('.wb-sweep-panel .wb-progress-text')"
                            ".textContent)", timeout=180_000)
     # Every change on the page from here is checked: Run may come back only once the sweep's thread
     # has said it is done (its last words are the "Cancelled" message), never while "Cancelling…" shows.
@@ -150,9 +155,9 @@ def test_new_study_live_points_warning_cancel_and_resume(server, page, lenet_ir)
     seen = page.evaluate("() => window.wbRunWatch")
     assert seen["cancelling"] and seen["violations"] == [], seen
     stored = len(load_results(db, "resume"))
-    assert 1 <= stored < 6
+    assert 1 <= stored < POINTS
     done, total, _, _ = label_matches_bar(page)
-    assert (done, total) == (stored, 6)
+    assert (done, total) == (stored, POINTS)
     run_button.click()
     try:
         panel.locator(".wb-progress-text", has_text="resuming").wait_for(timeout=60_000)
@@ -160,13 +165,13 @@ def test_new_study_live_points_warning_cancel_and_resume(server, page, lenet_ir)
         pytest.fail(f"no 'resuming' beside the progress: {progress(page)}; {panel.locator('.wb-messages').inner_text()}")
     done, total, text, _ = label_matches_bar(page)
     # The bar starts at the stored points (points may have arrived since; the label says how it started).
-    assert total == 6 and stored <= done < 6 and f"resuming: {stored} already measured" in text, text
+    assert total == POINTS and stored <= done < POINTS and f"resuming: {stored} already measured" in text, text
     assert run_button.is_disabled()
     panel.locator(".wb-messages .wb-msg", has_text="Study 'resume' in ").wait_for(timeout=180_000)
     page.wait_for_function("() => !document.querySelector('.wb-sweep-panel .mod-success').disabled")
     done, total, text, frac = label_matches_bar(page)
-    assert text == "6 / 6" and frac > 0.98
-    assert len(load_results(db, "resume")) == 6
+    assert text == f"{POINTS} / {POINTS}" and frac > 0.98
+    assert len(load_results(db, "resume")) == POINTS
 
     finish(page, "sweep-tab")
 
@@ -175,7 +180,7 @@ def test_new_study_live_points_warning_cancel_and_resume(server, page, lenet_ir)
 def test_accuracy_smart_search_and_serving_scenario(server, page, lenet_ir):
     """(ii) FP32 and INT8 with the demo data, top-1 and an accuracy-drop limit; (iii) a smart search
     with a budget; (iv) two instances of one core each."""
-    from wb_core.hardware import detect
+    from cpu_flags import int8_native
     from wb_core.store import load_results
 
     db, panel = open_sweep_tab(server, page, lenet_ir)
@@ -190,7 +195,7 @@ def test_accuracy_smart_search_and_serving_scenario(server, page, lenet_ir):
     rows = {r["Precision"]: r for r in sweep_table(page)}
     assert sorted(rows) == ["fp32", "int8"], rows
     assert rows["fp32"]["Status"] == "ok" and re.fullmatch(r"0\.\d+|1\.0+", rows["fp32"]["Accuracy"]), rows
-    if detect().supports("int8")[0]:
+    if int8_native():
         assert rows["int8"]["Status"] == "ok", f"{rows['int8']} (page says: {message})"
         assert re.fullmatch(r"0\.\d+|1\.0+", rows["int8"]["Accuracy"]), rows
         df = load_results(db, "accuracy").set_index("precision")

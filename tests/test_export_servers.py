@@ -22,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import math
+import os
 import socket
 import subprocess
 import sys
@@ -47,12 +49,24 @@ NO_TRITON = ("tritonserver is not installed: `pip install --no-deps nvidia-pytri
              "(--no-deps: its numpy<2 pin conflicts with this project)")
 
 
+def _tritonserver_binary_present() -> bool:
+    """A tritonserver executable where find_tritonserver looks, checked here without wb_core."""
+    import shutil
+
+    if os.environ.get("WB_TRITONSERVER") or shutil.which("tritonserver"):
+        return True
+    spec = importlib.util.find_spec("pytriton")
+    return bool(spec and spec.submodule_search_locations and
+                (Path(list(spec.submodule_search_locations)[0]) / "tritonserver" / "bin" / "tritonserver").is_file())
+
+
 @pytest.fixture(scope="module")
 def triton():
-    try:
-        return find_tritonserver()
-    except ConfigError:
+    # Skip only when no binary is there at all; a binary that is there but unusable (no Python
+    # stub, no backends) is a failure to see, not "not installed".
+    if not _tritonserver_binary_present():
         pytest.skip(NO_TRITON)
+    return find_tritonserver()
 
 
 @pytest.fixture(scope="module")
@@ -310,7 +324,11 @@ def test_kserve_files_load_into_kserves_own_models(kserve_models, tiny_ir, tmp_p
         _load(kserve_models, kserve_models.V1beta1InferenceService, {"apiVersion": "v", "kind": "k", "specs": {}})
 
 
-def test_kserve_rule_is_the_controllers():
+def test_kserve_rule_rewritten_from_the_controller():
+    """Cases worked out by hand from KServe's RuntimeSupportsModel and the runtimes' supportedModelFormats
+    (config/runtimes/*.yaml in KServe's repository). No KServe controller or its runtime files are
+    installed here, so this checks our rewrite of the rule against those hand-worked cases, not
+    against the controller itself."""
     assert supports("kserve-openvino", {"name": "openvino"})
     assert supports("kserve-openvino", {"name": "openvino", "version": "10"})
     assert not supports("kserve-openvino", {"name": "openvino", "version": "11"})
@@ -384,18 +402,20 @@ def test_serve_check_replays_a_poisson_run_at_its_rate(triton, tiny_ir, tmp_path
     from wb_core.store import Store
 
     db = tmp_path / "wb.db"
-    r = run(cores=[0], threads=1, thr=200.0, p99=2.0, ov_properties={"INFERENCE_PRECISION_HINT": "f32",
+    r = run(cores=[0], threads=1, thr=100.0, p99=2.0, ov_properties={"INFERENCE_PRECISION_HINT": "f32",
                                                                       "INFERENCE_NUM_THREADS": "1"})
     make_study_db(db, [], model_path=str(tiny_ir), inputs=[{"name": "x", "shape": [-1, 4], "dtype": "float32"}])
     cfg = {k: r.get(k) for k in ("backend", "precision", "batch_size", "threads", "instances", "concurrency")}
-    cfg.update(cores=[0], rate=200.0)
+    cfg.update(cores=[0], rate=100.0)
     with Store(db) as s:
         s.add_run("t", "poisson", cfg, "ok", {k: v for k, v in r.items() if k.startswith(("latency_", "throughput",
                                                                                              "ov_", "rss"))})
-    res = serve_check(db, "t", "poisson", max_time=2.0)
-    assert res.mode == "poisson" and res.rate == 200.0 and not res.served["saturated"]
-    assert res.served["achieved_rate"] == pytest.approx(200.0, rel=0.25)
-    assert res.served["latency_ms_p99"] > 0 and "Poisson arrivals at 200 requests/s" in res.describe()
+    # 100 requests/s for 4 s: a light load even for a busy machine, and about 400 arrivals, whose count
+    # varies by sqrt(400) (5%): four of those (20%) hold any correct schedule; a rate ignored does not.
+    res = serve_check(db, "t", "poisson", max_time=4.0)
+    assert res.mode == "poisson" and res.rate == 100.0 and not res.served["saturated"]
+    assert res.served["achieved_rate"] == pytest.approx(100.0, rel=4 / math.sqrt(100 * 4.0))
+    assert res.served["latency_ms_p99"] > 0 and "Poisson arrivals at 100 requests/s" in res.describe()
 
 
 def test_serve_check_bad_inputs_are_one_sentence_and_leave_nothing(triton, tiny_ir, tmp_path, monkeypatch):

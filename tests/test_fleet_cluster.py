@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("distributed")
+pytest.importorskip("distributed", reason="dask distributed is not installed (pip install -e '.[fleet]')")
 
 from fleet_cluster import LocalFleet
 from wb_core.config import SweepSpec

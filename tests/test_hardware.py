@@ -20,25 +20,26 @@ CPUINFO = Path(__file__).parent / "cpuinfo"
 
 # file: (microarchitecture, fma_units, fma_width_bits, {fp32, bf16, int8 ops/cycle/core}, bf16 ok, int8 ok)
 EXPECTED = {
-    "amd-epyc-7571-zen1.cpuinfo": ("AMD Zen/Zen+", 2, 128, {"fp32": 16, "bf16": 16, "int8": 32}, False, True),
-    "amd-epyc-7r32-zen2.cpuinfo": ("AMD Zen 2", 2, 256, {"fp32": 32, "bf16": 32, "int8": 64}, False, True),
-    "amd-epyc-7763-zen3.cpuinfo": ("AMD Zen 3", 2, 256, {"fp32": 32, "bf16": 32, "int8": 64}, False, True),
-    "amd-epyc-9r14-zen4.cpuinfo": ("AMD Zen 4", 2, 256, {"fp32": 32, "bf16": 64, "int8": 128}, True, True),
-    "amd-epyc-9575f-zen5.cpuinfo": ("AMD Zen 5", 2, 512, {"fp32": 64, "bf16": 128, "int8": 256}, True, True),
-    "amd-ryzen-ai-9-hx-370-zen5-mobile.cpuinfo": ("AMD Zen 5 (mobile, 256-bit datapath)", 2, 256,
+    "synthetic-amd-epyc-7571-zen1.cpuinfo": ("AMD Zen/Zen+", 2, 128, {"fp32": 16, "bf16": 16, "int8": 32}, False, True),
+    "synthetic-amd-epyc-7r32-zen2.cpuinfo": ("AMD Zen 2", 2, 256, {"fp32": 32, "bf16": 32, "int8": 64}, False, True),
+    "synthetic-amd-epyc-7763-zen3.cpuinfo": ("AMD Zen 3", 2, 256, {"fp32": 32, "bf16": 32, "int8": 64}, False, True),
+    "synthetic-amd-epyc-9r14-zen4.cpuinfo": ("AMD Zen 4", 2, 256, {"fp32": 32, "bf16": 64, "int8": 128}, True, True),
+    "synthetic-amd-epyc-9575f-zen5.cpuinfo": ("AMD Zen 5", 2, 512, {"fp32": 64, "bf16": 128, "int8": 256}, True, True),
+    "synthetic-amd-ryzen-ai-9-hx-370-zen5-mobile.cpuinfo": ("AMD Zen 5 (mobile, 256-bit datapath)", 2, 256,
                                                   {"fp32": 32, "bf16": 64, "int8": 128}, True, True),
-    "intel-xeon-platinum-8259cl-cascade-lake.cpuinfo": ("Intel Cascade Lake", 2, 512,
+    "synthetic-intel-xeon-platinum-8259cl-cascade-lake.cpuinfo": ("Intel Cascade Lake", 2, 512,
                                                         {"fp32": 64, "bf16": 64, "int8": 256}, False, True),
-    "intel-xeon-platinum-8488c-sapphire-rapids.cpuinfo": ("Intel Sapphire Rapids", 2, 512,
+    "synthetic-intel-xeon-platinum-8488c-sapphire-rapids.cpuinfo": ("Intel Sapphire Rapids", 2, 512,
                                                           {"fp32": 64, "bf16": 1024, "int8": 2048}, True, True),
+    "amd-epyc-zen4-kvm.cpuinfo": ("AMD Zen 4", 2, 256, {"fp32": 32, "bf16": 64, "int8": 128}, True, True),
     "intel-xeon-emerald-rapids-kvm.cpuinfo": ("Intel Emerald Rapids", 2, 512,
                                               {"fp32": 64, "bf16": 1024, "int8": 2048}, True, True),
-    "intel-core-i7-8700-coffee-lake.cpuinfo": ("Intel AVX2 core (Haswell or later)", 2, 256,
+    "synthetic-intel-core-i7-8700-coffee-lake.cpuinfo": ("Intel AVX2 core (Haswell or later)", 2, 256,
                                                {"fp32": 32, "bf16": 32, "int8": 64}, False, True),
-    "intel-core-i9-12900k-alder-lake.cpuinfo": ("Intel AVX2 core (Haswell or later)", 2, 256,
+    "synthetic-intel-core-i9-12900k-alder-lake.cpuinfo": ("Intel AVX2 core (Haswell or later)", 2, 256,
                                                 {"fp32": 32, "bf16": 32, "int8": 128}, False, True),
-    "unknown-vendor.cpuinfo": ("unknown", 2, 256, {"fp32": 32, "bf16": 32, "int8": 64}, False, True),
-    "arm-neoverse-v1.cpuinfo": ("unknown", 2, 128, {"fp32": 16, "bf16": 16, "int8": 32}, False, False),
+    "synthetic-unknown-vendor.cpuinfo": ("unknown", 2, 256, {"fp32": 32, "bf16": 32, "int8": 64}, False, True),
+    "synthetic-arm-neoverse-v1.cpuinfo": ("unknown", 2, 128, {"fp32": 16, "bf16": 16, "int8": 32}, False, False),
 }
 
 RECORDED = sorted(p.name for p in CPUINFO.glob("*.cpuinfo"))
@@ -85,17 +86,17 @@ def test_recorded_cpu_hardware_and_feasibility(name):
 
 
 def test_identity_fields():
-    cpu = cpu_identity(_text("amd-epyc-9r14-zen4.cpuinfo"))
+    cpu = cpu_identity(_text("synthetic-amd-epyc-9r14-zen4.cpuinfo"))
     assert (cpu.vendor, cpu.family, cpu.model, cpu.stepping) == ("AuthenticAMD", 25, 17, 1)
     assert cpu.model_name == "AMD EPYC 9R14" and cpu.architecture == "x86_64"
     assert {"avx512f", "avx512_vnni", "avx512_bf16"} <= cpu.flags and not {"amx_tile", "amx_bf16"} & cpu.flags
-    spr = cpu_identity(_text("intel-xeon-platinum-8488c-sapphire-rapids.cpuinfo"))
+    spr = cpu_identity(_text("synthetic-intel-xeon-platinum-8488c-sapphire-rapids.cpuinfo"))
     assert (spr.family, spr.model) == (6, 143)
     assert {"amx_tile", "amx_bf16", "amx_int8", "avx512_bf16", "avx512_vnni"} <= spr.flags
 
 
 def test_zen4_with_avx512_hidden_is_counted_like_zen3():
-    text = _text("amd-epyc-9r14-zen4.cpuinfo")
+    text = _text("synthetic-amd-epyc-9r14-zen4.cpuinfo")
     hidden = "\n".join(" ".join(w for w in line.split(" ") if not w.startswith("avx512")) if line.startswith("flags")
                        else line for line in text.splitlines())
     pm = peak_model(cpu_identity(hidden))
@@ -103,7 +104,7 @@ def test_zen4_with_avx512_hidden_is_counted_like_zen3():
 
 
 def test_xeon_with_avx512_hidden_is_capped_at_256_bits():
-    text = _text("intel-xeon-platinum-8259cl-cascade-lake.cpuinfo")
+    text = _text("synthetic-intel-xeon-platinum-8259cl-cascade-lake.cpuinfo")
     hidden = "\n".join(" ".join(w for w in line.split(" ") if not w.startswith("avx512")) if line.startswith("flags")
                        else line for line in text.splitlines())
     pm = peak_model(cpu_identity(hidden))
@@ -133,7 +134,7 @@ def test_table_rows_are_complete():
 
 
 def test_old_stored_record_loads_with_defaults():
-    d = hardware_from_cpuinfo(_text("amd-epyc-7763-zen3.cpuinfo")).to_dict()
+    d = hardware_from_cpuinfo(_text("synthetic-amd-epyc-7763-zen3.cpuinfo")).to_dict()
     for new in ("microarchitecture", "fma_width_bits", "peak_assumption"):
         d.pop(new)
     hw = Hardware(**d)

@@ -58,7 +58,7 @@ def test_report_escapes_text(tmp_path):
 
 @pytest.mark.browser
 def test_report_plots_render_in_headless_chromium(report_db, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
     if not shutil.which("chromium") and not __import__("os").path.exists(CHROMIUM):
         pytest.skip("chromium is not installed (make browser)")
     out = write_report(report_db, "t", tmp_path / "report.html")

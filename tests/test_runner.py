@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from cpu_flags import bf16_native
 from wb_core.config import SweepSpec
 from wb_core.hardware import detect
 from wb_core.store import RESULT_COLUMNS, Store, load_results
@@ -25,10 +26,8 @@ def test_sweep_stores_every_point_with_public_columns(lenet_ir, db, fast):
     assert (df.latency_ms_p50 <= df.latency_ms_p99).all() and (df.throughput > 0).all()
     assert set(df.executed_precision) == {"f32"}
     assert set(df.cores) == {"none", "0"}
-    # Larger batches move more samples per second on this model.
-    b1 = df[(df.batch_size == 1) & (df.threads == 1) & (df.cores == "0")].throughput.iloc[0]
-    b8 = df[(df.batch_size == 8) & (df.threads == 1) & (df.cores == "0")].throughput.iloc[0]
-    assert b8 > b1
+    # How much faster batch 8 is depends on the machine and its load: benchmarks/ measures that, not this test.
+    assert sorted(set(df.batch_size)) == [1, 8] and sorted(set(df.threads)) == [1, 2]
 
 
 @pytest.mark.skipif(len(detect().available_cpus) < 2, reason="needs two CPUs")
@@ -55,7 +54,7 @@ def test_pinning_confines_every_runtime_thread(lenet_ir, db, fast):
 
 
 def test_bf16_runs_really_execute_bf16(lenet_ir, db, fast):
-    ok, why = detect().supports("bf16")
+    ok = bf16_native()  # from /proc/cpuinfo, not from the rule under test
     spec = SweepSpec(backends="openvino", precisions="fp32,bf16", threads="1", batch_sizes="1")
     run_sweep(lenet_ir, spec, db, "prec", settings=fast)
     df = load_results(db, "prec").set_index("precision")
@@ -95,7 +94,7 @@ def test_rerun_skips_stored_points(lenet_ir, db, fast):
 
 def test_killed_sweep_resumes_without_measuring_twice(lenet_ir, db, tmp_path):
     cmd = [sys.executable, "-m", "wb_core.cli", "profile", str(lenet_ir), "--backend", "openvino",
-           "--threads", "1,2", "--batch", "1,2,4", "--db", str(db), "--study", "k", "--max-time", "0.6",
+           "--threads", "1,2", "--batch", "1,2,4,8", "--db", str(db), "--study", "k", "--max-time", "0.6",
            "--window", "0.2", "--warmup", "0.1", "--quiet"]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
@@ -112,12 +111,14 @@ def test_killed_sweep_resumes_without_measuring_twice(lenet_ir, db, tmp_path):
     proc.wait()
     assert stored >= 2
     before = load_results(db, "k").set_index("key").created_at
-    assert len(before) < 6, "the sweep finished before it could be killed"
+    # Killed within 0.2 s of the second point stored, with six more of at least 0.6 s each to go: on
+    # any machine, fast or busy, the kill lands before the end.
+    assert len(before) < 8, "the sweep finished before it could be killed"
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert f"{len(before)} already stored" in done.stdout
     after = load_results(db, "k")
-    assert len(after) == 6 and after.key.is_unique and (after.status == "ok").all()
+    assert len(after) == 8 and after.key.is_unique and (after.status == "ok").all()
     # Points stored before the kill were not measured again.
     assert after.set_index("key").created_at[before.index].equals(before)
 

@@ -1,5 +1,7 @@
+
 """Instances per machine, concurrency, the Poisson server scenario, planning and capacity."""
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -55,7 +57,9 @@ def test_low_poisson_rate_is_achieved_and_high_rate_saturates(lenet_ir, db, fast
     run_sweep(lenet_ir, spec, db, "poisson", settings=replace(fast, max_time_s=3.0))
     df = load_results(db, "poisson").set_index("rate")
     low = df.loc[400.0]
-    assert low.achieved_rate == pytest.approx(400, rel=0.05)
+    # Poisson arrivals: about 400 x 3 s = 1200 requests, whose count varies by sqrt(1200) (3%); four of
+    # those (12%) pass any correct schedule, while a rate ignored or doubled is far outside.
+    assert low.achieved_rate == pytest.approx(400, rel=4 / math.sqrt(400 * 3.0))
     assert not low.saturated and low.latency_ms_p99 > 0
     high = df.loc[2000000.0]
     assert high.saturated and high.backlog > 0

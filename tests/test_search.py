@@ -178,7 +178,14 @@ def test_real_smart_search_within_a_small_budget(lenet_ir, db, fast):
     spec = SweepSpec(backends="openvino", threads="1,2", batch_sizes="1,16", cores="none,0")
     summary = run_search(lenet_ir, spec, db, "small", search="smart", budget=2, settings=fast)
     assert summary.measured == 2 and summary.ok == 2  # batch 1 and 16 of the start, in one worker
-    assert summary.best.config.batch_size in (1, 16)
+    # The pick is the stored row with the highest throughput, read back from the database.
+    from wb_core.store import load_results
+
+    df = load_results(db, "small")
+    assert sorted(df.batch_size) == [1, 16]
+    stored_best = df.loc[df.throughput.idxmax()]
+    assert summary.best.config.key == stored_best.key
+    assert summary.best.throughput == pytest.approx(stored_best.throughput)
 
 
 @pytest.mark.slow

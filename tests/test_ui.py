@@ -221,7 +221,6 @@ def test_dashboard_reopens_the_latest_study(tmp_path, lenet_ir, fast):
 
 
 def test_explore_and_export_follow_the_limits(tmp_path, lenet_ir, fast):
-    pytest.importorskip("wb_core.analysis.recommend", reason="the analysis module is not on this branch yet")
     import re
 
     from wb_core.api import profile

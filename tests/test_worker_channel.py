@@ -9,7 +9,6 @@ from __future__ import annotations
 import textwrap
 
 import pandas as pd
-import pytest
 
 from wb_core.config import SweepSpec
 from wb_core.store import load_results
@@ -68,8 +67,7 @@ def test_noisy_kernel_environment_gives_the_same_results(lenet_savedmodel, lenet
     assert noisy.loc[("int8", 1), "accuracy_drop"] <= 0.01
 
 
-@pytest.mark.parametrize("mode", ["measure"])
-def test_sitecustomize_noise_really_reaches_the_worker(mode, tmp_path, monkeypatch):
+def test_sitecustomize_noise_really_reaches_the_worker(tmp_path, monkeypatch):
     """Guards the test above: the noisy module is loaded by workers (or it would prove nothing)."""
     from wb_core.proc.parent import run_child
 

@@ -6,7 +6,7 @@ Student-t interval of the mean, and the coefficient of variation. Two configurat
 in the same interleaved rounds are compared round by round (paired log ratios), which cancels
 the drift both of them saw.
 
-Pure Python and numpy: used by the sweeps (noise-aware search) and the analysis alike.
+numpy and scipy's Student t: used by the sweeps (noise-aware search) and the analysis alike.
 """
 
 from __future__ import annotations
@@ -17,17 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 
 LEVEL = 0.95
-# Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom (then the normal's).
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042)
 
 
 def t_quantile(df: int) -> float:
     """The 97.5% quantile of Student's t with `df` degrees of freedom (a 95% two-sided interval)."""
+    from scipy.stats import t as student_t  # here, not at the top: scipy.stats takes a while to import
+
     if df < 1:
         return math.inf
-    return _T975[df - 1] if df <= len(_T975) else 1.96
+    return float(student_t.ppf(0.5 + LEVEL / 2, df))
 
 
 @dataclass(frozen=True)
