@@ -4,6 +4,7 @@ refuses to run as root)."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -21,6 +22,22 @@ def server_bin() -> Path | None:
         return Path(found[-1]).parent
     which = shutil.which("initdb")
     return Path(which).resolve().parent if which and shutil.which("pg_ctl") else None
+
+
+@contextlib.contextmanager
+def postgres_url():
+    """A throwaway server's URL for the length of the block; the test is skipped, with the install
+    command, where PostgreSQL's server binaries are absent."""
+    import pytest
+
+    bindir = server_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed: `make postgres` installs them")
+    server = PostgresServer(bindir)
+    try:
+        yield server.url
+    finally:
+        server.stop()
 
 
 def _free_port() -> int:

@@ -88,6 +88,16 @@ def test_family_of_a_cnn_a_transformer_and_an_mlp(lenet_ir, outlier_encoder, tmp
     h = ops.relu(ops.matmul(x, ops.constant(np.ones((16, 8), np.float32)), False, False))
     mlp = detect_family(ov.Model([ops.result(ops.softmax(h, -1))], [x], "mlp"))
     assert mlp.name == "other" and mlp.attention == 0  # a Softmax with no MatMul after it is no attention
+    # attention with a LayerNorm written out in ops (as exporters often leave it), float inputs, no embedding
+    axis = ops.constant(np.array([-1], np.int64))
+    x = ops.parameter([-1, 8, 16], ov.Type.f32, name="x")
+    centred = ops.subtract(x, ops.reduce_mean(x, axis, True))
+    var = ops.reduce_mean(ops.power(centred, ops.constant(np.float32(2.0))), axis, True)
+    h = ops.divide(centred, ops.sqrt(ops.add(var, ops.constant(np.float32(1e-5)))))
+    w = ops.constant(np.ones((16, 16), np.float32))
+    scores = ops.softmax(ops.matmul(ops.matmul(h, w, False, False), h, False, True), -1)
+    attn = detect_family(ov.Model([ops.result(ops.matmul(scores, h, False, False))], [x], "attn"))
+    assert (attn.name, attn.attention, attn.norms) == ("transformer", 1, 1)
 
 
 # ---- the guard's rules ----

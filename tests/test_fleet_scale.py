@@ -82,15 +82,9 @@ def test_the_rehearsal_on_postgresql(tmp_path):
     """The same faults with the study in PostgreSQL: the restarted coordinator takes over the dead one's
     leases there, and each point is stored once."""
     pytest.importorskip("psycopg", reason="psycopg 3 is not installed (pip install '.[fleet]')")
-    from postgres_server import PostgresServer, server_bin
+    from postgres_server import postgres_url
 
-    bindir = server_bin()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed: `make postgres` installs them")
-    server = PostgresServer(bindir)
-    try:
-        o = rehearse(tmp_path, workers=8, points=80, db=server.url,
+    with postgres_url() as url:
+        o = rehearse(tmp_path, workers=8, points=80, db=url,
                      faults=Faults(kills=2, garbage=True, drop_s=2.0, restart=True), seed=3)
-    finally:
-        server.stop()
     _assert_sound(o, kills=2)

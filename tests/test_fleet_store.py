@@ -31,14 +31,10 @@ def store_target(request, tmp_path_factory):
         yield str(tmp_path_factory.mktemp("sqlite") / "shared.db")
         return
     pytest.importorskip("psycopg", reason="psycopg 3 is not installed (pip install '.[fleet]')")
-    from postgres_server import PostgresServer, server_bin
+    from postgres_server import postgres_url
 
-    bindir = server_bin()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed: `make postgres` installs them")
-    server = PostgresServer(bindir)
-    yield server.url
-    server.stop()
+    with postgres_url() as url:
+        yield url
 
 
 def _fleet(tag: str, **kw) -> StandInFleet:

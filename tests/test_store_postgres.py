@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("psycopg", reason="psycopg 3 is not installed (pip install '.[fleet]')")
 
-from postgres_server import PostgresServer, server_bin
+from postgres_server import postgres_url
 from wb_core.config import SweepSpec
 from wb_core.errors import StoreError
 from wb_core.store import Store, load_results
@@ -17,12 +17,8 @@ from wb_core.sweep.local import run_sweep
 
 @pytest.fixture(scope="module")
 def pg_url():
-    bindir = server_bin()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed: `make postgres` installs them")
-    server = PostgresServer(bindir)
-    yield server.url
-    server.stop()
+    with postgres_url() as url:
+        yield url
 
 
 def test_a_sweep_stores_and_resumes_in_postgresql(pg_url, lenet_ir, fast):

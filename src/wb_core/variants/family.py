@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 TRANSFORMER, CNN, OTHER = "transformer", "cnn", "other"
 CONV_TYPES = ("Convolution", "GroupConvolution", "ConvolutionBackpropData")
-_PASS_THROUGH = ("Convert", "Reshape", "Transpose", "Multiply", "Divide", "Add", "Select", "Squeeze", "Unsqueeze")
+_PASS_THROUGH = ("Convert", "Reshape", "Transpose", "Multiply", "Divide", "Add", "Select", "Squeeze", "Unsqueeze",
+                 "Power")
 
 
 @dataclass(frozen=True)
@@ -33,33 +34,18 @@ def _consumers(node):
             yield target.get_node()
 
 
-def _reaches(node, kind: str, depth: int) -> bool:
-    """Does `node` feed an op of type `kind` within `depth` steps through shape and scale ops?"""
+def _near(node, kind: str, depth: int, downstream: bool) -> bool:
+    """Is an op of type `kind` within `depth` steps of `node` (after it, or before it), through shape
+    and scale ops?"""
     frontier = [node]
     for _ in range(depth):
         nxt = []
         for n in frontier:
-            for c in _consumers(n):
-                if c.get_type_name() == kind:
+            for other in (_consumers(n) if downstream else (v.get_node() for v in n.input_values())):
+                if other.get_type_name() == kind:
                     return True
-                if c.get_type_name() in _PASS_THROUGH:
-                    nxt.append(c)
-        frontier = nxt
-    return False
-
-
-def _fed_by(node, kind: str, depth: int) -> bool:
-    """Is an input of `node` produced by an op of type `kind` within `depth` steps?"""
-    frontier = [node]
-    for _ in range(depth):
-        nxt = []
-        for n in frontier:
-            for value in n.input_values():
-                src = value.get_node()
-                if src.get_type_name() == kind:
-                    return True
-                if src.get_type_name() in _PASS_THROUGH:
-                    nxt.append(src)
+                if other.get_type_name() in _PASS_THROUGH:
+                    nxt.append(other)
         frontier = nxt
     return False
 
@@ -81,10 +67,10 @@ def detect_family(model) -> Family:
     for op in model.get_ops():
         kind = op.get_type_name()
         if kind == "Softmax" or kind.startswith("Softmax"):
-            if _fed_by(op, "MatMul", 4) and _reaches(op, "MatMul", 3):
+            if _near(op, "MatMul", 4, downstream=False) and _near(op, "MatMul", 3, downstream=True):
                 attention += 1
-        elif kind in ("MVN", "LayerNormalization") or (kind == "ReduceMean" and _fed_by(op, "Subtract", 1)) or \
-                (kind == "ReduceMean" and _fed_by(op, "SquaredDifference", 1)):
+        elif kind in ("MVN", "LayerNormalization") or (kind == "ReduceMean" and (
+                _near(op, "Subtract", 2, downstream=False) or _near(op, "SquaredDifference", 1, downstream=False))):
             norms += 1
         elif kind in CONV_TYPES:
             convs += 1
