@@ -167,10 +167,11 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         answer = (f"No configuration of {path.name} ran successfully in {time.monotonic() - t0:.0f} s; "
                   f"see `wb results --study {study}` for the errors.")
         return TuneResult(study=study, answer=answer, elapsed_s=time.monotonic() - t0, budget_s=budget, notes=notes)
-    # What a round really costs on this machine now (a busy one takes longer than the estimate),
-    # from the time between points: preparing the variants came before the first.
+    # What a round really costs on this machine now, from the time between points (preparing the
+    # variants came before the first): a busy machine takes longer than the estimate, and a point
+    # that settles early takes far less than its time limit, which the estimate assumes.
     if len(points) > 1:
-        cost = max(cost, (points[-1] - points[0]) / (len(points) - 1))
+        cost = (points[-1] - points[0]) / (len(points) - 1)
     say(f"Searched {len(ok)} configuration(s); the best so far: {run_label(ok.loc[ok['throughput'].idxmax()])} "
         f"({ok['throughput'].max():,.0f} samples/s).")
 
