@@ -120,6 +120,8 @@ class VariantPlanner:
         self._checked_ir = False
         self.input_options = None  # InputOptions of the sweep: random inputs for the guard need its sizes
         self.attempts: list[dict] = []  # every INT8 recipe tried: recipe, accuracy, drop, passed, seconds
+        self._random: Dataset | bool | None = None  # random inputs for the guard; False: none can be drawn
+        self._random_path: Path | None = None
 
     # ---- data ----
     def dataset(self) -> Dataset | None:
@@ -354,15 +356,19 @@ class VariantPlanner:
 
     def _eval_data(self) -> Dataset | None:
         """The data accuracy is measured on: the study's or the demo's, else random inputs (said so)."""
-        if self.options.data is not None or self._demo_has_data():
+        if self._has_real_data():
             return self.dataset()
         ds = self.dataset()  # a demo without labels (random images), or nothing
         if ds is None:
             ds = self._random_dataset()
         return ds
 
+    def _has_real_data(self) -> bool:
+        """Data given by the user, or a demo's own labelled data (not random or synthetic inputs)."""
+        return self.options.data is not None or self._demo_has_data()
+
     def _random_dataset(self) -> Dataset | None:
-        if getattr(self, "_random", None) is None:
+        if self._random is None:
             from wb_core.config import InputOptions
             from wb_core.models import make_batches
 
@@ -435,7 +441,7 @@ class VariantPlanner:
         return self._accuracy[key]
 
     def _accuracy_columns(self, backend: str, precision: str, untouched: bool = False) -> dict:
-        if precision == "fp32" and (self.options.data is None and not self._demo_has_data()):
+        if precision == "fp32" and not self._has_real_data():
             return {}  # FP32 against itself on random inputs says nothing
         basis = self._basis(backend)
         if basis is None:
@@ -478,7 +484,7 @@ class VariantPlanner:
         ds = self._eval_data()
         if ds is self._dataset:
             return self._data_path()[0]
-        if getattr(self, "_random_path", None) is None:
+        if self._random_path is None:
             self._random_path = ds.save()[0]
         return self._random_path
 
