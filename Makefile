@@ -43,8 +43,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
 # WB_NO_SKIPS=1: a skipped default test fails the run (tests/conftest.py lists the CPU-dependent skips allowed).
+# Two pytest-xdist workers: most tests wait on a worker process, a server or the browser, so one alone
+# leaves a 2-CPU machine half idle.
+TEST_WORKERS ?= 2
 test: $(STAMP) browser postgres lint
-	WB_NO_SKIPS=1 $(BIN)/python -m pytest
+	WB_NO_SKIPS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-all: $(STAMP) browser postgres
 	$(BIN)/python -m pytest -m ""

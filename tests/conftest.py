@@ -23,6 +23,20 @@ from wb_core.config import MeasureSettings  # noqa: E402
 FAST = MeasureSettings(warmup_s=0.1, window_s=0.1, max_time_s=0.6, min_windows=3, tolerance=0.5)
 
 
+def pytest_configure(config):
+    """With pytest-xdist (`make test` runs `-n 2`), the controller builds the shared demo models once
+    before the workers start, so two workers never build the same model side by side."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    if config.option.collectonly:
+        return
+    from wb_core.demo import ensure_demo
+    from wb_core.variants.convert import ensure_ir
+
+    ensure_ir(ensure_demo("lenet-digits") / "saved_model")
+    ensure_demo("text-encoder")
+
+
 @pytest.fixture(scope="session")
 def lenet_dir() -> Path:
     from wb_core.demo import ensure_demo

@@ -50,8 +50,9 @@ def test_every_tab_opens_clean(server, page, lenet_ir, fast):
     assert_clean(page)
 
     # Reloading shuts the page's kernel down (its shutdown request carries the _xsrf cookie, which
-    # the server used to refuse): after ten reloads one kernel is alive, the last page's.
-    for _ in range(10):
+    # the server used to refuse): after three reloads one kernel is alive, the last page's (a leak
+    # would leave four).
+    for _ in range(3):
         page.reload()
         page.wait_for_selector(".wb-model-panel")
     deadline = time.time() + 60
