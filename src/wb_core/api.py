@@ -288,9 +288,9 @@ def find_max_rate(model: str | Path, config, p99_ms: float, *, db: str | Path | 
 
 
 def default_configs(backends, batch_size: int = 1, seq_len: int | None = None, shape: str | None = None) -> dict:
-    """What a user gets without tuning, by name: TensorFlow's default threads; OpenVINO untouched (it
-    picks the precision: BF16 on BF16 CPUs), and its LATENCY and THROUGHPUT hints with as many
-    requests in flight as the runtime asks for."""
+    """What a user gets without tuning, by name: the defaults each backend declares in the registry
+    (TensorFlow's default threads; OpenVINO untouched, which picks the precision: BF16 on BF16
+    CPUs, and its LATENCY and THROUGHPUT hints with as many requests in flight as it asks for)."""
     from wb_core.analysis.confirm import default_configs as _defaults
 
     return _defaults(backends, batch_size, seq_len, shape)

@@ -3,7 +3,9 @@
 A backend declares the model formats it runs, the session class a worker opens (imported only
 inside the worker, after CPU affinity and thread variables are set), the environment variables
 its run settings become before the runtime is imported, the RunConfig fields it reads, the
-packages whose versions are stored with a study, and the runtime name each serving format uses.
+packages whose versions are stored with a study, how each serving format runs it (`Serving`), the
+configurations a user gets without tuning (`defaults`), and what else it offers (per-layer
+profiles, the model readers its worker provides).
 
 Adding a backend: write `backends/<name>.py` with a session class (see `base.BackendSession`), then add
 one `register(BackendInfo(...))` below. Nothing else needs to know its name: the sweep spec, the
@@ -23,6 +25,22 @@ from wb_core.errors import ConfigError
 
 
 @dataclass(frozen=True)
+class Serving:
+    """How one serving format runs a backend's model: the names that format gives it.
+
+    `runtime` is the format's own name for the runtime (a Triton backend, a KServe model format,
+    OpenVINO Model Server, TensorFlow Serving's binary); exporters decide by it, never by our
+    backend name. A plain string in `BackendInfo.serving` is a Serving with only `runtime`.
+    """
+
+    runtime: str
+    platform: str = ""  # Triton: a platform named instead of a backend (e.g. tensorflow_savedmodel)
+    model_file: str = ""  # the model's name inside the version folder (Triton's default_model_filename)
+    format_version: str = ""  # KServe: the modelFormat version
+    server: str = ""  # KServe: the ClusterServingRuntime that serves the format
+
+
+@dataclass(frozen=True)
 class BackendInfo:
     name: str
     description: str
@@ -32,11 +50,23 @@ class BackendInfo:
     # RunConfig field -> environment variables set from it before the runtime is imported.
     env: dict[str, tuple[str, ...]] = field(default_factory=dict)
     settings: tuple[str, ...] = ()  # RunConfig fields beyond batch, cores, instances, concurrency it reads
-    serving: dict[str, str] = field(default_factory=dict)  # serving format -> the runtime it names there
+    # Serving format -> the runtime it names there (a string, or a Serving with the names exporters write).
+    serving: dict[str, str | Serving] = field(default_factory=dict)
     loads: str = "openvino-ir"  # the file its worker loads: "openvino-ir" or "savedmodel" (variants convert to it)
     int8_via: str = ""  # empty: INT8 runs natively; else the sentence saying how INT8 is reached instead
     bf16_note: str = ""  # how a bf16 run is made on this backend (shown beside the variant)
     bf16_probe: bool = False  # bf16 needs a measured check that it changes what runs (TensorFlow's AMP)
+    title: str = ""  # the runtime's name in sentences and legends ("OpenVINO"); the name itself when empty
+    # What a user gets without tuning: (label, RunConfig settings) measured beside a pick.
+    defaults: tuple[tuple[str, dict], ...] = ()
+    # Settings that measure a pick's own model file under the runtime's own choices (empty: none).
+    variant_default: dict = field(default_factory=dict)
+    layer_profiling: bool = False  # its workers can read per-layer performance counters
+    # RunConfig field -> the runtime's own name for it, for a backend whose runtime reports no properties.
+    properties: dict[str, str] = field(default_factory=dict)
+    bf16_property: str = ""  # the runtime's option a bf16 run turns on (with `properties`)
+    # Model format -> "module:function" that reads a model file's inputs in a worker (imports the runtime).
+    readers: dict[str, str] = field(default_factory=dict)
 
     def process_env(self, config: dict) -> dict[str, str]:
         """The environment a worker sets for `config` (a RunConfig as a dict) before the import."""
@@ -78,10 +108,92 @@ def runtime_distributions() -> tuple[str, ...]:
     return tuple(d for info in _REGISTRY.values() for d in info.distributions)
 
 
+def _load(ref: str):
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
 def open_session(model_path: str, cfg):
     """Open a session of `cfg.backend` on a model (in a worker: this imports the runtime)."""
-    module, _, cls = get(cfg.backend).session.partition(":")
-    return getattr(importlib.import_module(module), cls)(model_path, cfg)
+    return _load(get(cfg.backend).session)(model_path, cfg)
+
+
+def default_backend() -> str:
+    """The backend a sweep uses when none is named: the first registered."""
+    return names()[0]
+
+
+def title(name: str) -> str:
+    """A backend's name for sentences and legends; an unregistered name (an older store's) as it is."""
+    info = _REGISTRY.get(str(name))
+    return (info.title or info.name) if info else str(name)
+
+
+def serving(name: str, fmt: str) -> Serving | None:
+    """How serving format `fmt` runs backend `name`'s model, or None when the backend names no runtime there."""
+    value = get(name).serving.get(fmt)
+    if value is None or isinstance(value, Serving):
+        return value
+    return Serving(runtime=str(value))
+
+
+def serving_backends(fmt: str) -> tuple[str, ...]:
+    """Backends whose serving map names format `fmt`: the runs that format serves as measured."""
+    return tuple(n for n, info in _REGISTRY.items() if fmt in info.serving)
+
+
+def loaders(fmt: str, loads: str) -> tuple[str, ...]:
+    """Backends that run model format `fmt` by loading `loads` (e.g. "savedmodel")."""
+    return tuple(n for n, info in _REGISTRY.items() if fmt in info.formats and info.loads == loads)
+
+
+def runtime_label(name: str, versions: dict) -> str:
+    """The runtime a run used and its version as a study recorded it: `tensorflow-cpu 2.21.0`.
+
+    Of the backend's distributions named after it, the most specific one recorded (tensorflow-cpu
+    over tensorflow); the backend's name alone when none was.
+    """
+    own = [d for d in (_REGISTRY[name].distributions if name in _REGISTRY else ()) if d.startswith(str(name))]
+    found = sorted((d for d in own if d in versions), key=len, reverse=True)
+    if found:
+        return f"{found[0]} {versions[found[0]]}"
+    return str(name) + (f" {versions[name]}" if name in versions else "")
+
+
+def named_properties(name: str, run: dict, bool_settings: frozenset[str] = frozenset()) -> dict:
+    """A run's settings named as the runtime names them (`properties`), for a backend that declares them.
+
+    `bool_settings`: the settings that are switches (written "1"/"0"); the others are counts,
+    written when set.
+    """
+    import math
+
+    info = get(name)
+    out: dict = {}
+    for setting, prop in info.properties.items():
+        value = run.get(setting)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue
+        if setting in bool_settings:
+            out[prop] = "1" if value else "0"
+        else:
+            try:
+                count = int(float(value))
+            except (TypeError, ValueError):
+                continue
+            if count:
+                out[prop] = count
+    if info.bf16_property and run.get("precision") == "bf16":
+        out[info.bf16_property] = "true"
+    return out
+
+
+def reader(fmt: str):
+    """The function a backend declares to read a `fmt` model file's inputs (in a worker), or None."""
+    for info in _REGISTRY.values():
+        if fmt in info.readers:
+            return _load(info.readers[fmt])
+    return None
 
 
 register(BackendInfo(
@@ -91,9 +203,19 @@ register(BackendInfo(
     session="wb_core.backends.openvino:OpenVINOSession",
     distributions=("openvino",),
     settings=("threads", "streams", "hint", "cpu_pinning"),
-    serving={"ovms": "openvino", "triton": "openvino", "kserve": "openvino"},
+    serving={"ovms": "openvino",
+             "triton": Serving("openvino", model_file="model.xml"),
+             "kserve": Serving("openvino", server="kserve-openvino")},
     loads="openvino-ir",
     bf16_note="FP32 IR compiled with INFERENCE_PRECISION_HINT=bf16",
+    title="OpenVINO",
+    # Untouched: no property set, so it picks the precision (BF16 on BF16 CPUs); the hints keep as
+    # many requests in flight as it asks for (OPTIMAL_NUMBER_OF_INFER_REQUESTS).
+    defaults=(("OpenVINO untouched", {"untouched": True}),
+              ("OpenVINO LATENCY hint", {"hint": "latency", "untouched": True}),
+              ("OpenVINO THROUGHPUT hint", {"hint": "throughput", "untouched": True})),
+    variant_default={"hint": "throughput", "untouched": True},
+    layer_profiling=True,
 ))
 register(BackendInfo(
     name="tensorflow",
@@ -104,10 +226,18 @@ register(BackendInfo(
     env={"threads": ("TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS"), "inter_op_threads": ("TF_NUM_INTEROP_THREADS",),
          "onednn": ("TF_ENABLE_ONEDNN_OPTS",)},
     settings=("threads", "inter_op_threads", "onednn"),
-    serving={"tfserving": "tensorflow_model_server", "triton": "tensorflow", "kserve": "tensorflow"},
+    serving={"tfserving": "tensorflow_model_server",
+             "triton": Serving("tensorflow", platform="tensorflow_savedmodel", model_file="model.savedmodel"),
+             "kserve": Serving("tensorflow", format_version="2", server="kserve-tensorflow-serving")},
     loads="savedmodel",
     int8_via=("TensorFlow models reach INT8 through the OpenVINO INT8 variant (NNCF post-training "
               "quantization); profile int8 with --backend openvino"),
     bf16_note="SavedModel run with oneDNN bfloat16 auto mixed precision",
     bf16_probe=True,
+    title="TensorFlow",
+    defaults=(("TensorFlow, default threads", {}),),
+    properties={"threads": "intra_op_parallelism_threads", "inter_op_threads": "inter_op_parallelism_threads",
+                "onednn": "TF_ENABLE_ONEDNN_OPTS"},
+    bf16_property="auto_mixed_precision_onednn_bfloat16",
+    readers={"savedmodel": "wb_core.backends.tensorflow:read_inputs"},
 ))

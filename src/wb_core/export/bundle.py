@@ -18,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 from wb_core.errors import WorkbenchError
+from wb_core.export.common import served_file
 from wb_core.export.deployment import DeploymentConfig
 
 
@@ -40,9 +41,9 @@ def _savedmodel_files(dep: DeploymentConfig) -> list[tuple[str, Path]] | None:
 def model_files(dep: DeploymentConfig, fmt: str, notes: list[str]) -> list[tuple[str, Path]]:
     """(path inside the format's folder, file on disk) for the model files of `fmt`; notes say what is missing."""
     name = dep.serving_name
-    wants_ir = fmt == "ovms" or (fmt in ("triton", "kserve") and dep.backend != "tensorflow")
     if fmt == "yaml":
         return []
+    wants_ir = served_file(dep, fmt) == "openvino-ir"
     if wants_ir:
         files = _ir_files(dep)
         if files is None:

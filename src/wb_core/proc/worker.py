@@ -189,14 +189,13 @@ def task_max_rate(task: dict) -> None:
 
 
 def task_inspect(task: dict) -> None:
+    from wb_core.backends.registry import reader
     from wb_core.models import ov_inputs, read_ov_model
 
     fmt = task["format"]
-    if fmt in ("savedmodel",):
-        from wb_core.backends.tensorflow import load_signature, signature_inputs
-
-        _, fn = load_signature(task["path"])
-        specs = signature_inputs(fn)
+    read = reader(fmt)  # a backend's own reader (a SavedModel's signature); the others go through OpenVINO
+    if read is not None:
+        specs = read(task["path"])
     elif fmt == "keras":
         model = _load_keras(task["path"])
         from wb_core.models import InputSpec
