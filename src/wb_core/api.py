@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from wb_core.backends.registry import default_backend
 from wb_core.config import (  # noqa: F401 - public
     InputOptions,
     MeasureSettings,
@@ -115,7 +116,7 @@ def __dir__():
 
 
 def profile(model: str | Path, *, db: str | Path | None = None, study: str | None = None,
-            backends="openvino", precisions="fp32", batch_sizes="1", threads="auto",
+            backends=default_backend(), precisions="fp32", batch_sizes="1", threads="auto",
             inter_op_threads="auto", streams="auto", cores="none", concurrency="auto", hints="none",
             onednn="auto", cpu_pinning="auto", instances="1", cores_per_instance="auto", rates="none",
             seq_lens=None, allow_oversubscribe: bool = False, spec: SweepSpec | None = None,
@@ -373,6 +374,20 @@ def list_backends() -> dict[str, str]:
     return {n: get(n).description for n in names()}
 
 
+def backend_title(name: str) -> str:
+    """A backend's name for sentences and legends (`OpenVINO`); an unknown name as it is."""
+    from wb_core.backends.registry import title
+
+    return title(name)
+
+
+def layer_profiling_backends() -> tuple[str, ...]:
+    """The backends whose runs have per-layer profiles (their runtime's performance counters)."""
+    from wb_core.backends.registry import get, names
+
+    return tuple(n for n in names() if get(n).layer_profiling)
+
+
 def results(study: str, db: str | Path | None = None, efficiency: bool = False, probes: bool = False):
     """A study's runs as a DataFrame (public columns first) with the columns `wb results` shows
     (`vs_fp32`, `tied_with_best`) and its notes in `df.attrs["notes"]`; `efficiency` instead adds
@@ -444,7 +459,7 @@ def compare_hosts(study: str, db: str | Path | None = None, prices: dict | None 
 
 
 def pipeline_profile(model: str | Path, source: str | Path, *, db: str | Path | None = None, study: str | None = None,
-                     pre_workers="0,1", pre_cores="none", infer_cores="none", queue_depth="auto", backends="openvino",
+                     pre_workers="0,1", pre_cores="none", infer_cores="none", queue_depth="auto", backends=default_backend(),
                      precisions="fp32", batch_sizes="1", threads="auto", inter_op_threads="auto", streams="auto",
                      concurrency="1", hints="none", onednn="auto", passes: int = 1, decode_threads: int = 1,
                      image_size=None, image_scale: str = "unit", channels: int | None = None, layout: str = "auto",
@@ -538,7 +553,7 @@ def serve_check(study: str, run: str, db: str | Path | None = None, **options):
 
 __all__ = sorted([
     "profile", "pipeline_profile", "train_profile", "find_max_rate", "serve_check", "results_with_notes",
-    "inspect_model", "hardware_info", "describe_hardware", "list_backends",
+    "inspect_model", "hardware_info", "describe_hardware", "list_backends", "backend_title", "layer_profiling_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "load_measurements", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions",
     "resolve_model", "default_db", "cache_dir", "check_output_file", "check_output_folder", "write_output_file",

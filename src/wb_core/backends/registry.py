@@ -123,6 +123,15 @@ def default_backend() -> str:
     return names()[0]
 
 
+def ir_backend() -> str:
+    """The backend that runs the OpenVINO IR files the variant step makes (the FP32 IR, the NNCF INT8
+    IR): the first registered that loads them and runs the IR format."""
+    able = loaders("openvino", "openvino-ir")
+    if not able:
+        raise ConfigError("No registered backend runs OpenVINO IR files, which the INT8 variant is.")
+    return able[0]
+
+
 def title(name: str) -> str:
     """A backend's name for sentences and legends; an unregistered name (an older store's) as it is."""
     info = _REGISTRY.get(str(name))

@@ -104,14 +104,15 @@ def plot(study: str = typer.Option(..., "--study"), out: Path = typer.Option(Pat
 
 
 def _recommended_layers(db, study, constraints, objective):
-    from wb_core.api import layer_profile, load_results, successful
+    from wb_core.api import layer_profile, layer_profiling_backends, load_results, successful
     from wb_core.api import recommend as _recommend
 
     df = load_results(db, study)
     ov = successful(df)
-    ov = ov[ov["backend"] == "openvino"]
+    ov = ov[ov["backend"].isin(layer_profiling_backends())]
     if ov.empty:
-        typer.echo("No successful openvino run, so the report has no per-layer profile.", err=True)
+        typer.echo(f"No successful {' or '.join(layer_profiling_backends())} run, so the report has no per-layer "
+                   "profile.", err=True)
         return None
     try:
         key = _recommend(ov, constraints, objective).key

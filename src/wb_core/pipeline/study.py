@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wb_core.backends.registry import default_backend
 from wb_core.config import InputOptions, RunConfig, SweepSpec, format_cores, parse_cores, parse_positive_ints, split_values
 from wb_core.data import ImageOptions
 from wb_core.errors import ConfigError, WorkbenchError
@@ -74,7 +75,7 @@ class PipelineSpec:
     pre_cores: object = "none"
     infer_cores: object = "none"
     queue_depth: object = "auto"  # batches the queue holds; auto = max(4, 2 x pre-workers)
-    backends: object = "openvino"
+    backends: object = default_backend()
     precisions: object = "fp32"
     batch_sizes: object = "1"
     threads: object = "auto"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wb_core import hardware
-from wb_core.backends.registry import backend_formats, runtime_distributions
+from wb_core.backends.registry import backend_formats, default_backend, runtime_distributions
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, check_timeout
 from wb_core.errors import ConfigError, WorkbenchError, printable
 from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
@@ -130,7 +130,7 @@ def check_inputs(specs, inputs: InputOptions, settings: MeasureSettings, configs
     from wb_core.config import with_point_shapes
 
     for b, seq, shape in sorted({(c.batch_size, c.seq_len or 0, c.shape or "") for c in configs}):
-        opts = with_point_shapes(inputs, RunConfig("openvino", seq_len=seq or None, shape=shape or None))
+        opts = with_point_shapes(inputs, RunConfig(default_backend(), seq_len=seq or None, shape=shape or None))
         sample_bytes = 0
         for s in specs:
             shape = resolve_shape(s, b, opts)

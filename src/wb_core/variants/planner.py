@@ -27,6 +27,7 @@ import numpy as np
 
 from wb_core.accuracy import Metric, reference_targets, resolve_metric
 from wb_core.backends.registry import get as get_backend
+from wb_core.backends.registry import ir_backend
 from wb_core.config import RunConfig
 from wb_core.data import Dataset, ImageOptions, check_inputs, check_references, load_dataset
 from wb_core.errors import ConfigError, WorkbenchError, WorkerError
@@ -254,7 +255,7 @@ class VariantPlanner:
         metric = self.options.metric
         common = dict(subset_size=self.options.subset_size, output=self.options.output,
                       metric=metric.name if isinstance(metric, Metric) else str(metric))
-        basis = self._basis("openvino")
+        basis = self._basis(ir_backend())  # the INT8 variant is an IR, judged where IRs run
         limit = self.options.guard.limit_for(basis["metric"].name) if basis and "metric" in basis else None
         judged = limit is not None
         started, budget = time.monotonic(), float(self.options.fallback_budget_s)
@@ -296,7 +297,7 @@ class VariantPlanner:
             attempt = {"recipe": actual, "ok": True, "path": path, "info": info,
                        "seconds": info.get("quant_seconds") or round(time.monotonic() - t0, 2)}
             if basis and "metric" in basis:
-                ev = self._evaluate_file(("int8", str(path)), "openvino", path, "int8")
+                ev = self._evaluate_file(("int8", str(path)), ir_backend(), path, "int8")
                 if "outputs" in ev:
                     value = _score(ev, basis["metric"], basis["targets"])
                     attempt.update(accuracy=value, drop=basis["metric"].drop(basis["reference"], value),
@@ -316,7 +317,7 @@ class VariantPlanner:
             self._note(self._failed_int8_note())
         measured = self._accuracy.get(("int8", str(best["path"])))
         if measured is not None:  # the chosen attempt's accuracy is the INT8 variant's: not measured twice
-            self._accuracy[("openvino", "int8", False)] = measured
+            self._accuracy[(ir_backend(), "int8", False)] = measured
         return best["path"], self._int8_info(best)
 
     def _int8_info(self, chosen: dict) -> dict:
