@@ -672,7 +672,7 @@ def field_help(name: str, cls=None) -> str:
 class SweepSpec:
     """The grid a user asks for. `expand()` turns it into RunConfigs (invalid combinations dropped)."""
 
-    backends: list[str] = _axis(["openvino"], "Backends to measure with (comma-separated): {backends}.")
+    backends: list[str] = _axis([backend_names()[0]], "Backends to measure with (comma-separated): {backends}.")
     precisions: list[str] = _axis(["fp32"], "fp32, bf16, int8 (int8: OpenVINO INT8 variant by NNCF).")
     batch_sizes: list[int] = _axis([1], "Batch sizes, e.g. 1,8,32.")
     threads: list[int | None] = _axis([None], "Intra-op / inference threads, e.g. 1,2 or auto.")

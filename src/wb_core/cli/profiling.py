@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from wb_core.api import field_help
+from wb_core.api import field_help, list_backends
 from wb_core.cli.app import app, count, number, report_summary
 from wb_core.cli.app import fail as _fail
 
@@ -51,7 +51,7 @@ def inspect(model: str = typer.Argument(..., help="Model path or demo name.")):
 @app.command()
 def profile(
     model: str = typer.Argument(..., help="Model path (SavedModel dir, .keras, .onnx, .xml) or a demo name."),
-    backend: str = typer.Option("openvino", "--backend", help=field_help("backends")),
+    backend: str = typer.Option(next(iter(list_backends())), "--backend", help=field_help("backends")),
     precision: str = typer.Option("fp32", "--precision", help=field_help("precisions")),
     batch: str = typer.Option("1", "--batch", help=field_help("batch_sizes")),
     threads: str = typer.Option("auto", "--threads", help=field_help("threads")),

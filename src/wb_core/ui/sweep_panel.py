@@ -187,7 +187,7 @@ class SweepPanel(w.VBox):
         cpus = available_cpus()
         self.model_line = w.HTML()
         self.study = text("Study name", tooltip="Results are stored under this name; reusing it resumes.")
-        self.backends = choices("Backends", list(list_backends()), ["openvino"], field_help("backends"))
+        self.backends = choices("Backends", list(list_backends()), list(list_backends())[:1], field_help("backends"))
         self.precisions = choices("Precisions", ["fp32", "bf16", "int8"], ["fp32"], field_help("precisions"))
         self.batch = text("Batch sizes", "1,8", field_help("batch_sizes"))
         self.seq_lens = text("Sequence lengths", "", field_help("seq_lens"), "text models only, e.g. 32,128,384")
