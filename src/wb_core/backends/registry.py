@@ -9,8 +9,9 @@ profiles, the model readers its worker provides).
 
 Adding a backend: write `backends/<name>.py` with a session class (see `base.BackendSession`), then add
 one `register(BackendInfo(...))` below. Nothing else needs to know its name: the sweep spec, the
-CLI help, the dashboard's choices, the worker, feasibility checks and the study's versions read
-this registry (see docs/architecture.md).
+CLI help, the dashboard's choices, the worker, feasibility checks, the study's versions, the
+exporters, the defaults a pick is confirmed against, layer profiles and the INT8 variant read this
+registry (see docs/architecture.md; tests/test_backend_names.py keeps it so).
 
 This module imports nothing heavy and nothing above the config layer, so that every layer may
 read it.
