@@ -82,15 +82,17 @@ def openvino_run(dep: DeploymentConfig) -> bool:
     return serving(dep.backend, "ovms") is not None
 
 
-def serving_note(dep: DeploymentConfig, fmt: str, server: str, served: str) -> str | None:
-    """The note for a run measured on a backend that `fmt` has no runtime for (None when it has one)."""
+def serving_note(dep: DeploymentConfig, fmt: str, how: str) -> str | None:
+    """The note for a run measured on a backend that `fmt` has no runtime for (None when it has one);
+    `how` says what the server runs instead ("OVMS serves the OpenVINO IR")."""
     from wb_core.backends.registry import serving_backends
 
     if serving(dep.backend, fmt) is not None:
         return None
-    others = " or ".join(serving_backends(fmt)) or "another backend"
-    return (f"This run was measured with {title(dep.backend)}; {server} serves {served}, so latency and "
-            f"throughput will differ. Profile a run on {others} to export measured numbers.")
+    others = " or ".join(serving_backends(fmt)) or "other"
+    article = "an" if others[0] in "aeiou" else "a"
+    return (f"This run was measured with {title(dep.backend)}; {how}, so latency and throughput will differ. "
+            f"Profile {article} {others} run to export measured numbers.")
 
 
 def comment_block(lines: list[str], prefix: str = "# ") -> str:

@@ -81,7 +81,7 @@ def render(dep: DeploymentConfig) -> ExportResult:
     notes = result.notes
     name = dep.serving_name
     cfg = config_json(dep, notes)
-    other = serving_note(dep, FORMAT, "OVMS", "the OpenVINO IR")
+    other = serving_note(dep, FORMAT, "OVMS serves the OpenVINO IR")
     if other:
         notes.append(other)
         if dep.inter_op_threads:

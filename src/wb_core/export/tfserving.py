@@ -54,7 +54,7 @@ def render(dep: DeploymentConfig) -> ExportResult:
     result = ExportResult(FORMAT)
     notes = result.notes
     name = dep.serving_name
-    other = serving_note(dep, FORMAT, "TensorFlow Serving", "the SavedModel with TensorFlow")
+    other = serving_note(dep, FORMAT, "TensorFlow Serving runs the SavedModel with TensorFlow")
     if other:
         notes.append(other)
         extra = sorted(set(dep.runtime_properties) - {"INFERENCE_NUM_THREADS"})
