@@ -58,9 +58,10 @@ def ensure_savedmodel(path: str | Path, fmt: str | None = None, fp: str | None =
     if fmt == "savedmodel":
         return path
     if not loaders(fmt, "savedmodel"):
-        able = [n for n in names() if fmt in backend_formats(n)]
-        raise ModelError(f"No backend that runs a SavedModel ({', '.join(n for n in names() if get(n).loads == 'savedmodel')}) "
-                         f"can run a {fmt} model ('{path.name}'); use {' or '.join(able) or 'another'} backend.")
+        runs_sm = ", ".join(n for n in names() if get(n).loads == "savedmodel") or "none registered"
+        able = " or ".join(n for n in names() if fmt in backend_formats(n))
+        raise ModelError(f"No backend that runs a SavedModel ({runs_sm}) can run a {fmt} model ('{path.name}')"
+                         + (f"; use the {able} backend." if able else "."))
     fp = fp or fingerprint(path)
 
     def build(tmp: Path):
