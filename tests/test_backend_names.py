@@ -259,3 +259,46 @@ def test_the_registry_answers_for_a_backend_it_does_not_know_without_failing():
     # Rows of an older store may name a backend this install does not register.
     assert registry.title("retired-runtime") == "retired-runtime"
     assert registry.runtime_label("retired-runtime", {"retired-runtime": "0.9"}) == "retired-runtime 0.9"
+
+
+@pytest.fixture
+def file_backend():
+    """A backend that runs ONNX files as they are, declared with plain runtime names."""
+    info = registry.register(registry.BackendInfo(
+        name="filert", description="Runs ONNX files as they are", formats=("onnx",), session="nowhere:Session",
+        distributions=(), loads="onnx", settings=("threads", "inter_op_threads"),
+        serving={"triton": "onnxruntime", "kserve": "onnx"}))
+    yield info
+    registry._REGISTRY.pop("filert", None)
+
+
+def test_a_backend_that_serves_the_model_file_as_it_is_gets_that_file_in_the_exports(file_backend, tmp_path):
+    import yaml
+
+    from wb_core.export.bundle import model_files
+    from wb_core.export.deployment import build
+    from wb_core.export.formats import EXPORTERS
+    from wb_core.export.kserve import supports
+
+    onnx = tmp_path / "lenet" / "lenet.onnx"
+    onnx.parent.mkdir()
+    onnx.write_bytes(b"not really onnx")
+    study = {"name": "s", "model_path": str(onnx), "model_format": "onnx", "model_fingerprint": "f",
+             "inputs": [{"name": "x", "shape": [-1, 4], "dtype": "float32"}], "hardware": {}, "versions": {}}
+    run = {"key": "k2", "backend": "filert", "precision": "fp32", "batch_size": 1, "threads": 2,
+           "inter_op_threads": 1, "concurrency": 1, "instances": 1, "latency_ms_p50": 1.0}
+    dep = build(study, run)
+
+    triton = EXPORTERS["triton"].render(dep)
+    pbtxt = triton.files["model_repository/lenet/config.pbtxt"]
+    assert 'backend: "onnxruntime"' in pbtxt and "default_model_filename" not in pbtxt
+    assert 'key: "intra_op_thread_count"\n  value { string_value: "2" }' in pbtxt  # Triton onnxruntime's own keys
+    assert f"cp {onnx} model_repository/lenet/1/model.onnx" in triton.files["run_triton.sh"]
+    assert model_files(dep, "triton", []) == [("model_repository/lenet/1/model.onnx", onnx)]
+
+    # KServe: the declared model format, served by the runtime KServe lists it under.
+    service = yaml.safe_load(EXPORTERS["kserve"].render(dep).files["inferenceservice.yaml"])
+    model = service["spec"]["predictor"]["model"]
+    assert model["modelFormat"] == {"name": "onnx"} and model["runtime"] == "kserve-openvino"
+    assert supports(model["runtime"], model["modelFormat"])
+    assert model_files(dep, "kserve", []) == [("model/lenet/1/model.onnx", onnx)]

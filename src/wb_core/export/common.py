@@ -76,6 +76,16 @@ def served_file(dep: DeploymentConfig, fmt: str) -> str:
     return SERVED_WITHOUT_RUNTIME.get(fmt, "openvino-ir")
 
 
+def model_file_name(dep: DeploymentConfig, fmt: str) -> str:
+    """The name a format gives a model served as the file it is (an ONNX model): the name the
+    backend's serving entry declares, else `model` with the file's own suffix."""
+    from pathlib import PurePath
+
+    declared = serving(dep.backend, fmt)
+    return (declared.model_file if declared and declared.model_file
+            else "model" + (PurePath(dep.model.path).suffix or f".{dep.model.format}"))
+
+
 def openvino_run(dep: DeploymentConfig) -> bool:
     """Whether the run's backend is the one OpenVINO Model Server serves as measured (its serving map
     names `ovms`): its runtime properties are OpenVINO properties."""

@@ -11,6 +11,7 @@ specified framework/version").
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import yaml
@@ -62,13 +63,23 @@ def supports(runtime: str, model_format: dict, protocol: str | None = None) -> b
     return label in labels and (protocol is None or protocol in rt["protocols"])
 
 
+# The serving runtimes this export writes predictors for (the third, kserve-tritonserver, is listed for checks).
+WRITTEN = ("kserve-openvino", "kserve-tensorflow-serving")
 # What serves a run whose backend names no KServe model format: its OpenVINO IR in OpenVINO Model Server.
 IR_RUNTIME = Serving("openvino", server="kserve-openvino")
 
 
 def served_runtime(dep: DeploymentConfig) -> Serving:
-    """The KServe model format and serving runtime of the run (from the registry's serving map)."""
-    return serving(dep.backend, FORMAT) or IR_RUNTIME
+    """The KServe model format and serving runtime of the run (from the registry's serving map); a
+    format declared without its serving runtime gets the first one written here that lists it."""
+    declared = serving(dep.backend, FORMAT)
+    if declared is None:
+        return IR_RUNTIME
+    if declared.server:
+        return declared
+    fmt = {"name": declared.runtime} | ({"version": declared.format_version} if declared.format_version else {})
+    server = next((r for r in WRITTEN if supports(r, fmt)), "")
+    return dataclasses.replace(declared, server=server)
 
 
 STATIC_CPU_NOTE = ("Exclusive cores need the kubelet's static CPU manager policy (--cpu-manager-policy=static): "
@@ -102,8 +113,8 @@ def inference_service(dep: DeploymentConfig, notes: list[str]) -> dict:
     else:
         from wb_core.errors import ConfigError
 
-        raise ConfigError(f"The KServe export writes {', '.join(r for r in KSERVE_RUNTIMES if r != 'kserve-tritonserver')}"
-                          f" predictors; the {dep.backend} backend names {served.server or 'no serving runtime'}.")
+        raise ConfigError(f"The KServe export writes {' and '.join(WRITTEN)} predictors; the {dep.backend} backend's "
+                          f"model format {served.runtime} is served by {served.server or 'neither'}.")
     if not supports(model["runtime"], model["modelFormat"]):  # a bug here, never a user's input
         raise AssertionError(f"{model['runtime']} does not list model format {model['modelFormat']}")
     model["resources"] = resources

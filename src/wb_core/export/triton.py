@@ -43,6 +43,7 @@ from wb_core.export.common import (
     comment_block,
     core_ranges,
     cpu_list,
+    model_file_name,
     notes_file,
     openvino_run,
     provenance,
@@ -387,7 +388,12 @@ def host_policy_flags(dep_or_layout, notes: list[str] | None = None) -> list[str
 
 def _model_copy(dep: DeploymentConfig, name: str) -> tuple[str, str]:
     """Shell lines that put the model files into the repository (skipped when a bundle already did)."""
-    if served_file(dep, FORMAT) == "savedmodel":
+    kind = served_file(dep, FORMAT)
+    if kind not in ("savedmodel", "openvino-ir"):  # a runtime that serves the model file as it is (ONNX)
+        dest, file = f"model_repository/{name}/1", model_file_name(dep, FORMAT)
+        return (f"mkdir -p {dest}\n[ -f {dest}/{file} ] || cp {shlex.quote(dep.model.path)} {dest}/{file}\n",
+                f"model_repository/{name}/config.pbtxt and {dest}/{file}")
+    if kind == "savedmodel":
         src = dep.model.savedmodel_path or "saved_model"
         dest = f"model_repository/{name}/1/{served_runtime(dep).model_file or 'model.savedmodel'}"
         return (f"mkdir -p model_repository/{name}/1\n"
