@@ -4,7 +4,7 @@ A point is one arrangement: N preprocessing processes (0 = the serial pipeline, 
 loop), the cores each side is pinned to, the queue depth, and the inference settings of
 `wb profile` (backend, precision, batch size, threads, streams, inference threads). The parent
 scans the source once, then for each point starts the inference process and the N preprocessing
-processes, each on its own channel (wb_core.proc.parent), waits until all are ready (model compiled,
+processes under one supervisor (wb_core.proc.supervisor), waits until all are ready (model compiled,
 decoders imported), gives them one start time, and merges what they report into one row.
 
 Rows go to the same store and schema as `wb profile` (wb_core.store): the config columns (with
@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -256,7 +255,7 @@ def run_point(model_path, p: PipelinePoint, plan, geometry: dict, inputs: InputO
     """Run one arrangement; returns (status, metrics, error). Every process is gone when it returns."""
     from wb_core.pipeline.queue import SlotQueue
     from wb_core.pipeline.source import Geometry, assign_units
-    from wb_core.proc.parent import ChildOutcome, ChildProc
+    from wb_core.proc.supervisor import StartBarrier, Supervisor
 
     n = p.pre_workers
     consumers = 1 if n == 0 else p.infer.concurrency
@@ -268,54 +267,47 @@ def run_point(model_path, p: PipelinePoint, plan, geometry: dict, inputs: InputO
     infer_task = {"task": "pipeline_infer", "model_path": str(model_path), "group": p.infer.to_dict(),
                   "pre_workers": n, "frame_shape": frame_shape, "inputs": inputs.to_dict(),
                   "queue_depth": p.queue_depth, "units": shares[0] if n == 0 else [], **common}
-    children: list = []
-    timeout = timeout_s or LOAD_ALLOWANCE_S
+    results: dict[int, dict] = {}
     try:
-        children.append(ChildProc(infer_task, keep_channel_open=True))
-        for i in range(n):
-            children.append(ChildProc({"task": "pipeline_pre", "index": i, "units": shares[i],
-                                       "cores": list(p.pre_cores) if p.pre_cores else None, **common},
-                                      keep_channel_open=True))
-        ready: set[int] = set()
-        results: dict[int, dict] = {}
-        sent = False
-        infer_done_at = None
-        while len(results) < len(children):
-            for i, ch in enumerate(children):
-                for msg in ch.messages():
-                    t = msg.get("type")
-                    if t == "ready":
-                        ready.add(i)
-                    elif t in ("pre_done", "infer_done"):
-                        results[i] = msg
-                        if t == "infer_done":
-                            infer_done_at = time.monotonic()
-                    elif t == "fatal":
-                        return "failed", {}, _side(i) + ": " + str(msg.get("error"))
-                if i not in results and ch.finished:
-                    out = ChildOutcome(returncode=ch.wait(), timed_out=False, messages=[], stderr_tail=ch.stderr_tail())
-                    tail = [ln for ln in out.stderr_tail.splitlines() if ln.strip()]
-                    detail = f" Last output: {tail[-1][:300]}" if tail else ""
-                    return "failed", {"stderr_tail": out.stderr_tail[-2000:]}, f"{_side(i)}: {out.reason()}.{detail}"
-                if ch.idle_for() > timeout:
-                    return "failed", {}, f"{_side(i)}: the worker stopped responding and was killed after its timeout."
-            if cancel is not None and cancel.is_set():
+        with Supervisor(timeout=timeout_s or LOAD_ALLOWANCE_S, cancel=cancel) as sup:
+            children = [sup.start(infer_task, keep_channel_open=True, name=_side(0))]
+            for i in range(n):
+                children.append(sup.start({"task": "pipeline_pre", "index": i, "units": shares[i],
+                                           "cores": list(p.pre_cores) if p.pre_cores else None, **common},
+                                          keep_channel_open=True, name=_side(i + 1)))
+            barrier = StartBarrier(children, lead_s=0.1, close_after=True)
+            for w, msg in sup.events():
+                i = children.index(w)
+                if msg is None:
+                    if i in results:
+                        continue
+                    out = w.outcome
+                    if sup.cancelled:
+                        return "cancelled", {}, None
+                    if out.past_deadline:  # the inference side finished; this side never reported
+                        late = [_side(j) for j in range(1, len(children)) if j not in results]
+                        return "failed", {}, (f"{', '.join(late)} did not report within {REPORT_GRACE_S:g} s of the "
+                                              f"inference side finishing.")
+                    if out.timed_out:
+                        return "failed", {}, f"{_side(i)}: {out.reason()}."
+                    return ("failed", {"stderr_tail": out.stderr_tail[-2000:]},
+                            f"{_side(i)}: {out.reason()}.{out.last_output()}")
+                t = msg.get("type")
+                if t == "ready":
+                    barrier.ready(w)
+                elif t in ("pre_done", "infer_done"):
+                    results[i] = msg
+                    if t == "infer_done":  # the preprocessing side has a grace period to report
+                        for j, other in enumerate(children):
+                            if j and j not in results:
+                                other.set_deadline(REPORT_GRACE_S)
+                elif t == "fatal":
+                    return "failed", {}, _side(i) + ": " + str(msg.get("error"))
+                if len(results) == len(children):
+                    break
+            if sup.cancelled:
                 return "cancelled", {}, None
-            if infer_done_at is not None and time.monotonic() - infer_done_at > REPORT_GRACE_S:
-                late = [_side(i) for i in range(1, len(children)) if i not in results]
-                return "failed", {}, (f"{', '.join(late)} did not report within {REPORT_GRACE_S:g} s of the inference "
-                                      f"side finishing.")
-            if not sent and len(ready) == len(children):
-                start = time.perf_counter_ns() + 100_000_000
-                for ch in children:
-                    ch.send({"start_ns": start})
-                    ch.close_channel()
-                sent = True
-            time.sleep(0.005)
     finally:
-        for ch in children:
-            ch.kill()
-            ch.wait()
         if queue is not None:
             SlotQueue.remove(queue)
     metrics = merge(p, plan, results[0], [results[i] for i in range(1, len(children))])
