@@ -25,7 +25,7 @@ from pathlib import Path
 from wb_core.config import InputOptions, RunConfig, SweepSpec, format_cores, parse_cores, parse_positive_ints, split_values
 from wb_core.data import ImageOptions
 from wb_core.errors import ConfigError, WorkbenchError
-from wb_core.sweep.context import LOAD_ALLOWANCE_S, SweepSummary, infeasible_reason, library_versions
+from wb_core.sweep.context import LOAD_ALLOWANCE_S, SweepContext, SweepSummary
 
 # Columns a pipeline row adds to the public result columns.
 PIPELINE_COLUMNS = (
@@ -167,80 +167,65 @@ def run_pipeline(model: str | Path, source: str | Path, spec: PipelineSpec, db: 
     harness) slows a side down or breaks one on purpose: {"pre_delay_ms": ms per frame,
     "infer_delay_ms": ms per batch, "crash": "pre" or "infer" (that side dies after its first batch)}.
     """
-    from wb_core import hardware
-    from wb_core.models import detect_format, fingerprint
+    from wb_core.config import MeasureSettings
     from wb_core.pipeline.source import frame_geometry, scan_source
-    from wb_core.store import Store
-    from wb_core.variants.convert import inspect_inputs
-    from wb_core.variants.planner import PrecisionOptions, VariantPlanner
+    from wb_core.variants.planner import PrecisionOptions
 
     model = Path(model)
     image = image or ImageOptions()
-    inputs = inputs or InputOptions()
-    fmt = detect_format(model)
-    fp = fingerprint(model)
-    specs = inspect_inputs(model, timeout_s)
+    points = spec.expand()
+    # Preflight once (format, fingerprint, inputs, the variant planner), nothing stored yet. The
+    # pipeline feeds decoded frames, not a pool of random samples: one sample sizes the pool check.
+    ctx = SweepContext(model, db, study, [p.infer for p in points], settings=MeasureSettings(pool_size=1),
+                       inputs=inputs, precision=PrecisionOptions(data=data, image=image, accuracy=False),
+                       on_point=_with_point(on_point), progress=progress, progress_label="pipeline", cancel=cancel,
+                       timeout_s=timeout_s)
+    specs = ctx.input_specs
     if len(specs) != 1:
         raise ConfigError(f"A pipeline feeds one image input; '{model}' has {len(specs)} inputs "
                           f"({', '.join(s.describe() for s in specs)}).")
     geo = frame_geometry(image, specs[0])
     plan = scan_source(source)
-    points = spec.expand()
-    hw = hardware.detect()
-    planner = VariantPlanner(model, fmt, fp, PrecisionOptions(data=data, image=image, accuracy=False), hw, specs)
-    with Store(db) as store:
-        store.ensure_study(study, str(model.resolve()), fmt, fp, hw.to_dict(), hw.fingerprint, library_versions(),
-                           {"kind": "pipeline", "pipeline": spec.to_dict(), "source": plan.source,
-                            "source_frames": plan.frames, "geometry": geo.to_dict(), "inputs": inputs.to_dict()},
-                           [s.to_dict() for s in specs])
-        done = store.done_keys(study)
-        summary = SweepSummary(study=study, db=str(db), planned=len(points))
-        if plan.skipped:
-            summary.notes.append(f"{len(plan.skipped)} file(s) of the source were skipped: "
-                                 + "; ".join(f"{s['path']} ({s['reason']})" for s in plan.skipped[:5])
-                                 + (" ..." if len(plan.skipped) > 5 else ""))
-        bar = None
-        if progress:
-            from tqdm import tqdm
+    if plan.skipped:
+        ctx.note(f"{len(plan.skipped)} file(s) of the source were skipped: "
+                 + "; ".join(f"{s['path']} ({s['reason']})" for s in plan.skipped[:5])
+                 + (" ..." if len(plan.skipped) > 5 else ""))
 
-            bar = tqdm(total=len(points), unit="point", desc="pipeline", dynamic_ncols=True)
-        for p in points:
-            if cancel is not None and cancel.is_set():
-                summary.cancelled = True
+    def key(p: PipelinePoint) -> str:
+        return p.key_for(plan.fingerprint, geo.to_dict())
+
+    record = {"kind": "pipeline", "pipeline": spec.to_dict(), "source": plan.source, "source_frames": plan.frames,
+              "geometry": geo.to_dict(), "inputs": ctx.inputs.to_dict()}
+    with ctx.open(record):
+        todo = ctx.claim(ctx.todo(points, key=key), key=key)
+        ctx.start_progress(len(todo))
+        for p in todo:
+            if ctx.cancelled:
                 break
-            key = p.key_for(plan.fingerprint, geo.to_dict())
-            if key in done:
-                summary.skipped_done += 1
-                if bar is not None:
-                    bar.update(1)
-                continue
-            why = infeasible_reason(p.infer, fmt, hw) or planner.infeasible(p.infer) or _cores_missing(p, hw)
+            why = ctx.infeasible(p.infer) or _cores_missing(p, ctx.hardware)
             if why:
                 status, metrics, error = "skipped", {}, why
             else:
                 try:
-                    path = planner.path_for(p.infer)
-                    status, metrics, error = run_point(path, p, plan, geo.to_dict(), inputs, timeout_s=timeout_s,
-                                                       cancel=cancel, inject=inject)
+                    path = ctx.planner.path_for(p.infer)
+                    status, metrics, error = run_point(path, p, plan, geo.to_dict(), ctx.inputs,
+                                                       timeout_s=timeout_s, cancel=cancel, inject=inject)
                 except ConfigError:
                     raise
                 except WorkbenchError as e:
                     status, metrics, error = "failed", {}, str(e)
                 if status == "cancelled":
-                    summary.cancelled = True
+                    ctx.summary.cancelled = True  # the point stays unstored: a rerun measures it
                     break
-            metrics = {**metrics, "study_kind": "pipeline", "source": plan.source}
-            store.add_run(study, key, p.to_dict(), status, metrics, error)
-            setattr(summary, status, getattr(summary, status) + 1)
-            if error and status == "failed":
-                summary.errors.append(f"{p.label()}: {error}")
-            if bar is not None:
-                bar.update(1)
-            if on_point:
-                on_point({"key": key, "point": p, "status": status, "metrics": metrics, "error": error})
-        if bar is not None:
-            bar.close()
-    return summary
+            ctx.record(p, status, {**metrics, "study_kind": "pipeline", "source": plan.source}, error, key=key(p))
+    return ctx.summary
+
+
+def _with_point(on_point: Callable[[dict], None] | None) -> Callable[[dict], None] | None:
+    """The caller's `on_point`, given the study's point under `point` as well as `config`."""
+    if on_point is None:
+        return None
+    return lambda rec: on_point({**rec, "point": rec["config"]})
 
 
 def _cores_missing(p: PipelinePoint, hw) -> str | None:
