@@ -13,11 +13,15 @@ from wb_core.proc.supervisor import StartBarrier, Supervisor
 SRC = Path(__file__).resolve().parent.parent / "src" / "wb_core"
 
 
-def _gone(pid: int) -> bool:
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    """The process has ended (a kill takes a moment to land on a busy machine)."""
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        psutil.Process(pid).wait(timeout=within_s)
+        return True
     except psutil.NoSuchProcess:
         return True
+    except psutil.TimeoutExpired:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
 def _ends(sup):
@@ -50,6 +54,15 @@ def test_a_worker_that_dies_mid_stream_keeps_its_finished_points_and_says_why_in
     assert sentence.startswith("The worker was killed by signal SIGKILL")
     assert sentence.count(". ") <= 1 and "\n" not in sentence and "Traceback" not in sentence
     assert _gone(worker.pid)
+
+
+def test_a_worker_is_seen_to_exit_even_when_a_forked_helper_holds_its_channel_and_the_helper_goes_too():
+    with Supervisor(timeout=60) as sup:
+        worker = sup.start({"task": "selftest", "mode": "orphan"})
+        msgs = [m for _, m in sup.events() if m is not None]
+    helper = [m["pid"] for m in msgs if m["type"] == "forked"]
+    assert helper and worker.outcome.returncode == 0 and not worker.outcome.timed_out  # its exit, not the timeout
+    assert _gone(helper[0])
 
 
 def test_a_crash_reports_the_last_output_line():

@@ -20,6 +20,7 @@ import collections
 import json
 import os
 import re
+import select
 import selectors
 import signal
 import subprocess
@@ -357,11 +358,14 @@ class Supervisor:
         """Reap a worker (killing it first if asked), read what it left in its pipes, record its outcome."""
         if w.ended:
             return
-        if kill:
-            w.kill()
+        if not kill and w.exit_fd is not None:
+            # Wait for the exit without reaping: the worker's pid, and so its session, stays ours to name.
+            kill = not select.select([w.exit_fd], [], [], REAP_TIMEOUT_S)[0]  # lingering (a runtime's teardown)
+        # Anything the worker left behind in its session (a forked helper holding its pipes) goes too.
+        w.kill()
         try:
             returncode = w.proc.wait(timeout=REAP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:  # its channel closed but it lingers (a runtime's teardown)
+        except subprocess.TimeoutExpired:  # no pidfd here, and it lingers
             w.kill()
             returncode = w.proc.wait()
         for fd in (w.channel_fd, w.output_fd, w.exit_fd):

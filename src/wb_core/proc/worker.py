@@ -294,6 +294,12 @@ def task_selftest(task: dict) -> None:
         emit({"type": "ready", "ready_ns": time.perf_counter_ns()})
         go = receive()
         emit({"type": "went", "go": go, "received_ns": time.perf_counter_ns()})
+    elif mode == "orphan":  # leave a forked helper holding the channel behind, and exit
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(3600)
+            os._exit(0)
+        emit({"type": "forked", "pid": pid})
     elif mode == "hang":
         time.sleep(3600)
     elif mode == "crash":
