@@ -321,7 +321,9 @@ class Supervisor:
                 if w.deadline is not None and now >= w.deadline:
                     self._finish(w, kill=True, timed_out=True, past_deadline=True)
                 elif now - w.last_message >= self.timeout:
-                    self._finish(w, kill=True, timed_out=True)
+                    w._drain(w.channel_fd)  # a message waiting in the pipe still counts
+                    if time.monotonic() - w.last_message >= self.timeout:
+                        self._finish(w, kill=True, timed_out=True)
             if any(w.inbox or (w.ended and not w.announced) for w in self.workers):
                 continue
             for key, _ in self._selector.select(self._wait_s()):
