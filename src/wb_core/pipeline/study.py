@@ -167,7 +167,6 @@ def run_pipeline(model: str | Path, source: str | Path, spec: PipelineSpec, db: 
     harness) slows a side down or breaks one on purpose: {"pre_delay_ms": ms per frame,
     "infer_delay_ms": ms per batch, "crash": "pre" or "infer" (that side dies after its first batch)}.
     """
-    from wb_core.config import MeasureSettings
     from wb_core.pipeline.source import frame_geometry, scan_source
     from wb_core.variants.planner import PrecisionOptions
 
@@ -175,9 +174,9 @@ def run_pipeline(model: str | Path, source: str | Path, spec: PipelineSpec, db: 
     image = image or ImageOptions()
     points = spec.expand()
     # Preflight once (format, fingerprint, inputs, the variant planner), nothing stored yet. The
-    # pipeline feeds decoded frames, not a pool of random samples: one sample sizes the pool check.
-    ctx = SweepContext(model, db, study, [p.infer for p in points], settings=MeasureSettings(pool_size=1),
-                       inputs=inputs, precision=PrecisionOptions(data=data, image=image, accuracy=False),
+    # pipeline feeds decoded frames, not random samples.
+    ctx = SweepContext(model, db, study, [p.infer for p in points], inputs=inputs, random_inputs=False,
+                       precision=PrecisionOptions(data=data, image=image, accuracy=False),
                        on_point=_with_point(on_point), progress=progress, progress_label="pipeline", cancel=cancel,
                        timeout_s=timeout_s)
     specs = ctx.input_specs

@@ -192,6 +192,8 @@ class SweepContext:
     read or data that cannot feed it stop the study with nothing stored. `open()` then creates or
     checks the study record. `input_specs`: the model's inputs when the caller has read them
     already (a training study's check of the model does), so no worker is started to read them.
+    `random_inputs=False`: the workers feed data of their own (decoded frames, training data), so
+    the checks and notes about the random inputs a sweep draws do not apply.
     """
 
     def __init__(self, model: str | Path, db: str | Path, study: str, configs: Iterable[RunConfig], *,
@@ -200,7 +202,7 @@ class SweepContext:
                  progress: bool = False, progress_label: str = "profiling", cancel: threading.Event | None = None,
                  memory_limit_mb: int | None = None, timeout_s: float | None = None,
                  summary: SweepSummary | None = None, repeats: int = 1, remeasure_busy: bool = False,
-                 input_specs: list | None = None):
+                 input_specs: list | None = None, random_inputs: bool = True):
         self.model = Path(model)
         self.db, self.study = db, study
         self.settings = settings or MeasureSettings()
@@ -236,10 +238,12 @@ class SweepContext:
             self.input_specs = inspect_inputs(self.model, timeout_s)
         if self.inputs.text:
             precision = self._prepare_text(configs, precision)
-        self.inputs, input_notes = resolve_int_ranges(self.input_specs, self.inputs, self.details.get("embedding_rows"))
-        for note in input_notes if not self.inputs.samples else ():  # text fills every input
-            self.note(note)
-        check_inputs(self.input_specs, self.inputs, self.settings, configs)
+        if random_inputs:
+            self.inputs, input_notes = resolve_int_ranges(self.input_specs, self.inputs,
+                                                          self.details.get("embedding_rows"))
+            for note in input_notes if not self.inputs.samples else ():  # text fills every input
+                self.note(note)
+            check_inputs(self.input_specs, self.inputs, self.settings, configs)
         self.planner = VariantPlanner(self.model, self.format, self.fingerprint, precision, self.hardware,
                                       self.input_specs, details=self.details)
         self.planner.input_options = self.inputs  # random inputs for the accuracy guard take the sweep's sizes

@@ -204,7 +204,7 @@ def run_training(model: str | Path, spec: TrainSpec, db: str | Path, study: str,
 
     ctx = SweepContext(model, db, study, [], on_point=_with_point(on_point), progress=progress,
                        progress_label="training", cancel=cancel, memory_limit_mb=memory_limit_mb,
-                       timeout_s=timeout_s, input_specs=[InputSpec.from_dict(info["input"])])
+                       timeout_s=timeout_s, input_specs=[InputSpec.from_dict(info["input"])], random_inputs=False)
 
     def key(p: TrainPoint) -> str:
         return p.key_for(data_fp)
