@@ -117,6 +117,28 @@ def test_cancel_kills_every_worker_and_keeps_what_they_said():
         assert _gone(w.pid)
 
 
+def test_a_sweep_cancelled_mid_group_keeps_the_points_measured_and_leaves_no_worker(lenet_ir, db, fast):
+    from dataclasses import replace
+
+    from wb_core.config import SweepSpec
+    from wb_core.store import load_results
+    from wb_core.sweep.local import run_sweep
+
+    cancel = threading.Event()
+    settings = replace(fast, max_time_s=2.0, tolerance=1e-9)  # the worker is busy with the next point
+
+    def on_point(point):
+        cancel.set()
+
+    s = run_sweep(lenet_ir, SweepSpec(batch_sizes="1,2,4", threads="1"), db, "cancel", settings=settings,
+                  on_point=on_point, cancel=cancel)
+    assert s.cancelled and (s.ok, s.failed) == (1, 0)
+    df = load_results(db, "cancel")
+    assert list(df["batch_size"]) == [1] and list(df["status"]) == ["ok"]  # nothing half-measured stored
+    assert not [p for p in psutil.Process().children(recursive=True)  # killed and reaped
+                if "wb_core.proc.worker" in " ".join(p.cmdline())]
+
+
 def test_leaving_the_supervisor_kills_its_workers():
     with Supervisor(timeout=600) as sup:
         worker = sup.start({"task": "selftest", "mode": "hang"})
