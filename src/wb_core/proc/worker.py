@@ -288,7 +288,18 @@ def task_selftest(task: dict) -> None:
             os.write(fd, b"\xff\xfe\x80 raw bytes \xc3\x28\n\x1b[?25l")
         if mode == "noise-exit":
             os._exit(5)
-    if mode == "hang":
+    if mode == "barrier":  # ready (after `delay_s`), wait for the start signal, say when it came
+        time.sleep(float(task.get("delay_s") or 0))
+        emit({"type": "ready", "ready_ns": time.perf_counter_ns()})
+        go = receive()
+        emit({"type": "went", "go": go, "received_ns": time.perf_counter_ns()})
+    elif mode == "orphan":  # leave a forked helper holding the channel behind, and exit
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(3600)
+            os._exit(0)
+        emit({"type": "forked", "pid": pid})
+    elif mode == "hang":
         time.sleep(3600)
     elif mode == "crash":
         os.kill(os.getpid(), 9)
