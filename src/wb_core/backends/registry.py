@@ -19,7 +19,9 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
+from wb_core.axis import Axis, on_off, one_of_or_none, whole_numbers
 from wb_core.errors import ConfigError
+from wb_core.parsing import MAX_THREADS
 
 
 @dataclass(frozen=True)
@@ -29,14 +31,24 @@ class BackendInfo:
     formats: tuple[str, ...]  # model formats it runs (after the variant step converted what it can)
     session: str  # "module:Class" of its session, imported inside the worker only
     distributions: tuple[str, ...]  # packages whose versions a study records
-    # RunConfig field -> environment variables set from it before the runtime is imported.
+    # RunConfig field -> environment variables set from it before the runtime is imported (its own
+    # axes add theirs: Axis.env).
     env: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    settings: tuple[str, ...] = ()  # RunConfig fields beyond batch, cores, instances, concurrency it reads
+    # RunConfig fields beyond batch, cores, instances, concurrency it reads (its own axes are added).
+    settings: tuple[str, ...] = ()
     serving: dict[str, str] = field(default_factory=dict)  # serving format -> the runtime it names there
     loads: str = "openvino-ir"  # the file its worker loads: "openvino-ir" or "savedmodel" (variants convert to it)
     int8_via: str = ""  # empty: INT8 runs natively; else the sentence saying how INT8 is reached instead
     bf16_note: str = ""  # how a bf16 run is made on this backend (shown beside the variant)
     bf16_probe: bool = False  # bf16 needs a measured check that it changes what runs (TensorFlow's AMP)
+    # Its own sweep settings (streams, a hint, an execution mode...): each becomes a SweepSpec and a
+    # RunConfig field, a CLI option, a dashboard control and a schema entry (wb_core.axes).
+    axes: tuple[Axis, ...] = ()
+
+    def __post_init__(self):
+        own = tuple(a.name for a in self.axes)
+        object.__setattr__(self, "settings", tuple(dict.fromkeys((*self.settings, *own))))
+        object.__setattr__(self, "env", {**{a.name: a.env for a in self.axes if a.env}, **self.env})
 
     def process_env(self, config: dict) -> dict[str, str]:
         """The environment a worker sets for `config` (a RunConfig as a dict) before the import."""
@@ -54,6 +66,8 @@ _REGISTRY: dict[str, BackendInfo] = {}
 
 
 def register(info: BackendInfo) -> BackendInfo:
+    """Add a backend. Its axes become RunConfig and SweepSpec fields when config.py is first imported,
+    so a backend with axes of its own is registered in this module (or before that import)."""
     _REGISTRY[info.name] = info
     return info
 
@@ -90,7 +104,22 @@ register(BackendInfo(
     formats=("openvino", "onnx", "savedmodel", "keras"),
     session="wb_core.backends.openvino:OpenVINOSession",
     distributions=("openvino",),
-    settings=("threads", "streams", "hint", "cpu_pinning"),
+    settings=("threads",),
+    axes=(
+        Axis("hint", "hints", one_of_or_none("performance hint", ("latency", "throughput")),
+             "OpenVINO PERFORMANCE_HINT: none, latency, throughput.", "Hint (OpenVINO)", "--hint",
+             text_default="none", annotation="str | None", choices=("none", "latency", "throughput"),
+             becomes="PERFORMANCE_HINT", unparse=lambda h: h or "none"),
+        # NUM_STREAMS and PERFORMANCE_HINT are exclusive in OpenVINO; a stream needs a thread of its own.
+        Axis("streams", "streams", whole_numbers("Streams", MAX_THREADS), "OpenVINO NUM_STREAMS values.",
+             "Streams (OpenVINO)", "--streams", ordered=True, becomes="NUM_STREAMS", unless="hint",
+             at_most="threads", fills_auto="concurrency",
+             at_most_note="{value} streams with {limit} thread{s} left out: OpenVINO gives each stream a thread of "
+                          "its own, so it would run as fewer streams."),
+        Axis("cpu_pinning", "cpu_pinning", on_off("CPU pinning"), "OpenVINO ENABLE_CPU_PINNING: on, off, auto.",
+             "CPU pinning (OpenVINO)", "--ov-pinning", annotation="bool | None", choices=("on", "off", "auto"),
+             becomes="ENABLE_CPU_PINNING"),
+    ),
     serving={"ovms": "openvino", "triton": "openvino", "kserve": "openvino"},
     loads="openvino-ir",
     bf16_note="FP32 IR compiled with INFERENCE_PRECISION_HINT=bf16",
@@ -101,9 +130,17 @@ register(BackendInfo(
     formats=("savedmodel", "keras"),
     session="wb_core.backends.tensorflow:TensorFlowSession",
     distributions=("tensorflow", "tensorflow-cpu", "keras"),
-    env={"threads": ("TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS"), "inter_op_threads": ("TF_NUM_INTEROP_THREADS",),
-         "onednn": ("TF_ENABLE_ONEDNN_OPTS",)},
-    settings=("threads", "inter_op_threads", "onednn"),
+    env={"threads": ("TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS")},
+    settings=("threads",),
+    axes=(
+        Axis("inter_op_threads", "inter_op_threads", whole_numbers("Inter-op threads", MAX_THREADS),
+             "Inter-op threads: TensorFlow's, and ONNX Runtime's under parallel execution.",
+             "Inter-op threads", "--inter-op-threads", ordered=True, becomes="TF_NUM_INTEROP_THREADS",
+             env=("TF_NUM_INTEROP_THREADS",)),
+        Axis("onednn", "onednn", on_off("oneDNN"), "TensorFlow oneDNN: on, off, auto.", "oneDNN (TensorFlow)",
+             "--onednn", annotation="bool | None", choices=("on", "off", "auto"), becomes="TF_ENABLE_ONEDNN_OPTS",
+             env=("TF_ENABLE_ONEDNN_OPTS",)),
+    ),
     serving={"tfserving": "tensorflow_model_server", "triton": "tensorflow", "kserve": "tensorflow"},
     loads="savedmodel",
     int8_via=("TensorFlow models reach INT8 through the OpenVINO INT8 variant (NNCF post-training "
