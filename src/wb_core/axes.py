@@ -131,9 +131,17 @@ def axis(name: str) -> Axis:
     raise KeyError(name)
 
 
+def sweep_axes() -> tuple[Axis, ...]:
+    """Every sweep axis, in nesting order (what the faces list as options and controls)."""
+    return all_axes()
+
+
 def readers(a: Axis) -> tuple[str, ...]:
     """The backends that read an axis."""
     return tuple(b for b in registry.names() if a.every_backend or a.name in registry.get(b).settings)
+
+
+axis_readers = readers
 
 
 def field_help(name: str) -> str:

@@ -37,9 +37,12 @@ class BackendInfo:
     # RunConfig fields beyond batch, cores, instances, concurrency it reads (its own axes are added).
     settings: tuple[str, ...] = ()
     serving: dict[str, str] = field(default_factory=dict)  # serving format -> the runtime it names there
-    loads: str = "openvino-ir"  # the file its worker loads: "openvino-ir" or "savedmodel" (variants convert to it)
+    # The file its worker loads: "openvino-ir" or "savedmodel" (variants convert to it), or a model format
+    # it takes as it is (a model already in that format is given unchanged).
+    loads: str = "openvino-ir"
     int8_via: str = ""  # empty: INT8 runs natively; else the sentence saying how INT8 is reached instead
     bf16_note: str = ""  # how a bf16 run is made on this backend (shown beside the variant)
+    bf16_via: str = ""  # empty: bf16 runs here; else the sentence saying why not and where instead
     bf16_probe: bool = False  # bf16 needs a measured check that it changes what runs (TensorFlow's AMP)
     # Its own sweep settings (streams, a hint, an execution mode...): each becomes a SweepSpec and a
     # RunConfig field, a CLI option, a dashboard control and a schema entry (wb_core.axes).
@@ -147,4 +150,32 @@ register(BackendInfo(
               "quantization); profile int8 with --backend openvino"),
     bf16_note="SavedModel run with oneDNN bfloat16 auto mixed precision",
     bf16_probe=True,
+))
+register(BackendInfo(
+    name="onnxruntime",
+    description="ONNX Runtime: an ONNX model on the CPU execution provider, intra/inter-op threads, execution mode, "
+                "graph optimisation level",
+    formats=("onnx",),
+    session="wb_core.backends.onnxruntime:OnnxRuntimeSession",
+    distributions=("onnxruntime",),
+    settings=("threads", "inter_op_threads"),
+    axes=(
+        Axis("execution_mode", "execution_modes", one_of_or_none("execution mode", ("sequential", "parallel"), "auto"),
+             "ONNX Runtime execution mode: sequential, parallel (independent operators at once, on the inter-op "
+             "threads) or auto.", "Execution mode (ONNX Runtime)", "--execution-mode", annotation="str | None",
+             choices=("auto", "sequential", "parallel"), becomes="SessionOptions.execution_mode"),
+        Axis("graph_optimization", "graph_optimizations",
+             one_of_or_none("graph optimisation level", ("disable", "basic", "extended", "all"), "auto"),
+             "ONNX Runtime graph optimisation level: disable, basic, extended, all or auto (all).",
+             "Graph optimisation (ONNX Runtime)", "--graph-optimization", annotation="str | None",
+             choices=("auto", "disable", "basic", "extended", "all"),
+             becomes="SessionOptions.graph_optimization_level"),
+    ),
+    # Triton runs ONNX models on its onnxruntime backend; KServe serves the onnx model format through
+    # its Triton runtime (kserve-tritonserver).
+    serving={"triton": "onnxruntime", "kserve": "onnx"},
+    loads="onnx",
+    int8_via=("ONNX Runtime's own INT8 path is not measured here; ONNX models reach INT8 through the OpenVINO INT8 "
+              "variant (NNCF post-training quantization): profile int8 with --backend openvino"),
+    bf16_via="ONNX Runtime's CPU execution provider has no BF16 mode; profile bf16 with --backend openvino",
 ))

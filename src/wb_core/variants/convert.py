@@ -72,6 +72,8 @@ def variant_path(backend: str, path: str | Path, fmt: str, fp: str) -> Path:
     """The file a backend's worker loads for this model."""
     from wb_core.backends.registry import get
 
+    if get(backend).loads == fmt:  # a backend that loads the model's own format takes it as it is
+        return Path(path)
     if get(backend).loads == "openvino-ir":
         return ensure_ir(path, fmt, fp)
     return ensure_savedmodel(path, fmt, fp)
