@@ -74,10 +74,10 @@ GENERIC: tuple[Axis, ...] = (
          canonical=float),
     Axis("seq_len", "seq_lens", _seq_lens, "Sequence lengths: sizes of the dynamic non-batch dimensions, e.g. "
          "32,128,384 (one sweep axis).", "Sequence length", text_default="", ordered=True, stage="point",
-         every_backend=True),
+         every_backend=True, searched=False),
     Axis("shape", "shapes", _shapes, "Input shapes as a sweep axis, each NAME=1x3x224x224 (several inputs joined by "
          "';'), e.g. image=1x3x224x224 and image=1x3x320x320.", "Shape", text_default="", annotation="str | None",
-         stage="point", every_backend=True),
+         stage="point", every_backend=True, searched=False),
     Axis("batch_size", "batch_sizes", whole_numbers("Batch size", MAX_BATCH, auto=False), "Batch sizes, e.g. "
          "1,8,32.", "Batch size", "--batch", default=1, sweep_default=(1,), text_default="1", annotation="int",
          ordered=True, stage="point", every_backend=True),

@@ -48,6 +48,7 @@ class Axis:
     env: tuple[str, ...] = ()  # environment variables a worker sets from it before importing the runtime
     stage: str = "process"  # where it nests: backend, variant (the model file), placement, process, point
     every_backend: bool = False  # read by every backend; otherwise only by those that list it
+    searched: bool = True  # a search may move along it (False: a dimension of the workload, measured as given)
     unless: str = ""  # an earlier axis: while that one holds a value, this one stays at its default
     at_most: str = ""  # an earlier axis bounding this one: larger values run as another point, dropped
     at_most_note: str = ""  # the note for a dropped value: {value}, {limit}, {s} (plural of the limit)

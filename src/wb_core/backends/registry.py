@@ -162,7 +162,8 @@ register(BackendInfo(
     axes=(
         Axis("execution_mode", "execution_modes", one_of_or_none("execution mode", ("sequential", "parallel"), "auto"),
              "ONNX Runtime execution mode: sequential, parallel (independent operators at once, on the inter-op "
-             "threads) or auto.", "Execution mode (ONNX Runtime)", "--execution-mode", annotation="str | None",
+             "threads; with one inter-op thread it runs sequentially, as column ort_execution_mode shows) or auto.",
+             "Execution mode (ONNX Runtime)", "--execution-mode", annotation="str | None",
              choices=("auto", "sequential", "parallel"), becomes="SessionOptions.execution_mode"),
         Axis("graph_optimization", "graph_optimizations",
              one_of_or_none("graph optimisation level", ("disable", "basic", "extended", "all"), "auto"),
