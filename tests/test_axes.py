@@ -134,3 +134,55 @@ def test_an_axis_declared_by_a_backend_reaches_every_place_that_lists_axes(tmp_p
     bad = subprocess.run([sys.executable, "-c", "from wb_core.config import SweepSpec; SweepSpec(toy_levels='10')"],
                          capture_output=True, text=True, env=env)
     assert "Toy level of 10 is beyond the supported maximum of 9." in bad.stderr
+
+
+def test_an_error_about_a_setting_names_its_field_and_each_face_words_it(tmp_path):
+    """The core says which setting is wrong (a field of the table); the CLI says it as its flag, the
+    dashboard as its label, and neither shows the other's words."""
+    from wb_core.axes import setting_flag, setting_label
+
+    with pytest.raises(ConfigError) as caught:
+        SweepSpec(threads="1,x")
+    e = caught.value
+    assert e.field == "threads" and str(e) == "Threads must be whole numbers or 'auto'; got 'x'."
+    assert e.worded(setting_flag, prefix=True) == "--threads: Threads must be whole numbers or 'auto'; got 'x'."
+    assert e.worded(setting_label) == str(e)
+    with pytest.raises(ConfigError) as caught:
+        SweepSpec(backends="onnxruntime", graph_optimizations="max")
+    assert caught.value.field == "graph_optimizations"
+    with pytest.raises(ConfigError) as caught:
+        SweepSpec(seq_lens="0")
+    assert caught.value.field == "seq_lens" and str(caught.value) == "Sequence length must be at least 1; got 0."
+    assert caught.value.worded(setting_flag, prefix=True) == "--dynamic-size: Sequence length must be at least 1; got 0."
+    assert caught.value.worded(setting_label) == "Sequence length must be at least 1; got 0."
+
+    out = subprocess.run([sys.executable, "-m", "wb_core.cli", "profile", "lenet-digits", "--execution-mode", "fast",
+                          "--db", str(tmp_path / "x.db")], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("Error: --execution-mode: Unknown execution mode 'fast'; choose from auto, "
+                                  "sequential, parallel.")
+    assert not (tmp_path / "x.db").exists()
+    f = tmp_path / "spec.yaml"  # a spec file's error names the file's field, not a flag
+    f.write_text("seq_lens: [0]\n")
+    with pytest.raises(ConfigError) as caught:
+        load_spec_file(f)
+    assert str(caught.value) == f"Sweep spec '{f}' field seq_lens: Sequence length must be at least 1; got 0."
+    assert caught.value.worded(setting_flag, prefix=True) == str(caught.value)
+
+
+def test_the_dashboard_words_a_setting_error_with_its_label():
+    pytest.importorskip("ipywidgets")
+    import html
+
+    from wb_core.axes import setting_flag
+    from wb_core.config import InputOptions
+    from wb_core.ui.widgets import MessageArea
+
+    area = MessageArea()
+    with pytest.raises(ConfigError) as caught:
+        InputOptions(dynamic_size=0)
+    area.error(caught.value)
+    shown = html.unescape(area.text.value)
+    assert "The size for dynamic dimensions (Sequence length) must be" in shown and "--" not in shown
+    assert "(--dynamic-size) must be" in caught.value.worded(setting_flag, prefix=True)

@@ -425,3 +425,8 @@ def test_a_backend_setting_without_a_control_of_its_own_gets_one_from_the_axes_t
     box.value = "fastest"
     with pytest.raises(ConfigError, match="Unknown execution mode 'fastest'"):
         panel.spec_values()
+    from wb_core.ui.sweep_panel import settings_from_spec
+
+    # A study `wb profile` made with a backend's own setting reopens with it in its box.
+    assert settings_from_spec({"sweep": {"execution_modes": [None, "parallel"]}})["axes"] == {
+        "execution_modes": "auto,parallel"}

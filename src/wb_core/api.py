@@ -51,6 +51,7 @@ _REEXPORTS = {
     "RunConfig": "wb_core.config", "load_spec_file": "wb_core.config", "available_cpus": "wb_core.config",
     "field_help": "wb_core.config", "PrecisionOptions": "wb_core.variants.planner", "ImageOptions": "wb_core.data",
     "sweep_axes": "wb_core.axes", "SPEC_OPTIONS": "wb_core.axes", "axis_readers": "wb_core.axes",
+    "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes",
     # demos
     "DEMOS": "wb_core.demo", "write_demo": "wb_core.demo", "ensure_demo": "wb_core.demo",
     # analysis

@@ -21,7 +21,6 @@ from wb_core.parsing import (
     PRECISIONS,
     format_cores,
     format_shape_map,
-    ints_or_auto,
     parse_cores,
     parse_rates,
     parse_repeats,
@@ -39,10 +38,6 @@ def _cores(value) -> list:
 def _shapes(value) -> list:
     items = [value] if isinstance(value, str) else list(value)
     return unique_values([None if v is None else format_shape_map(parse_shape_map(v)) for v in items]) or [None]
-
-
-def _seq_lens(value) -> list:
-    return ints_or_auto(str(value) if isinstance(value, int) else value, "Sequence length", 10**7)
 
 
 # The workbench's own axes (backends add theirs: registry.BackendInfo.axes). Stage order decides
@@ -72,12 +67,12 @@ GENERIC: tuple[Axis, ...] = (
     Axis("rate", "rates", parse_rates, "Poisson arrival rates in requests/s (server scenario).", "Rate", "--rate",
          text_default="none", annotation="float | None", ordered=True, stage="point", every_backend=True,
          canonical=float),
-    Axis("seq_len", "seq_lens", _seq_lens, "Sequence lengths: sizes of the dynamic non-batch dimensions, e.g. "
-         "32,128,384 (one sweep axis).", "Sequence length", text_default="", ordered=True, stage="point",
-         every_backend=True, searched=False),
+    Axis("seq_len", "seq_lens", whole_numbers("Sequence length", 10**7), "Sequence lengths: sizes of the dynamic "
+         "non-batch dimensions, e.g. 32,128,384 (one sweep axis).", "Sequence length", "--dynamic-size",
+         generated_option=False, text_default="", ordered=True, stage="point", every_backend=True, searched=False),
     Axis("shape", "shapes", _shapes, "Input shapes as a sweep axis, each NAME=1x3x224x224 (several inputs joined by "
-         "';'), e.g. image=1x3x224x224 and image=1x3x320x320.", "Shape", text_default="", annotation="str | None",
-         stage="point", every_backend=True, searched=False),
+         "';'), e.g. image=1x3x224x224 and image=1x3x320x320.", "Shape", "--shape", generated_option=False,
+         text_default="", annotation="str | None", stage="point", every_backend=True, searched=False),
     Axis("batch_size", "batch_sizes", whole_numbers("Batch size", MAX_BATCH, auto=False), "Batch sizes, e.g. "
          "1,8,32.", "Batch size", "--batch", default=1, sweep_default=(1,), text_default="1", annotation="int",
          ordered=True, stage="point", every_backend=True),
@@ -142,6 +137,22 @@ def readers(a: Axis) -> tuple[str, ...]:
 
 
 axis_readers = readers
+
+
+def setting_flag(field: str) -> str | None:
+    """The CLI option of a setting (a SweepSpec or RunConfig field), or None: how the CLI words errors."""
+    try:
+        return axis(field).flag or None
+    except KeyError:
+        return None
+
+
+def setting_label(field: str) -> str | None:
+    """The dashboard's label of a setting, or None: how the dashboard words errors."""
+    try:
+        return axis(field).label
+    except KeyError:
+        return None
 
 
 def field_help(name: str) -> str:

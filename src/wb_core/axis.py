@@ -37,7 +37,8 @@ class Axis:
     parse: Callable[[Any], list]
     help: str  # shared by the CLI option, the dashboard's tooltip and the schema's description
     label: str  # how the dashboard and messages name it
-    flag: str = ""  # the CLI option ("" when a face declares it with other duties, e.g. --dynamic-size)
+    flag: str = ""  # the CLI option
+    generated_option: bool = True  # False: the CLI declares the option itself, with other duties (--dynamic-size)
     default: Any = None  # RunConfig default: what runs when it is not set; left out of run keys
     sweep_default: tuple = (None,)  # the values a sweep takes when none are given
     text_default: str = "auto"  # the sweep default as the CLI and the dashboard write it
@@ -61,8 +62,15 @@ class Axis:
             raise ValueError(f"Axis {self.name}: unknown stage {self.stage!r}; one of {', '.join(STAGES)}.")
 
     def values(self, given) -> list:
-        """The checked values of `given` (the sweep default when None)."""
-        return self.parse(list(self.sweep_default) if given is None else given)
+        """The checked values of `given` (the sweep default when None). An error names this axis
+        (`ConfigError.field`), so that each face can word it: the CLI as its flag, the dashboard as its label."""
+        given = list(self.sweep_default) if given is None else given
+        try:
+            return self.parse(given)
+        except ConfigError as e:
+            if e.field:
+                raise
+            raise ConfigError(e.template, field=self.spec) from None
 
 
 def whole_numbers(what: str, upper: int, auto: bool = True) -> Callable[[Any], list]:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from wb_core import axes
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, setting
 
 # The value parsers live in wb_core.parsing (the axes and the backends' settings use them); they are
 # imported here too, the names other modules have always used.
@@ -156,7 +156,8 @@ class InputOptions:
                               "tokenizer.json.")
         if self.dynamic_size is not None:
             object.__setattr__(self, "dynamic_size", check_number(
-                self.dynamic_size, "The size for dynamic dimensions (--dynamic-size)", 1, self.MAX_DIM, integer=True))
+                self.dynamic_size, f"The size for dynamic dimensions ({setting('seq_lens', 'the sequence length')})", 1,
+                self.MAX_DIM, integer=True))
         if not isinstance(self.shapes, dict) or not isinstance(self.int_ranges, dict):
             raise ConfigError("Input shapes and integer ranges must be mappings of input name to value.")
         for name, shape in self.shapes.items():
@@ -259,7 +260,7 @@ class InputOptions:
         """Shapes and ranges must name inputs the model has."""
         names = {s.name for s in specs} | {s.name.split(":")[0] for s in specs}
         have = ", ".join(s.name for s in specs)
-        for what, given in (("--shape", self.shapes), ("--int-range", self.int_ranges)):
+        for what, given in ((setting("shapes", "A shape"), self.shapes), ("--int-range", self.int_ranges)):
             for name in given:
                 if name not in names:
                     raise ConfigError(f"{what} names input '{name}', which the model does not have "
@@ -725,8 +726,9 @@ def load_spec_file(path) -> tuple[SweepSpec, MeasureSettings | None, InputOption
         io = InputOptions.from_dict(inputs) if inputs is not None else None
     except TypeError as e:
         raise ConfigError(f"Sweep spec '{p}': {e}.") from None
-    except ConfigError as e:
-        raise ConfigError(f"Sweep spec '{p}': {e}") from None
+    except ConfigError as e:  # said with the file's own field names, not as flags or labels
+        where = f" field {e.field}" if e.field else ""
+        raise ConfigError(f"Sweep spec '{p}'{where}: {e.worded(lambda field: field)}") from None
     return spec, ms, io
 
 

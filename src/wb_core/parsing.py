@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Iterable
 
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, setting
 
 PRECISIONS = ("fp32", "bf16", "int8")
 OV_HINTS = ("none", "latency", "throughput")
@@ -256,7 +256,7 @@ def parse_seq_lens(text) -> list[int | None]:
         return [None]
     if isinstance(text, int):
         text = str(text)
-    return parse_positive_ints(text, "Sequence length (--dynamic-size)", 10**7)
+    return parse_positive_ints(text, setting("seq_lens", "Sequence length"), 10**7)
 
 
 

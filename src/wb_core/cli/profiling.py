@@ -59,7 +59,7 @@ def with_axis_options(command):
     sig = inspect.signature(command)
     params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     for a in sweep_axes():
-        if a.flag:  # axes without a flag have options with other duties (--dynamic-size, --shape)
+        if a.flag and a.generated_option:  # the others have options with other duties (--dynamic-size, --shape)
             params.append(inspect.Parameter(a.spec, inspect.Parameter.KEYWORD_ONLY, annotation=str,
                                             default=typer.Option(a.text_default, a.flag, help=field_help(a.spec))))
     for o in SPEC_OPTIONS:

@@ -100,8 +100,13 @@ def settings_from_spec(spec: dict) -> dict:
     for field in ("backends", "precisions"):
         if sweep.get(field):
             out[field] = list(sweep[field])
-    out["axes"] = {field: ",".join("auto" if v is None else str(v) for v in values)
-                   for field, values in sweep.items() if field not in SPEC_FIELDS and isinstance(values, list)}
+    from wb_core.api import sweep_axes
+
+    boxes = {a.spec for a in sweep_axes() if a.name not in OWN_CONTROLS}  # the tab's boxes made from the table
+    axes = {field: ",".join("auto" if v is None else str(v) for v in values)
+            for field, values in sweep.items() if field in boxes and values}
+    if axes:
+        out["axes"] = axes
     if spec.get("search") in ("grid", "smart"):
         out["search"] = spec["search"]
     settings = spec.get("settings") or {}
