@@ -2,8 +2,10 @@
 
 A backend declares the model formats it runs, the session class a worker opens (imported only
 inside the worker, after CPU affinity and thread variables are set), the environment variables
-its run settings become before the runtime is imported, the RunConfig fields it reads, the
-packages whose versions are stored with a study, and the runtime name each serving format uses.
+its run settings become before the runtime is imported, the RunConfig fields it reads, its own
+sweep settings (`axes`: each an `Axis`, which becomes a SweepSpec and RunConfig field, a CLI option,
+a dashboard box and a schema entry), the packages whose versions are stored with a study, and the
+runtime name each serving format uses.
 
 Adding a backend: write `backends/<name>.py` with a session class (see `base.BackendSession`), then add
 one `register(BackendInfo(...))` below. Nothing else needs to know its name: the sweep spec, the
