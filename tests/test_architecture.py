@@ -1,7 +1,7 @@
 """The module graph, read from the imports: no circles, no arrow up a layer, one public face.
 
 Layers, lowest first (a module may import its own layer and those below, never above):
-  0 foundations   version, errors, paths, config, hardware, backends.registry
+  0 foundations   version, errors, paths, parsing, axis, axes, config, hardware, backends.registry
   1 data          models, accuracy, measure, store, text (tokenized text), backends (sessions)
   2 processes     proc, variants, demo, data (datasets, demo data included)
   3 sweeps        sweep, fleet (the executor and the coordinator), pipeline and training studies
@@ -24,9 +24,12 @@ SRC = ROOT / "src" / "wb_core"
 
 LAYERS = [
     {"wb_core.version", "wb_core.errors", "wb_core.paths", "wb_core.streams", "wb_core.config", "wb_core.hardware",
-     "wb_core.stats", "wb_core.backends.registry", "wb_core.backends"},
+     "wb_core.stats", "wb_core.parsing", "wb_core.axis", "wb_core.axes", "wb_core.backends.registry",
+     "wb_core.backends"},
+    # Every backend session module is data-layer code (only the registry is a foundation).
     {"wb_core.models", "wb_core.accuracy", "wb_core.measure", "wb_core.store", "wb_core.text",
-     "wb_core.backends.base", "wb_core.backends.openvino", "wb_core.backends.tensorflow"},
+     *{f"wb_core.backends.{p.stem}" for p in (Path(__file__).resolve().parent.parent / "src" / "wb_core" /
+                                             "backends").glob("*.py") if p.stem not in ("registry", "__init__")}},
     {"wb_core.proc", "wb_core.variants", "wb_core.demo", "wb_core.data"},
     {"wb_core.sweep", "wb_core.fleet", "wb_core.pipeline", "wb_core.training"},
     {"wb_core.analysis", "wb_core.plots", "wb_core.report", "wb_core.export", "wb_core.fleet.compare",

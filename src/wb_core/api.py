@@ -51,6 +51,8 @@ _REEXPORTS = {
     # configuration
     "RunConfig": "wb_core.config", "load_spec_file": "wb_core.config", "available_cpus": "wb_core.config",
     "field_help": "wb_core.config", "PrecisionOptions": "wb_core.variants.planner", "ImageOptions": "wb_core.data",
+    "sweep_axes": "wb_core.axes", "SPEC_OPTIONS": "wb_core.axes", "axis_readers": "wb_core.axes",
+    "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes",
     # demos
     "DEMOS": "wb_core.demo", "write_demo": "wb_core.demo", "ensure_demo": "wb_core.demo",
     # analysis
@@ -131,7 +133,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             timeout_s: float | None = None, memory_limit_mb: int | None = None, repeats: int = 1,
             text: str | Path | None = None, tokenizer: str | Path | None = None, shapes=None,
             remeasure_busy: bool = False, ci_target: float | None = None, max_rounds: int = 10,
-            accuracy_guard: float | str = "auto", int8_recipe: str = "auto", fallback_budget_s: float = 600.0):
+            accuracy_guard: float | str = "auto", int8_recipe: str = "auto", fallback_budget_s: float = 600.0,
+            **axis_values):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
     The frame has the columns `wb results` shows (`vs_fp32`, `tied_with_best` included) and, in
@@ -146,7 +149,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     `seq_lens` (e.g. "32,128,384") sweeps the size of the dynamic non-batch dimensions (the
     sequence length of a text model), one `seq_len` column. `shapes` sweeps input shapes, one
     `shape` column: a list like ["image=1x3x224x224", "image=1x3x320x320"] or the CLI's form
-    "image=1x3x224x224,1x3x320x320" (several inputs: ';' within one value).
+    "image=1x3x224x224,1x3x320x320" (several inputs: ';' within one value). A backend's own settings
+    are passed by their SweepSpec names (`sweep_axes()`), e.g. `execution_modes="sequential,parallel"`.
 
     Precision variants and accuracy (see docs/precision-and-accuracy.md): `data` is a path (.npz,
     image folder, `demo:NAME`), a `wb_core.data.Dataset`, `(x, y)`, an array, a dict of arrays named
@@ -196,7 +200,7 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
                              cores_per_instance=cores_per_instance, rates=rates,
                              seq_lens=parse_seq_lens(seq_lens), allow_oversubscribe=allow_oversubscribe,
                              shapes=_shape_axis(shapes),
-                             repeats=repeats)
+                             repeats=repeats, **axis_values)
     settings = settings or MeasureSettings(max_time_s=max_time)
     if text is None and tokenizer is None and not (inputs and inputs.text):
         from wb_core.demo import demo_name_of, demo_sample_text

@@ -2,10 +2,11 @@
 
 A backend declares the model formats it runs, the session class a worker opens (imported only
 inside the worker, after CPU affinity and thread variables are set), the environment variables
-its run settings become before the runtime is imported, the RunConfig fields it reads, the
-packages whose versions are stored with a study, how each serving format runs it (`Serving`), the
-configurations a user gets without tuning (`defaults`), and what else it offers (per-layer
-profiles, the model readers its worker provides).
+its run settings become before the runtime is imported, the RunConfig fields it reads, its own
+sweep settings (`axes`: each an `Axis`, which becomes a SweepSpec and RunConfig field, a CLI option,
+a dashboard box and a schema entry), the packages whose versions are stored with a study, how each
+serving format runs it (`Serving`), the configurations a user gets without tuning (`defaults`), and
+what else it offers (per-layer profiles, the model readers its worker provides).
 
 Adding a backend: write `backends/<name>.py` with a session class (see `base.BackendSession`), then add
 one `register(BackendInfo(...))` below. Nothing else needs to know its name: the sweep spec, the
@@ -22,7 +23,9 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
+from wb_core.axis import Axis, on_off, one_of_or_none, whole_numbers
 from wb_core.errors import ConfigError
+from wb_core.parsing import MAX_THREADS
 
 
 @dataclass(frozen=True)
@@ -48,14 +51,19 @@ class BackendInfo:
     formats: tuple[str, ...]  # model formats it runs (after the variant step converted what it can)
     session: str  # "module:Class" of its session, imported inside the worker only
     distributions: tuple[str, ...]  # packages whose versions a study records
-    # RunConfig field -> environment variables set from it before the runtime is imported.
+    # RunConfig field -> environment variables set from it before the runtime is imported (its own
+    # axes add theirs: Axis.env).
     env: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    settings: tuple[str, ...] = ()  # RunConfig fields beyond batch, cores, instances, concurrency it reads
+    # RunConfig fields beyond batch, cores, instances, concurrency it reads (its own axes are added).
+    settings: tuple[str, ...] = ()
     # Serving format -> the runtime it names there (a string, or a Serving with the names exporters write).
     serving: dict[str, str | Serving] = field(default_factory=dict)
-    loads: str = "openvino-ir"  # the file its worker loads: "openvino-ir" or "savedmodel" (variants convert to it)
+    # The file its worker loads: "openvino-ir" or "savedmodel" (variants convert to it), or a model format
+    # it takes as it is (a model already in that format is given unchanged).
+    loads: str = "openvino-ir"
     int8_via: str = ""  # empty: INT8 runs natively; else the sentence saying how INT8 is reached instead
     bf16_note: str = ""  # how a bf16 run is made on this backend (shown beside the variant)
+    bf16_via: str = ""  # empty: bf16 runs here; else the sentence saying why not and where instead
     bf16_probe: bool = False  # bf16 needs a measured check that it changes what runs (TensorFlow's AMP)
     title: str = ""  # the runtime's name in sentences and legends ("OpenVINO"); the name itself when empty
     # What a user gets without tuning: (label, RunConfig settings) measured beside a pick.
@@ -68,6 +76,14 @@ class BackendInfo:
     bf16_property: str = ""  # the runtime's option a bf16 run turns on (with `properties`)
     # Model format -> "module:function" that reads a model file's inputs in a worker (imports the runtime).
     readers: dict[str, str] = field(default_factory=dict)
+    # Its own sweep settings (streams, a hint, an execution mode...): each becomes a SweepSpec and a
+    # RunConfig field, a CLI option, a dashboard control and a schema entry (wb_core.axes).
+    axes: tuple[Axis, ...] = ()
+
+    def __post_init__(self):
+        own = tuple(a.name for a in self.axes)
+        object.__setattr__(self, "settings", tuple(dict.fromkeys((*self.settings, *own))))
+        object.__setattr__(self, "env", {**{a.name: a.env for a in self.axes if a.env}, **self.env})
 
     def process_env(self, config: dict) -> dict[str, str]:
         """The environment a worker sets for `config` (a RunConfig as a dict) before the import."""
@@ -85,6 +101,8 @@ _REGISTRY: dict[str, BackendInfo] = {}
 
 
 def register(info: BackendInfo) -> BackendInfo:
+    """Add a backend. Its axes become RunConfig and SweepSpec fields when config.py is first imported,
+    so a backend with axes of its own is registered in this module (or before that import)."""
     _REGISTRY[info.name] = info
     return info
 
@@ -212,7 +230,22 @@ register(BackendInfo(
     formats=("openvino", "onnx", "savedmodel", "keras"),
     session="wb_core.backends.openvino:OpenVINOSession",
     distributions=("openvino",),
-    settings=("threads", "streams", "hint", "cpu_pinning"),
+    settings=("threads",),
+    axes=(
+        Axis("hint", "hints", one_of_or_none("performance hint", ("latency", "throughput")),
+             "OpenVINO PERFORMANCE_HINT: none, latency, throughput.", "Hint (OpenVINO)", "--hint",
+             text_default="none", annotation="str | None", choices=("none", "latency", "throughput"),
+             becomes="PERFORMANCE_HINT", unparse=lambda h: h or "none"),
+        # NUM_STREAMS and PERFORMANCE_HINT are exclusive in OpenVINO; a stream needs a thread of its own.
+        Axis("streams", "streams", whole_numbers("Streams", MAX_THREADS), "OpenVINO NUM_STREAMS values.",
+             "Streams (OpenVINO)", "--streams", ordered=True, becomes="NUM_STREAMS", unless="hint",
+             at_most="threads", fills_auto="concurrency",
+             at_most_note="{value} streams with {limit} thread{s} left out: OpenVINO gives each stream a thread of "
+                          "its own, so it would run as fewer streams."),
+        Axis("cpu_pinning", "cpu_pinning", on_off("CPU pinning"), "OpenVINO ENABLE_CPU_PINNING: on, off, auto.",
+             "CPU pinning (OpenVINO)", "--ov-pinning", annotation="bool | None", choices=("on", "off", "auto"),
+             becomes="ENABLE_CPU_PINNING"),
+    ),
     serving={"ovms": "openvino",
              "triton": Serving("openvino", model_file="model.xml"),
              "kserve": Serving("openvino", server="kserve-openvino")},
@@ -233,9 +266,17 @@ register(BackendInfo(
     formats=("savedmodel", "keras"),
     session="wb_core.backends.tensorflow:TensorFlowSession",
     distributions=("tensorflow", "tensorflow-cpu", "keras"),
-    env={"threads": ("TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS"), "inter_op_threads": ("TF_NUM_INTEROP_THREADS",),
-         "onednn": ("TF_ENABLE_ONEDNN_OPTS",)},
-    settings=("threads", "inter_op_threads", "onednn"),
+    env={"threads": ("TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS")},
+    settings=("threads",),
+    axes=(
+        Axis("inter_op_threads", "inter_op_threads", whole_numbers("Inter-op threads", MAX_THREADS),
+             "Inter-op threads: TensorFlow's, and ONNX Runtime's under parallel execution.",
+             "Inter-op threads", "--inter-op-threads", ordered=True, becomes="TF_NUM_INTEROP_THREADS",
+             env=("TF_NUM_INTEROP_THREADS",)),
+        Axis("onednn", "onednn", on_off("oneDNN"), "TensorFlow oneDNN: on, off, auto.", "oneDNN (TensorFlow)",
+             "--onednn", annotation="bool | None", choices=("on", "off", "auto"), becomes="TF_ENABLE_ONEDNN_OPTS",
+             env=("TF_ENABLE_ONEDNN_OPTS",)),
+    ),
     serving={"tfserving": "tensorflow_model_server",
              "triton": Serving("tensorflow", platform="tensorflow_savedmodel", model_file="model.savedmodel"),
              "kserve": Serving("tensorflow", format_version="2", server="kserve-tensorflow-serving")},
@@ -250,4 +291,35 @@ register(BackendInfo(
                 "onednn": "TF_ENABLE_ONEDNN_OPTS"},
     bf16_property="auto_mixed_precision_onednn_bfloat16",
     readers={"savedmodel": "wb_core.backends.tensorflow:read_inputs"},
+))
+register(BackendInfo(
+    name="onnxruntime",
+    description="ONNX Runtime: an ONNX model on the CPU execution provider, intra/inter-op threads, execution mode, "
+                "graph optimisation level",
+    formats=("onnx",),
+    session="wb_core.backends.onnxruntime:OnnxRuntimeSession",
+    distributions=("onnxruntime",),
+    settings=("threads", "inter_op_threads"),
+    axes=(
+        Axis("execution_mode", "execution_modes", one_of_or_none("execution mode", ("sequential", "parallel"), "auto"),
+             "ONNX Runtime execution mode: sequential, parallel (independent operators at once, on the inter-op "
+             "threads; with one inter-op thread it runs sequentially, as column ort_execution_mode shows) or auto.",
+             "Execution mode (ONNX Runtime)", "--execution-mode", annotation="str | None",
+             choices=("auto", "sequential", "parallel"), becomes="SessionOptions.execution_mode"),
+        Axis("graph_optimization", "graph_optimizations",
+             one_of_or_none("graph optimisation level", ("disable", "basic", "extended", "all"), "auto"),
+             "ONNX Runtime graph optimisation level: disable, basic, extended, all or auto (all).",
+             "Graph optimisation (ONNX Runtime)", "--graph-optimization", annotation="str | None",
+             choices=("auto", "disable", "basic", "extended", "all"),
+             becomes="SessionOptions.graph_optimization_level"),
+    ),
+    # Triton runs ONNX models on its onnxruntime backend; KServe serves the onnx model format through
+    # its Triton runtime (kserve-tritonserver).
+    serving={"triton": "onnxruntime", "kserve": "onnx"},
+    loads="onnx",
+    int8_via=("ONNX Runtime's own INT8 path is not measured here; ONNX models reach INT8 through the OpenVINO INT8 "
+              "variant (NNCF post-training quantization): profile int8 with --backend openvino"),
+    bf16_via="ONNX Runtime's CPU execution provider has no BF16 mode; profile bf16 with --backend openvino",
+    title="ONNX Runtime",
+    defaults=(("ONNX Runtime, default threads", {}),),
 ))

@@ -215,6 +215,8 @@ class VariantPlanner:
             if self.dataset() is None:
                 return ("int8 skipped: quantizing needs calibration data; pass --data with an .npz, an image folder "
                         "or demo:NAME")
+        if cfg.precision == "bf16" and backend.bf16_via:
+            return f"bf16 skipped: {backend.bf16_via}"
         if cfg.precision == "bf16" and backend.bf16_probe:
             probe = tf_bf16_probe(self.hw)
             if not probe.get("effective"):
@@ -242,7 +244,8 @@ class VariantPlanner:
                 from wb_core.variants.convert import variant_path
 
                 path = variant_path(backend, self.model, self.fmt, self.fp)
-                info = {"variant": "fp32-ir" if get_backend(backend).loads == "openvino-ir" else "savedmodel"}
+                loads = get_backend(backend).loads
+                info = {"variant": "fp32-ir" if loads == "openvino-ir" else loads}
                 if precision == "bf16" and get_backend(backend).bf16_note:
                     info["variant_note"] = get_backend(backend).bf16_note
             info["variant_path"] = str(path)  # the file the worker loaded (layer profiles and exports need it)
