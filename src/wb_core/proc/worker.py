@@ -314,21 +314,20 @@ TASKS = {"measure": task_measure, "instance": task_instance, "max_rate": task_ma
          "probe_tf_bf16": _precision_task("probe_tf_bf16")}
 
 
-def _task_in(module: str, name: str):
-    """A task that lives in another module, imported only when a worker runs it."""
-    def run(task: dict) -> None:
-        import importlib
+def task_entry(name: str):
+    """The function a task names: one of TASKS, or `"package.module:task_name"`.
 
-        getattr(importlib.import_module(module), f"task_{name}")(task)
+    A higher layer (pipeline and training studies, the analysis) names its own worker-side entry
+    point in the task it sends, so this module never names a layer above it.
+    """
+    if name in TASKS:
+        return TASKS[name]
+    module, sep, attr = name.partition(":")
+    if not (sep and module.startswith("wb_core.") and attr.startswith("task_")):
+        raise KeyError(f"unknown task {name!r}")
+    import importlib
 
-    return run
-
-
-# Pipeline and training studies (wb_core.pipeline, wb_core.training) bring their own tasks.
-TASKS.update({name: _task_in(module, name) for module, name in (
-    ("wb_core.pipeline.tasks", "pipeline_pre"), ("wb_core.pipeline.tasks", "pipeline_infer"),
-    ("wb_core.training.tasks", "train_check"), ("wb_core.training.tasks", "train"),
-    ("wb_core.training.examples", "build_lenet5"))})
+    return getattr(importlib.import_module(module), attr)
 
 
 def main() -> int:
@@ -336,7 +335,7 @@ def main() -> int:
     open_channel()
     task = receive()
     try:
-        TASKS[task["task"]](task)
+        task_entry(task["task"])(task)
     except Exception as e:
         from wb_core.errors import WorkbenchError
         from wb_core.models import first_line
