@@ -222,8 +222,8 @@ def run_training(model: str | Path, spec: TrainSpec, db: str | Path, study: str,
             if key in done:
                 summary.skipped_done += 1
             else:
-                task = {"task": "wb_core.training.tasks:task_train", "key": key, **base, **p.to_dict(), "warmup_steps": spec.warmup_steps,
-                        "cores": list(p.cores) if p.cores else None}
+                task = {"task": "wb_core.training.tasks:task_train", "key": key, **base, **p.to_dict(),
+                        "warmup_steps": spec.warmup_steps, "cores": list(p.cores) if p.cores else None}
                 outcome = run_child(task, timeout=timeout_s or LOAD_ALLOWANCE_S, cancel=cancel,
                                     memory_limit_mb=memory_limit_mb)
                 if outcome.cancelled:
