@@ -341,3 +341,70 @@ def test_the_api_names_resolve():
         if f"wb_core.{name}" in MODULES:
             continue  # `wb_core.export` is the package; the function is `wb_core.api.export`
         assert getattr(api, name) is getattr(wb_core, name)
+
+
+# What the API offers, by kind. A name added to `wb_core.api.__all__` must be added here, under its
+# kind: a store, a runner or a registry is none of these, and belongs behind a verb.
+API_VERBS = {
+    # measure
+    "profile", "pipeline_profile", "train_profile", "find_max_rate", "tune", "confirm", "serve_check",
+    "layer_profile", "verify_allocation", "convert_to_ir", "inspect_model", "hardware_info", "describe_hardware",
+    "list_backends", "cluster_hosts", "preview_sweep", "default_configs",
+    # read
+    "results", "results_with_notes", "load_results", "load_measurements", "stored_runs", "point_row", "studies",
+    "study_info", "study_record", "run_config", "stored_layer_profile", "load_serve_checks", "load_comparison",
+    # decide and compare
+    "recommend", "recommend_training", "with_efficiency", "successful", "pareto_front", "pareto_mask", "find_run",
+    "run_label", "plan_allocation", "capacity", "compare_runs", "best_runs", "layer_diff", "ratio_sentences",
+    "compare_hosts", "config_by_host_type", "select_host_type",
+    # share
+    "export", "render", "deployment_for_study", "with_capacity", "export_formats", "model_files", "zip_bundle",
+    "write_report", "build_report", "host_type_bars", "host_type_scatter", "plots", "pipeline_plots",
+    "training_plots",
+    # write what a face keeps with a study
+    "save_study_settings", "save_layer_profile",
+    # demos and example inputs
+    "ensure_demo", "write_demo", "resolve_model", "demo_name_of", "demo_sample_text", "default_study_name",
+    "write_fashion_npz", "write_lenet5", "sample_video", "frame_geometry",
+}
+API_TYPES = {
+    # what the verbs take
+    "SweepSpec", "MeasureSettings", "InputOptions", "PrecisionOptions", "ImageOptions", "RunConfig", "Constraints",
+    # what they return
+    "SweepSummary", "SweepPreview", "Recommendation", "Allocation", "CapacityPlan", "LayerProfile", "LayerDiff",
+    "ServeCheckResult",
+    # what they raise
+    "WorkbenchError", "ConfigError", "ModelError", "StoreError", "WorkerError", "NoRunMeetsConstraints",
+}
+API_FACE_HELPERS = {
+    # checking what a user typed, in one sentence, before anything runs
+    "check_number", "check_timeout", "check_ci_target", "check_max_rounds", "check_objective", "check_capacity_inputs",
+    "check_output_file", "check_output_folder", "check_database", "describe_data_source", "describe_text_source",
+    "parse_number", "parse_ci_target", "parse_seq_lens", "parse_shape_axis", "parse_formats", "parse_prices",
+    "load_spec_file", "field_help", "available_cpus", "oversubscription_warnings",
+    # words and files, the same in every face
+    "printable", "label", "plural", "rounded", "run_name", "worded", "executed_words", "results_table",
+    "write_output_file", "default_db", "cache_dir",
+    # the choices a face offers, and the thresholds it names
+    "DEMOS", "FORMATS", "OBJECTIVES", "LABELS", "MODES", "SCALES", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
+}
+
+
+def test_the_api_offers_verbs_and_result_types_only():
+    from wb_core import api
+
+    expected = API_VERBS | API_TYPES | API_FACE_HELPERS
+    extra, missing = set(api.__all__) - expected, expected - set(api.__all__)
+    assert not extra, f"the API re-exports {sorted(extra)}: offer a verb instead, or name its kind in this test"
+    assert not missing, f"the API lost {sorted(missing)}"
+
+
+def test_no_store_runner_or_registry_behind_the_api():
+    """Whatever the list says, no public name is the store, a sweep runner, a converter or a registry."""
+    from wb_core import api
+
+    internal = {"wb_core.store", "wb_core.store.sql", "wb_core.sweep.local", "wb_core.sweep.search",
+                "wb_core.variants.convert", "wb_core.proc.parent",
+                "wb_core.fleet.cli_support", "wb_core.backends.registry"}
+    leaked = [n for n in api.__all__ if getattr(getattr(api, n), "__module__", None) in internal]
+    assert not leaked, f"internals behind the API: {leaked}"
