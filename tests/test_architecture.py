@@ -66,16 +66,19 @@ WORKER_SIDE = {
 # The internals a benchmark may import besides wb_core.api, each with its reason. Everything a
 # face does goes through the API; these measure the workbench's own parts, which no face does.
 BENCHMARK_INTERNALS = {
-    "wb_core.sweep.local": "times the bare sweep runner (harness overhead, sweep cost, fidelity)",
-    "wb_core.sweep.search": "compares search strategies on one grid, outside a study's bookkeeping",
-    "wb_core.variants.quantize": "times INT8 recipes one by one, each on the same calibration set",
-    "wb_core.backends.openvino": "reads which precision each op really executed in",
-    "wb_core.sweep.context": "records library versions beside the figures",
-    "wb_core.cli.dashboard": "starts the dashboard as `wb dashboard` does, to time its first paint",
-    "wb_core.demo": "builds the text encoder at a chosen size",
-    "wb_core.models": "fingerprints a model file to name its cached variants",
-    "wb_core.data": "a dataset object to calibrate with",
-    "wb_core.export.tritonserver": "finds the tritonserver binary the serving benchmark needs",
+    "wb_core.sweep.local": "scaling.py runs hand-made configs (each thread count pinned to as many cores), "
+                           "which no sweep spec expresses",
+    "wb_core.variants.quantize": "int8_recipes.py and precision_throughput.py build each INT8 recipe's variant "
+                                 "directly, on one calibration set, to time and compare the recipes",
+    "wb_core.models": "fingerprints the model file those variants are cached under",
+    "wb_core.data": "the calibration set those variants are built from",
+    "wb_core.demo": "int8_recipes.py builds the text encoder at a chosen size",
+    "wb_core.backends.openvino": "precision_throughput.py reads which precision each op really executed in",
+    "wb_core.store": "noise.py reads each repeat round's busy flag (the API gives a run's summary only)",
+    "wb_core.sweep.context": "run_all.py records the library versions a study records, beside the figures",
+    "wb_core.export.tritonserver": "serving.py finds the tritonserver binary before it plans its runs",
+    "wb_core.cli": "dashboard_start.py starts `wb dashboard` as a user does and reads its fallback page source",
+    "wb_core.cli.dashboard": "(the same)",
 }
 
 
