@@ -222,9 +222,6 @@ KNOWN_CIRCLES = [
     # backends/ holds both the layer-0 registry (read by config) and the layer-1 sessions (which
     # read config and models): the registry belongs in a package of its own.
     ["wb_core.backends", "wb_core.config", "wb_core.models"],
-    # demo.ensure_demo starts a worker (proc.parent) and the worker builds demos; data reads a
-    # demo's data; proc.precision_tasks reads data and variants.recipes while variants starts workers.
-    ["wb_core.data", "wb_core.demo", "wb_core.proc", "wb_core.variants"],
     # sweep.local hands groups to fleet.sweep and fleet.host_task runs sweep.local; fleet.compare
     # reads the analysis and export reads fleet.compare; analysis.tune exports.
     ["wb_core.analysis", "wb_core.export", "wb_core.fleet", "wb_core.sweep"],

@@ -262,12 +262,6 @@ def task_convert(task: dict) -> None:
     emit({"type": "result", "path": out})
 
 
-def task_demo(task: dict) -> None:
-    from wb_core.demo import build_demo
-
-    emit({"type": "result", "info": build_demo(task["name"], task["out"])})
-
-
 def task_layers(task: dict) -> None:
     """Per-layer performance counters of one OpenVINO configuration (see wb_core.analysis.layers)."""
     _apply_process_settings(task["config"], task.get("memory_limit_mb"))
@@ -298,27 +292,16 @@ def task_selftest(task: dict) -> None:
     emit({"type": "result", "ok": True})
 
 
-def _precision_task(name: str):
-    """Tasks for INT8/BF16 variants and accuracy live in wb_core.proc.precision_tasks."""
-    def run(task: dict) -> None:
-        from wb_core.proc import precision_tasks
-
-        getattr(precision_tasks, f"task_{name}")(task)
-
-    return run
-
-
 TASKS = {"measure": task_measure, "instance": task_instance, "max_rate": task_max_rate, "inspect": task_inspect,
-         "convert": task_convert, "demo": task_demo, "layers": task_layers, "selftest": task_selftest,
-         "quantize": _precision_task("quantize"), "evaluate": _precision_task("evaluate"),
-         "probe_tf_bf16": _precision_task("probe_tf_bf16")}
+         "convert": task_convert, "layers": task_layers, "selftest": task_selftest}
 
 
 def task_entry(name: str):
     """The function a task names: one of TASKS, or `"package.module:task_name"`.
 
-    A higher layer (pipeline and training studies, the analysis) names its own worker-side entry
-    point in the task it sends, so this module never names a layer above it.
+    Everything else (demos, INT8 and accuracy, pipeline and training studies, FLOPs) names its own
+    worker-side entry point in the task it sends, so this module never names a package that starts
+    workers.
     """
     if name in TASKS:
         return TASKS[name]
