@@ -5,7 +5,8 @@ Layers, lowest first (a module may import its own layer and those below, never a
   1 data          models, accuracy, measure, store, text (tokenized text), backends (sessions)
   2 processes     proc, variants, demo, data (datasets, demo data included)
   3 sweeps        sweep, fleet (the executor and the coordinator), pipeline and training studies
-  4 results       analysis, plots, report, export, fleet.compare and fleet.plots (reading fleet studies)
+  4 results       analysis, plots, report, export, fleet.compare and fleet.plots (reading fleet studies),
+                  tune (search, confirm and export in one budget)
   5 the API       api (and the package itself, which re-exports it)
   6 faces         cli, ui
 The CLI, the dashboard and the notebooks import only `wb_core.api` (plus their own package); the
@@ -41,7 +42,7 @@ LAYERS = [
     {"wb_core.proc", "wb_core.variants", "wb_core.demo", "wb_core.data"},
     {"wb_core.sweep", "wb_core.fleet", "wb_core.pipeline", "wb_core.training"},
     {"wb_core.analysis", "wb_core.plots", "wb_core.report", "wb_core.export", "wb_core.fleet.compare",
-     "wb_core.fleet.plots"},
+     "wb_core.fleet.plots", "wb_core.tune"},
     {"wb_core.api", "wb_core"},
     {"wb_core.cli", "wb_core.ui", "wb_core.__main__"},
 ]
@@ -218,13 +219,13 @@ def test_no_import_cycles():
 
 # Circles between packages still to be removed, each by moving the piece that causes it. The test
 # fails on a new circle, on one that grows, and on one listed here that has gone (shrink the list).
+# Removed so far: {proc, demo, data, variants} (worker tasks named by their callers, precision tasks
+# in variants/tasks.py), {sweep, fleet, analysis, export} (the fleet registers its sweep runner in
+# wb_core.sweep; tune, which searches, confirms and exports, is a module of its own).
 KNOWN_CIRCLES = [
     # backends/ holds both the layer-0 registry (read by config) and the layer-1 sessions (which
     # read config and models): the registry belongs in a package of its own.
     ["wb_core.backends", "wb_core.config", "wb_core.models"],
-    # sweep.local hands groups to fleet.sweep and fleet.host_task runs sweep.local; fleet.compare
-    # reads the analysis and export reads fleet.compare; analysis.tune exports.
-    ["wb_core.analysis", "wb_core.export", "wb_core.fleet", "wb_core.sweep"],
 ]
 
 

@@ -331,7 +331,7 @@ def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, s
     each phase. Returns a TuneResult whose `answer` says it all in words. A budget too small for one
     round of one configuration is refused in one sentence, before anything is measured.
     """
-    from wb_core.analysis.tune import tune as _tune
+    from wb_core.tune import tune as _tune
 
     return _tune(model, time_budget=time_budget, db=db, study=study, data=data, text=text, tokenizer=tokenizer,
                  dynamic_size=dynamic_size, batch_sizes=batch_sizes, settings=settings, export_dir=export_dir,
