@@ -409,3 +409,27 @@ def test_no_store_runner_or_registry_behind_the_api():
                 "wb_core.fleet.cli_support", "wb_core.backends.registry"}
     leaked = [n for n in api.__all__ if getattr(getattr(api, n), "__module__", None) in internal]
     assert not leaked, f"internals behind the API: {leaked}"
+
+
+def test_the_parent_never_imports_a_runtime(lenet_ir, tmp_path):
+    """Profile, read with efficiency (FLOPs), recommend, export every format and write the report in
+    one process: the runtimes load only in the workers it starts."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+from wb_core import api
+db = {str(tmp_path / "p.db")!r}
+api.profile({str(lenet_ir)!r}, db=db, study="s", settings=api.MeasureSettings(max_time_s=0.2, warmup_s=0.05))
+df = api.results("s", db, efficiency=True)
+assert df["gflops"].notna().all(), df.columns
+dep = api.deployment_for_study(db, "s")
+api.export(dep, list(api.FORMATS), {str(tmp_path / "out")!r})
+api.write_report(db, "s", {str(tmp_path / "report.html")!r})
+print("LOADED", sorted(m for m in sys.modules if m.split(".")[0] in {sorted(HEAVY)!r}))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "PYTHONPATH": str(SRC.parent)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "LOADED []" in out.stdout, out.stdout[-500:]

@@ -70,7 +70,7 @@ class ExportPanel(w.VBox):
 
         self.session = session
         self.messages = MessageArea()
-        self.format = w.Dropdown(options=[(format_title(k, m), k) for k, m in export_formats().items()], value="yaml",
+        self.format = w.Dropdown(options=[(format_title(k, d), k) for k, d in export_formats().items()], value="yaml",
                                  description="Format", style={"description_width": "150px"},
                                  layout=w.Layout(width="620px"))
         self.run_line = w.HTML()
