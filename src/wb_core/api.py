@@ -1,14 +1,18 @@
-"""The public Python API: every capability of the workbench, in one place.
+"""The public Python API: what the workbench does, as verbs, and the types they take and return.
 
-The `wb` command, the dashboard and the notebooks use only this module. Functions that run
-something are defined here; types, plots and helpers are re-exported from the module that owns
-them and load on first use, so `import wb_core.api` stays cheap.
+The `wb` command, the dashboard, the notebooks and the benchmarks use only this module. Verbs are
+defined here or re-exported from the module that owns them and load on first use, so
+`import wb_core.api` stays cheap. The store, the sweep runners, the converter and the registries
+stay inside: a face that needs one of their operations gets a verb here
+(tests/test_architecture.py holds the list of public names, by kind).
 
-Measure:   profile, pipeline_profile, train_profile, find_max_rate, inspect_model, hardware_info, describe_hardware, list_backends
-Read:      results, studies, study_info, run_config, with_efficiency, successful, pareto_front, run_label
-Decide:    tune, recommend, confirm, Constraints, plan_allocation, verify_allocation, capacity, layer_profile
-Compare:   compare_runs, best_runs, ratio_sentences, layer_diff, stored_layer_profile
-Share:     write_report, export, render, deployment_for_study, FORMATS, compare_hosts, plots
+Measure:   profile, pipeline_profile, train_profile, find_max_rate, tune, confirm, serve_check, layer_profile,
+           convert_to_ir, inspect_model, hardware_info, describe_hardware, list_backends, cluster_hosts
+Read:      results, results_with_notes, stored_runs, point_row, studies, study_info, study_record, run_config
+Decide:    recommend, Constraints, with_efficiency, pareto_front, plan_allocation, verify_allocation, capacity
+Compare:   compare_runs, best_runs, ratio_sentences, layer_diff, stored_layer_profile, compare_hosts
+Share:     export, render, export_formats, deployment_for_study, write_report, plots
+Keep:      save_study_settings, save_layer_profile (what a face stores with a study)
 """
 
 from __future__ import annotations
