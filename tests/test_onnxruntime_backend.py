@@ -72,7 +72,7 @@ def test_outputs_equal_onnxruntime_own_session(tiny_onnx, tmp_path):
     path, w, b = tiny_onnx
     x = np.random.default_rng(1).standard_normal((20, 16)).astype(np.float32)
     np.savez(tmp_path / "data.npz", x=x)
-    run_task({"task": "evaluate", "backend": "onnxruntime", "data": str(tmp_path / "data.npz"),
+    run_task({"task": "wb_core.variants.tasks:task_evaluate", "backend": "onnxruntime", "data": str(tmp_path / "data.npz"),
               "out_dir": str(tmp_path), "output": None,
               "variants": [{"id": "v", "model_path": str(path), "precision": "fp32"}]}, timeout=120, what="evaluate")
     ours = np.load(tmp_path / "v.npy")

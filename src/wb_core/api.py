@@ -1,14 +1,18 @@
-"""The public Python API: every capability of the workbench, in one place.
+"""The public Python API: what the workbench does, as verbs, and the types they take and return.
 
-The `wb` command, the dashboard and the notebooks use only this module. Functions that run
-something are defined here; types, plots and helpers are re-exported from the module that owns
-them and load on first use, so `import wb_core.api` stays cheap.
+The `wb` command, the dashboard, the notebooks and the benchmarks use only this module. Verbs are
+defined here or re-exported from the module that owns them and load on first use, so
+`import wb_core.api` stays cheap. The store, the sweep runners, the converter and the registries
+stay inside: a face that needs one of their operations gets a verb here
+(tests/test_architecture.py holds the list of public names, by kind).
 
-Measure:   profile, pipeline_profile, train_profile, find_max_rate, inspect_model, hardware_info, describe_hardware, list_backends
-Read:      results, studies, study_info, run_config, with_efficiency, successful, pareto_front, run_label
-Decide:    tune, recommend, confirm, Constraints, plan_allocation, verify_allocation, capacity, layer_profile
-Compare:   compare_runs, best_runs, ratio_sentences, layer_diff, stored_layer_profile
-Share:     write_report, export, render, deployment_for_study, FORMATS, compare_hosts, plots
+Measure:   profile, pipeline_profile, train_profile, find_max_rate, tune, confirm, serve_check, layer_profile,
+           convert_to_ir, inspect_model, hardware_info, describe_hardware, list_backends, cluster_hosts
+Read:      results, results_with_notes, stored_runs, point_row, studies, study_info, study_record, run_config
+Decide:    recommend, Constraints, with_efficiency, pareto_front, plan_allocation, verify_allocation, capacity
+Compare:   compare_runs, best_runs, ratio_sentences, layer_diff, stored_layer_profile, compare_hosts
+Share:     export, render, export_formats, deployment_for_study, write_report, plots
+Keep:      save_study_settings, save_layer_profile (what a face stores with a study)
 """
 
 from __future__ import annotations
@@ -43,7 +47,6 @@ from wb_core.errors import (  # noqa: F401 - public
 )
 from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT  # noqa: F401 - public
 from wb_core.paths import cache_dir, check_output_file, check_output_folder, default_db, write_output_file  # noqa: F401 - public
-from wb_core.store import load_measurements, load_results  # noqa: F401 - public
 from wb_core.sweep.context import SweepSummary  # noqa: F401 - public
 
 # Re-exported names -> the module that owns them (loaded on first use).
@@ -62,11 +65,10 @@ _REEXPORTS = {
     "successful": "wb_core.analysis.recommend", "pareto_front": "wb_core.analysis.recommend",
     "pareto_mask": "wb_core.analysis.recommend", "run_label": "wb_core.analysis.recommend",
     "find_run": "wb_core.analysis.recommend", "check_objective": "wb_core.analysis.recommend",
-    "study_flops": "wb_core.analysis.study_model",
     "Allocation": "wb_core.analysis.planning", "plan_allocation": "wb_core.analysis.planning",
     "verify_allocation": "wb_core.analysis.planning", "capacity": "wb_core.analysis.planning",
     "CapacityPlan": "wb_core.analysis.planning", "check_capacity_inputs": "wb_core.analysis.planning",
-    "LayerProfile": "wb_core.analysis.layers", "profile_layers": "wb_core.analysis.layers",
+    "LayerProfile": "wb_core.analysis.layers",
     "stored_layer_profile": "wb_core.analysis.layers",
     "compare_runs": "wb_core.analysis.compare", "best_runs": "wb_core.analysis.compare",
     "layer_diff": "wb_core.analysis.compare", "LayerDiff": "wb_core.analysis.compare",
@@ -78,21 +80,18 @@ _REEXPORTS = {
     # sharing
     "write_report": "wb_core.report", "build_report": "wb_core.report",
     "export": "wb_core.export", "render": "wb_core.export", "deployment_for_study": "wb_core.export",
-    "parse_formats": "wb_core.export", "EXPORTERS": "wb_core.export", "FORMATS": "wb_core.export",
+    "parse_formats": "wb_core.export", "FORMATS": "wb_core.export",
     "with_capacity": "wb_core.export", "model_files": "wb_core.export.bundle", "zip_bundle": "wb_core.export.bundle",
     "load_serve_checks": "wb_core.export.servecheck", "ServeCheckResult": "wb_core.export.servecheck",
     # fleets
-    "open_executor": "wb_core.fleet.cli_support", "load_comparison": "wb_core.fleet.compare",
+    "load_comparison": "wb_core.fleet.compare",
     "config_by_host_type": "wb_core.fleet.compare", "parse_prices": "wb_core.fleet.compare",
-    "select_host_type": "wb_core.fleet.compare", "by_type": "wb_core.fleet.hosts",
+    "select_host_type": "wb_core.fleet.compare",
     "host_type_bars": "wb_core.fleet.plots", "host_type_scatter": "wb_core.fleet.plots",
-    # the store, for tools that need more than results()
     # pipeline and training studies
     "recommend_training": "wb_core.training", "write_fashion_npz": "wb_core.training.examples",
     "write_lenet5": "wb_core.training.examples", "sample_video": "wb_core.pipeline.samples",
     "frame_geometry": "wb_core.pipeline.source", "SCALES": "wb_core.data",
-    "ensure_ir": "wb_core.variants.convert", "inspect_inputs": "wb_core.variants.convert",
-    "Store": "wb_core.store", "point_record": "wb_core.store", "results_frame": "wb_core.store",
     # what a sweep will do before it runs, and checking a data path a user typed
     "preview_sweep": "wb_core.sweep.preview", "SweepPreview": "wb_core.sweep.preview",
     "oversubscription_warnings": "wb_core.sweep.preview", "describe_data_source": "wb_core.data",
@@ -341,7 +340,7 @@ def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, s
     each phase. Returns a TuneResult whose `answer` says it all in words. A budget too small for one
     round of one configuration is refused in one sentence, before anything is measured.
     """
-    from wb_core.analysis.tune import tune as _tune
+    from wb_core.tune import tune as _tune
 
     return _tune(model, time_budget=time_budget, db=db, study=study, data=data, text=text, tokenizer=tokenizer,
                  dynamic_size=dynamic_size, batch_sizes=batch_sizes, settings=settings, export_dir=export_dir,
@@ -413,7 +412,9 @@ def results(study: str, db: str | Path | None = None, efficiency: bool = False, 
     with Store(db or default_db(), readonly=True) as s:
         info = s.get_study(study)
         df = s.to_frame(study)
-    return with_efficiency(df, info.get("hardware"), study_flops(info))
+    if info is None:
+        raise StoreError(f"No study named '{study}' in '{db or default_db()}'.")
+    return with_efficiency(df, info.get("hardware"), study_flops(info) if not df.empty else None)
 
 
 def studies(db: str | Path | None = None) -> list[dict]:
@@ -555,6 +556,103 @@ def serve_check(study: str, run: str, db: str | Path | None = None, **options):
     return _serve_check(db or default_db(), study, run, **options)
 
 
+def load_results(db: str | Path, study: str, probes: bool = False):
+    """The runs of a study as stored, public result columns first (`probes`: its max-rate probes instead,
+    each naming the run it probes in `probe_of`)."""
+    from wb_core.store import load_results as load
+
+    return load(db, study, probes=probes)
+
+
+def load_measurements(db: str | Path, study: str):
+    """Every measurement of a study: its runs and its probes (what a capacity plan rests on)."""
+    from wb_core.store import load_measurements as load
+
+    return load(db, study)
+
+
+def stored_runs(study: str | None, db: str | Path | None = None, probes: bool = False):
+    """A study's runs (or, with `probes`, its max-rate probes) as stored, without the notes `results`
+    adds: an empty frame when the database or the study is not there (a dashboard opening a new one)."""
+    import pandas as pd
+
+    from wb_core.store import Store
+
+    path = db or default_db()
+    if not study or not Path(path).exists():
+        return pd.DataFrame()
+    with Store(path, readonly=True) as s:
+        if s.get_study(study) is None:
+            return pd.DataFrame()
+        return s.to_frame(study, probes=probes)
+
+
+def point_row(study: str, point: dict):
+    """The one-row frame a point (as `profile` passes it to `on_point`) has among the study's stored runs."""
+    from wb_core.store import point_record, results_frame
+
+    return results_frame([point_record(study, point)])
+
+
+def study_record(study: str | None, db: str | Path | None = None) -> dict | None:
+    """What a study recorded about itself (as `study_info`), or None when it is not there."""
+    from wb_core.store import Store
+
+    path = db or default_db()
+    if not study or not Path(path).exists():
+        return None
+    with Store(path, readonly=True) as s:
+        return s.get_study(study)
+
+
+def save_study_settings(study: str, settings: dict, db: str | Path | None = None) -> None:
+    """Keep a face's settings (the dashboard's Sweep tab) with a study, for reopening it."""
+    from wb_core.store import Store
+
+    with Store(db or default_db()) as s:
+        s.update_spec(study, dashboard=settings)
+
+
+def save_layer_profile(study: str, run_key: str, profile, db: str | Path | None = None) -> None:
+    """Store a layer profile (from `layer_profile`) with its run, for `stored_layer_profile` and Compare."""
+    from wb_core.store import Store
+
+    with Store(db or default_db()) as s:
+        s.save_layer_profile(study, run_key, profile.to_dict())
+
+
+def check_database(db: str | Path) -> None:
+    """Raise StoreError (one sentence) unless `db` is a workbench database or a new (missing or empty) file."""
+    from wb_core.store import Store
+
+    path = Path(db).expanduser()
+    if path.is_file() and path.stat().st_size > 0:
+        with Store(path, readonly=True):
+            pass
+
+
+def export_formats() -> dict[str, str]:
+    """The export formats: name (as `export` takes it) -> one-line description."""
+    from wb_core.export.formats import EXPORTERS
+
+    return {k: str(getattr(m, "DESCRIPTION", k)) for k, m in EXPORTERS.items()}
+
+
+def convert_to_ir(model: str | Path) -> Path:
+    """The model (a path or a demo name) as an OpenVINO IR `.xml`: converted once in a worker, then cached."""
+    from wb_core.variants.convert import ensure_ir
+
+    return ensure_ir(resolve_model(model))
+
+
+def cluster_hosts(cluster: str, hosts=None) -> list:
+    """The hosts of a Dask cluster (or only `hosts`), each with its hardware type (`fingerprint`) and `describe()`."""
+    from wb_core.fleet.cli_support import open_executor
+
+    with open_executor(cluster, hosts) as executor:
+        return list(executor.hosts())
+
+
 __all__ = sorted([
     "profile", "pipeline_profile", "train_profile", "find_max_rate", "serve_check", "results_with_notes",
     "inspect_model", "hardware_info", "describe_hardware", "list_backends", "backend_title", "layer_profiling_backends",
@@ -565,5 +663,7 @@ __all__ = sorted([
     "WorkerError", "check_number", "check_timeout", "printable",
     "parse_ci_target", "parse_number", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
     "tune", "confirm", "default_configs",
+    "stored_runs", "point_row", "study_record", "save_study_settings", "save_layer_profile", "check_database",
+    "export_formats", "convert_to_ir", "cluster_hosts",
     *_REEXPORTS, *_MODULES,
 ])

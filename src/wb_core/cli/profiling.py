@@ -252,12 +252,12 @@ def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
 @app.command()
 def studies(db: Optional[Path] = typer.Option(None, "--db")):
     """List the studies in a database."""
-    from wb_core.api import Store, default_db, printable
+    from wb_core.api import printable
+    from wb_core.api import studies as list_studies
 
-    with Store(db or default_db(), readonly=True) as s:
-        for row in s.list_studies():
-            typer.echo(f"{printable(row['name']):24} {row['runs'] or 0:4} runs ({row['ok'] or 0} ok, "
-                       f"{row['failed'] or 0} failed)  {printable(row['model_path'])}")
+    for row in list_studies(db):
+        typer.echo(f"{printable(row['name']):24} {row['runs'] or 0:4} runs ({row['ok'] or 0} ok, "
+                   f"{row['failed'] or 0} failed)  {printable(row['model_path'])}")
 
 
 TABLE_COLUMNS = ["backend", "precision", "seq_len", "shape", "batch_size", "threads", "inter_op_threads", "streams", "cores",

@@ -249,7 +249,7 @@ def run_point(model_path, p: PipelinePoint, plan, geometry: dict, inputs: InputO
     queue = SlotQueue.create(p.queue_depth + consumers, p.infer.batch_size, frame_shape) if n else None
     common = {"geometry": geometry, "passes": p.passes, "decode_threads": p.decode_threads, "inject": inject or {},
               "queue": queue}
-    infer_task = {"task": "pipeline_infer", "model_path": str(model_path), "group": p.infer.to_dict(),
+    infer_task = {"task": "wb_core.pipeline.tasks:task_pipeline_infer", "model_path": str(model_path), "group": p.infer.to_dict(),
                   "pre_workers": n, "frame_shape": frame_shape, "inputs": inputs.to_dict(),
                   "queue_depth": p.queue_depth, "units": shares[0] if n == 0 else [], **common}
     results: dict[int, dict] = {}
@@ -257,7 +257,7 @@ def run_point(model_path, p: PipelinePoint, plan, geometry: dict, inputs: InputO
         with Supervisor(timeout=timeout_s or LOAD_ALLOWANCE_S, cancel=cancel) as sup:
             children = [sup.start(infer_task, keep_channel_open=True, name=_side(0))]
             for i in range(n):
-                children.append(sup.start({"task": "pipeline_pre", "index": i, "units": shares[i],
+                children.append(sup.start({"task": "wb_core.pipeline.tasks:task_pipeline_pre", "index": i, "units": shares[i],
                                            "cores": list(p.pre_cores) if p.pre_cores else None, **common},
                                           keep_channel_open=True, name=_side(i + 1)))
             barrier = StartBarrier(children, lead_s=0.1, close_after=True)

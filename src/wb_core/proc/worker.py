@@ -261,12 +261,6 @@ def task_convert(task: dict) -> None:
     emit({"type": "result", "path": out})
 
 
-def task_demo(task: dict) -> None:
-    from wb_core.demo import build_demo
-
-    emit({"type": "result", "info": build_demo(task["name"], task["out"])})
-
-
 def task_layers(task: dict) -> None:
     """Per-layer performance counters of one OpenVINO configuration (see wb_core.analysis.layers)."""
     _apply_process_settings(task["config"], task.get("memory_limit_mb"))
@@ -308,37 +302,25 @@ def task_selftest(task: dict) -> None:
     emit({"type": "result", "ok": True})
 
 
-def _precision_task(name: str):
-    """Tasks for INT8/BF16 variants and accuracy live in wb_core.proc.precision_tasks."""
-    def run(task: dict) -> None:
-        from wb_core.proc import precision_tasks
-
-        getattr(precision_tasks, f"task_{name}")(task)
-
-    return run
-
-
 TASKS = {"measure": task_measure, "instance": task_instance, "max_rate": task_max_rate, "inspect": task_inspect,
-         "convert": task_convert, "demo": task_demo, "layers": task_layers, "selftest": task_selftest,
-         "quantize": _precision_task("quantize"), "evaluate": _precision_task("evaluate"),
-         "probe_tf_bf16": _precision_task("probe_tf_bf16")}
+         "convert": task_convert, "layers": task_layers, "selftest": task_selftest}
 
 
-def _task_in(module: str, name: str):
-    """A task that lives in another module, imported only when a worker runs it."""
-    def run(task: dict) -> None:
-        import importlib
+def task_entry(name: str):
+    """The function a task names: one of TASKS, or `"package.module:task_name"`.
 
-        getattr(importlib.import_module(module), f"task_{name}")(task)
+    Everything else (demos, INT8 and accuracy, pipeline and training studies, FLOPs) names its own
+    worker-side entry point in the task it sends, so this module never names a package that starts
+    workers.
+    """
+    if name in TASKS:
+        return TASKS[name]
+    module, sep, attr = name.partition(":")
+    if not (sep and module.startswith("wb_core.") and attr.startswith("task_")):
+        raise KeyError(f"unknown task {name!r}")
+    import importlib
 
-    return run
-
-
-# Pipeline and training studies (wb_core.pipeline, wb_core.training) bring their own tasks.
-TASKS.update({name: _task_in(module, name) for module, name in (
-    ("wb_core.pipeline.tasks", "pipeline_pre"), ("wb_core.pipeline.tasks", "pipeline_infer"),
-    ("wb_core.training.tasks", "train_check"), ("wb_core.training.tasks", "train"),
-    ("wb_core.training.examples", "build_lenet5"))})
+    return getattr(importlib.import_module(module), attr)
 
 
 def main() -> int:
@@ -346,7 +328,7 @@ def main() -> int:
     open_channel()
     task = receive()
     try:
-        TASKS[task["task"]](task)
+        task_entry(task["task"])(task)
     except Exception as e:
         from wb_core.errors import WorkbenchError
         from wb_core.models import first_line

@@ -38,7 +38,8 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
     `precision` carries the data, metric and quantization settings for INT8/BF16 variants and
     accuracy (see wb_core.variants.planner); by default a demo model uses its own data.
     `executor`: None runs the worker groups here, one after another; a fleet executor
-    (`wb_core.fleet.DaskExecutor`) runs them on the hosts of a cluster, once per hardware type.
+    (`DaskExecutor` of the fleet package, which registers its runner in `wb_core.sweep`) runs them
+    on the hosts of a cluster, once per hardware type.
     `remeasure_busy`: points (or rounds) stored as measured on a busy machine are measured again.
     `ci_target` (0.03: +-3%): after the rounds of `spec.repeats` (at least 3 with a target), the
     leading configs get extra rounds until each one's 95% throughput interval is within that
@@ -54,11 +55,13 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
             raise ConfigError("An interval target adds rounds on this machine; leave out the cluster.")
     configs = list(configs) if configs is not None else spec.expand()
     if executor is not None:
-        from wb_core.fleet.sweep import run_fleet_sweep
+        from wb_core.sweep import EXECUTOR_SWEEPS
 
-        return run_fleet_sweep(executor, model, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
-                               progress=progress, cancel=cancel, memory_limit_mb=memory_limit_mb, configs=configs,
-                               timeout_s=timeout_s, precision=precision)
+        if not EXECUTOR_SWEEPS:
+            raise ConfigError("No package that runs sweeps on an executor is loaded (import wb_core.fleet).")
+        return EXECUTOR_SWEEPS[-1](executor, model, spec, db, study, settings=settings, inputs=inputs,
+                                   on_point=on_point, progress=progress, cancel=cancel, memory_limit_mb=memory_limit_mb,
+                                   configs=configs, timeout_s=timeout_s, precision=precision)
     repeats = getattr(spec, "repeats", 1)
     if ci_target is not None and repeats < MIN_CI_ROUNDS:
         repeats = MIN_CI_ROUNDS  # an interval from fewer rounds is too wide to say who leads

@@ -198,7 +198,7 @@ def run_training(model: str | Path, spec: TrainSpec, db: str | Path, study: str,
     fp = fingerprint(model)
     if _all_done(db, study, fp, [p.key_for(data_fp) for p in points]):
         return SweepSummary(study=study, db=str(db), planned=len(points), skipped_done=len(points))
-    info = run_task({"task": "train_check", **base}, timeout=timeout_s or LOAD_ALLOWANCE_S,
+    info = run_task({"task": "wb_core.training.tasks:task_train_check", **base}, timeout=timeout_s or LOAD_ALLOWANCE_S,
                     what=f"checking that '{model}' can be trained")
     from wb_core.models import InputSpec
 
@@ -218,7 +218,7 @@ def run_training(model: str | Path, spec: TrainSpec, db: str | Path, study: str,
         for p in todo:
             if ctx.cancelled:
                 break
-            task = {"task": "train", "key": key(p), **base, **p.to_dict(), "warmup_steps": spec.warmup_steps,
+            task = {"task": "wb_core.training.tasks:task_train", "key": key(p), **base, **p.to_dict(), "warmup_steps": spec.warmup_steps,
                     "cores": list(p.cores) if p.cores else None}
             outcome = run_child(task, timeout=timeout_s or LOAD_ALLOWANCE_S, cancel=cancel,
                                 memory_limit_mb=memory_limit_mb)

@@ -167,15 +167,12 @@ class LayersPanel(w.VBox):
         self._thread.start()
 
     def _profile(self, study: str, key: str) -> None:
-        from wb_core.api import layer_profile
+        from wb_core.api import layer_profile, save_layer_profile
 
         try:
             # Measured again on request (a stored profile is already on show); kept for Compare.
             profile = layer_profile(study, key, self.session.db, iterations=ITERATIONS)
-            from wb_core.api import Store
-
-            with Store(self.session.db) as store:
-                store.save_layer_profile(study, key, profile.to_dict())
+            save_layer_profile(study, key, profile, self.session.db)
             if self.run.value == key:
                 self.show(profile, key)
             self.status.value = f"Profiled {self._name(key)}."

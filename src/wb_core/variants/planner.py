@@ -498,7 +498,8 @@ class VariantPlanner:
         data_path = self._eval_data_path()
         out_dir = Path(tempfile.mkdtemp(prefix="wb-eval-"))
         try:
-            res = run_task({"task": "evaluate", "backend": backend, "data": str(data_path), "out_dir": str(out_dir),
+            res = run_task({"task": "wb_core.variants.tasks:task_evaluate", "backend": backend, "data": str(data_path),
+                            "out_dir": str(out_dir),
                             "output": self.options.output,
                             "variants": [{"id": "v", "model_path": str(path), "precision": precision,
                                           "untouched": untouched}]},
@@ -549,7 +550,8 @@ def tf_bf16_probe(hw) -> dict:
     path = cache_dir() / "probes" / f"tf-bf16-{hw.fingerprint}-{version}.json"
     if path.exists():
         return json.loads(path.read_text())
-    res = run_task({"task": "probe_tf_bf16"}, timeout=600, what="checking TensorFlow's bfloat16 support")
+    res = run_task({"task": "wb_core.variants.tasks:task_probe_tf_bf16"}, timeout=600,
+                   what="checking TensorFlow's bfloat16 support")
     out = {"effective": bool(res.get("effective")), "max_abs_diff": res.get("max_abs_diff")}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out))
