@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from wb_core.config import MeasureSettings
+from wb_core.api import MeasureSettings
 
 
 def print_table(title: str, header: Sequence[str], rows: Iterable[Sequence], notes: Iterable[str] = ()) -> None:

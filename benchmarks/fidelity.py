@@ -22,11 +22,7 @@ from pathlib import Path
 from bench_util import fixed_time, fmt_ratio, median_spread, print_table
 from bench_util import run_benchmark_app as benchmark_app
 
-from wb_core.config import SweepSpec, available_cpus
-from wb_core.demo import demo_model_path
-from wb_core.store import load_results
-from wb_core.sweep.local import run_sweep
-from wb_core.variants.convert import ensure_ir
+from wb_core.api import SweepSpec, available_cpus, convert_to_ir, load_results, profile, resolve_model
 
 OV_PRECISION = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 lives in the IR, not the hint
 TARGET = 0.05
@@ -52,17 +48,18 @@ def spec_for(precision: str, mode: str, n: int, batches: str) -> SweepSpec:
 def run_ours(model: Path, precision: str, mode: str, n: int, batches: str, seconds: float, db: Path,
              study: str) -> dict:
     """All batch sizes of one mode in one worker; {batch: row}."""
-    run_sweep(model, spec_for(precision, mode, n, batches), db, study, settings=fixed_time(seconds))
+    profile(model, spec=spec_for(precision, mode, n, batches), db=db, study=study, settings=fixed_time(seconds),
+            return_frame=False)
     return {int(r["batch_size"]): r for r in load_results(db, study).to_dict("records")}
 
 
 def variant_file(model: Path, precision: str, db: Path, batches: str) -> tuple[Path | None, str]:
     """The IR file our runs load for a precision (built once here), or None and why not."""
     if precision != "int8":
-        return ensure_ir(model), ""
+        return convert_to_ir(model), ""
     try:
-        run_sweep(model, spec_for("int8", "latency", 1, batches.split(",")[0]), db, "int8-probe",
-                  settings=fixed_time(0.3, warmup_s=0.1))
+        profile(model, spec=spec_for("int8", "latency", 1, batches.split(",")[0]), db=db, study="int8-probe",
+                settings=fixed_time(0.3, warmup_s=0.1), return_frame=False)
     except Exception as e:
         return None, str(e).splitlines()[0]
     row = load_results(db, "int8-probe").iloc[0]
@@ -86,7 +83,7 @@ def main() -> None:
     if a.quick:
         a.rounds, a.seconds = 1, 1
     n = len(available_cpus())
-    model = demo_model_path("mobilenet-v2")
+    model = resolve_model("mobilenet-v2")
     batches = [int(b) for b in a.batches.split(",")]
     rows, notes = [], []
     with tempfile.TemporaryDirectory() as tmp:

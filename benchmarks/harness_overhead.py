@@ -18,11 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from wb_core.config import MeasureSettings, SweepSpec
-from wb_core.demo import demo_model_path
-from wb_core.store import load_results
-from wb_core.sweep.local import run_sweep
-from wb_core.variants.convert import ensure_ir
+from wb_core.api import MeasureSettings, SweepSpec, convert_to_ir, load_results, profile, resolve_model
 
 HERE = Path(__file__).resolve().parent
 
@@ -36,7 +32,8 @@ def plain(backend: str, model: Path, seconds: float) -> dict:
 
 def workbench(backend: str, model: Path, seconds: float, db: Path, study: str) -> dict:
     settings = MeasureSettings(warmup_s=0.5, window_s=seconds / 3, max_time_s=seconds, tolerance=1e-9)
-    run_sweep(model, SweepSpec(backends=backend, threads="1", cores="0"), db, study, settings=settings)
+    profile(model, spec=SweepSpec(backends=backend, threads="1", cores="0"), db=db, study=study, settings=settings,
+            return_frame=False)
     row = load_results(db, study).iloc[0]
     return {"median_ms": row.latency_ms_p50, "p99_ms": row.latency_ms_p99, "throughput": row.throughput}
 
@@ -46,8 +43,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3.0)
     a = ap.parse_args()
-    sm = demo_model_path("lenet-digits")
-    models = {"tensorflow": sm, "openvino": ensure_ir(sm)}
+    sm = resolve_model("lenet-digits")
+    models = {"tensorflow": sm, "openvino": convert_to_ir(sm)}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "bench.db"

@@ -12,11 +12,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from wb_core.config import MeasureSettings, SweepSpec
-from wb_core.demo import demo_model_path
-from wb_core.hardware import detect
-from wb_core.store import load_results
-from wb_core.sweep.local import run_sweep
+from wb_core.api import MeasureSettings, SweepSpec, hardware_info, load_results, profile, resolve_model
 
 
 def main() -> None:
@@ -25,14 +21,14 @@ def main() -> None:
     ap.add_argument("--models", default="lenet-digits,mobilenet-v2")
     ap.add_argument("--batch", default="1,8")
     a = ap.parse_args()
-    n = len(detect().available_cpus)
+    n = len(hardware_info().available_cpus)
     settings = MeasureSettings(max_time_s=a.max_time)
     print(f"\nInstances x cores on {n} CPUs, OpenVINO fp32, window {a.max_time:g} s")
     print(f"{'model':<14} {'batch':>5} {'layout':<16} {'samples/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'cpu':>5}")
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "inst.db"
         for model in a.models.split(","):
-            path = demo_model_path(model)
+            path = resolve_model(model)
             layouts = [("1 x 1 core", SweepSpec(threads="1", cores="first1", batch_sizes=a.batch)),
                        (f"1 x {n} cores", SweepSpec(threads=str(n), cores=f"first{n}", batch_sizes=a.batch)),
                        (f"{n} x 1 core", SweepSpec(threads="1", instances=str(n), cores_per_instance="1",
@@ -40,7 +36,7 @@ def main() -> None:
             rows = []
             for name, spec in layouts:
                 study = f"{model}-{name}"
-                run_sweep(path, spec, db, study, settings=settings)
+                profile(path, spec=spec, db=db, study=study, settings=settings, return_frame=False)
                 for _, r in load_results(db, study).iterrows():
                     rows.append((r.batch_size, name, r))
             for b, name, r in sorted(rows, key=lambda t: (t[0], t[1])):

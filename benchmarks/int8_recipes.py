@@ -35,9 +35,9 @@ def machine_block() -> str:
     """The CPU (model and the ISA flags that decide INT8 and BF16 speed) and the load, for the table."""
     import os
 
-    from wb_core.hardware import detect
+    from wb_core.api import hardware_info
 
-    hw = detect()
+    hw = hardware_info()
     flags = ", ".join(k for k, v in hw.flags.items() if v) or "none of note"
     return f"CPU: {hw.cpu_model} ({hw.logical_cores} CPUs); flags: {flags}; load average " + \
         ", ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -51,7 +51,7 @@ def _cosine(a, b) -> float:
 def _text_feeds(n: int) -> dict:
     from tokenizers import Tokenizer
 
-    from wb_core.demo import demo_sample_text
+    from wb_core.api import demo_sample_text
 
     sample, tokenizer = demo_sample_text("text-encoder")
     tok = Tokenizer.from_file(str(tokenizer))
@@ -71,24 +71,25 @@ def _token_feeds(n: int, vocab: int) -> dict:
 
 
 def models(work: Path, quick: bool) -> list[dict]:
-    from wb_core.demo import build_text_encoder, demo_model_path, ensure_demo
+    from wb_core.api import ensure_demo, resolve_model
+    from wb_core.demo import build_text_encoder
 
     n = 32 if quick else 96
-    out = [{"name": "text demo (sample text)", "path": demo_model_path("text-encoder"), "feeds": _text_feeds(n),
+    out = [{"name": "text demo (sample text)", "path": resolve_model("text-encoder"), "feeds": _text_feeds(n),
             "output": "sentence_embedding"}]
     enc = build_text_encoder(work / "outliers.xml", vocab=1000, hidden=64, layers=2, ffn=256, outlier_scale=30.0)
     out.append({"name": "encoder with outliers", "path": enc, "feeds": _token_feeds(n, 1000),
                 "output": "sentence_embedding"})
     with np.load(ensure_demo("lenet-digits") / "data.npz") as f:
-        out.append({"name": "LeNet (digits)", "path": demo_model_path("lenet-digits"), "feeds": f["x"][:300],
+        out.append({"name": "LeNet (digits)", "path": resolve_model("lenet-digits"), "feeds": f["x"][:300],
                     "labels": f["y"][:300], "output": None})
     return out
 
 
 def build(model: dict, recipe: str, work: Path):
+    from wb_core.api import convert_to_ir
     from wb_core.data import Dataset
     from wb_core.models import detect_format, fingerprint
-    from wb_core.variants.convert import ensure_ir
     from wb_core.variants.quantize import QuantizeSettings, ensure_int8_ir
 
     path = Path(model["path"])
@@ -96,7 +97,7 @@ def build(model: dict, recipe: str, work: Path):
     data_path, data_fp = Dataset(x=model["feeds"]).save()
     int8, info = ensure_int8_ir(path, fmt, fp, data_path, data_fp,
                                 QuantizeSettings(recipe=recipe, output=model["output"]))
-    return ensure_ir(path, fmt, fp), int8, info
+    return convert_to_ir(path), int8, info
 
 
 def accuracy(model: dict, fp32_xml: Path, int8_xml: Path) -> str:

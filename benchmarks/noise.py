@@ -26,10 +26,8 @@ from pathlib import Path
 import synthetic_model
 from bench_util import print_table
 
-from wb_core.config import MeasureSettings, SweepSpec
-from wb_core.demo import demo_model_path
-from wb_core.store import Store, load_results
-from wb_core.sweep.local import run_sweep
+from wb_core.api import MeasureSettings, SweepSpec, load_results, profile, resolve_model
+from wb_core.store import Store
 
 Z95 = 1.96
 
@@ -38,7 +36,7 @@ def models(tmp: Path, quick: bool) -> dict[str, tuple[Path, dict]]:
     seq = 32 if quick else 64
     encoder = synthetic_model.build_transformer(tmp / "transformer.xml", seq=seq)
     return {
-        "lenet b1 t1 pinned": (demo_model_path("lenet-digits"), dict(backends="openvino", threads="1",
+        "lenet b1 t1 pinned": (resolve_model("lenet-digits"), dict(backends="openvino", threads="1",
                                                                      cores="first1")),
         f"transformer s{seq} b1 LATENCY": (encoder, dict(backends="openvino", hints="latency")),
     }
@@ -47,8 +45,8 @@ def models(tmp: Path, quick: bool) -> dict[str, tuple[Path, dict]]:
 def measure(model, spec: dict, db: Path, study: str, settings: MeasureSettings, **kw) -> tuple[dict, float, int]:
     """Profile one study; (its one row, wall seconds, rounds flagged busy)."""
     t0 = time.perf_counter()
-    summary = run_sweep(model, SweepSpec(**spec, **({"repeats": kw.pop("repeats")} if "repeats" in kw else {})), db,
-                        study, settings=settings, **kw)
+    summary = profile(model, spec=SweepSpec(**spec, **({"repeats": kw.pop("repeats")} if "repeats" in kw else {})),
+                      db=db, study=study, settings=settings, **kw, return_frame=False)
     wall = time.perf_counter() - t0
     row = load_results(db, study).iloc[0].to_dict()
     with Store(db) as s:

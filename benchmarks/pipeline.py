@@ -32,12 +32,7 @@ from pathlib import Path
 
 from bench_util import median_spread, print_table
 
-from wb_core.data import ImageOptions
-from wb_core.demo import resolve_model
-from wb_core.pipeline import PipelineSpec, run_pipeline
-from wb_core.pipeline.samples import sample_video
-from wb_core.store import load_results
-from wb_core.variants.convert import ensure_ir
+from wb_core.api import ImageOptions, convert_to_ir, load_results, pipeline_profile, sample_video
 
 HERE = Path(__file__).resolve().parent
 PUBLISHED = {"serial_s": 7.0, "concurrent_s": 3.5, "frames": 720}
@@ -53,7 +48,8 @@ def plain(ir: Path, video: Path, batch: int, geo, scale: str) -> float:
 
 
 def workbench(ir: Path, video: Path, workers: int, batch: int, image: ImageOptions, db: Path, study: str) -> dict:
-    s = run_pipeline(ir, video, PipelineSpec(pre_workers=str(workers), batch_sizes=str(batch)), db, study, image=image)
+    s = pipeline_profile(ir, video, db=db, study=study, pre_workers=str(workers), batch_sizes=str(batch),
+                         image_scale=image.scale, return_frame=False)
     if s.failed:
         raise SystemExit(f"pipeline point failed: {s.errors}")
     return load_results(db, study).iloc[-1].to_dict()
@@ -61,12 +57,11 @@ def workbench(ir: Path, video: Path, workers: int, batch: int, image: ImageOptio
 
 def compare(model: str, video: Path, a, workers: list[int], db: Path) -> tuple[Path, ImageOptions, dict]:
     """Interleaved rounds of the hand-written loop and the workbench arrangements; prints the table."""
-    from wb_core.pipeline.source import frame_geometry
-    from wb_core.variants.convert import inspect_inputs
+    from wb_core.api import frame_geometry, inspect_model
 
-    ir = ensure_ir(resolve_model(model))
+    ir = convert_to_ir(model)
     image = ImageOptions(scale=a.scale or SCALE.get(model, "unit"))
-    geo = frame_geometry(image, inspect_inputs(ir)[0])
+    geo = frame_geometry(image, inspect_model(ir)["inputs"][0])
     arms = ["plain", "serial"] + [f"pre{w}" for w in workers]
     secs: dict[str, list[float]] = {k: [] for k in arms}
     rows: dict[str, list[dict]] = {k: [] for k in arms}

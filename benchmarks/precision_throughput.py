@@ -23,15 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 def variants(model: str) -> dict[str, tuple[str, str]]:
     """precision -> (IR path, INFERENCE_PRECISION_HINT)."""
+    from wb_core.api import convert_to_ir, resolve_model
     from wb_core.data import demo_dataset
-    from wb_core.demo import demo_model_path
     from wb_core.models import fingerprint
-    from wb_core.variants.convert import ensure_ir
     from wb_core.variants.quantize import QuantizeSettings, ensure_int8_ir
 
-    path = demo_model_path(model)
+    path = resolve_model(model)
     fp = fingerprint(path)
-    fp32 = ensure_ir(path, "savedmodel", fp)
+    fp32 = convert_to_ir(path)
     data_path, data_fp = demo_dataset(model).save()
     int8, _ = ensure_int8_ir(path, "savedmodel", fp, data_path, data_fp, QuantizeSettings())
     return {"fp32": (str(fp32), "f32"), "bf16": (str(fp32), "bf16"), "int8": (str(int8), "f32")}

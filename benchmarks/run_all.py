@@ -56,12 +56,12 @@ def run_script(script: str, args: list[str]) -> tuple[int, str, float]:
 
 def machine_section() -> str:
     sys.path.insert(0, str(ROOT / "src"))
-    from wb_core.hardware import describe
+    from wb_core.api import describe_hardware
     from wb_core.sweep.context import library_versions
 
     versions = ", ".join(f"{k} {v}" for k, v in library_versions().items())
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"```text\n{describe()}\n```\n\nSoftware: {versions}; {platform.platform()}.\n\n"
+    return (f"```text\n{describe_hardware()}\n```\n\nSoftware: {versions}; {platform.platform()}.\n\n"
             f"Load average when the run started (1, 5, 15 min): {load}. Other work on the machine shows up as "
             f"noise in every table; compare runs taken on a quiet machine.\n")
 
@@ -69,9 +69,9 @@ def machine_section() -> str:
 def table_machine(load_before, load_after) -> str:
     """The CPU and the load around one table, printed with it (a table read alone still names its machine)."""
     sys.path.insert(0, str(ROOT / "src"))
-    from wb_core.hardware import detect
+    from wb_core.api import hardware_info
 
-    hw = detect()
+    hw = hardware_info()
     line = (f"CPU: {hw.cpu_model} ({hw.microarchitecture}), {len(hw.available_cpus)} CPUs usable; load average "
             f"(1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_before)} before, "
             f"{', '.join(f'{x:.2f}' for x in load_after)} after.")

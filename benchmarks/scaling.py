@@ -18,9 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from synthetic_model import build
 
-from wb_core.config import MeasureSettings, SweepSpec
-from wb_core.hardware import describe, detect
-from wb_core.store import load_results
+from wb_core.api import MeasureSettings, SweepSpec, describe_hardware, hardware_info, load_results, profile
 from wb_core.sweep.local import run_sweep
 
 
@@ -38,13 +36,13 @@ def main() -> None:
     ap.add_argument("--max-time", type=float, default=2.0)
     ap.add_argument("--db")
     a = ap.parse_args()
-    hw = detect()
+    hw = hardware_info()
     n = len(hw.available_cpus)
     tmp = tempfile.mkdtemp()
     model = Path(a.model) if a.model else build(Path(tmp) / "synthetic_conv.xml")
     db = Path(a.db) if a.db else Path(tmp) / "scaling.db"
     settings = MeasureSettings(max_time_s=a.max_time, window_s=min(0.5, a.max_time / 3))
-    print(describe(hw))
+    print(describe_hardware(hw))
     ks = ladder(n)
     print(f"\nThread scaling on {model.name}, OpenVINO fp32, {n} CPUs")
     for cores in ("pinned", "none"):
@@ -78,7 +76,7 @@ def main() -> None:
         spec = SweepSpec(instances=str(inst), cores_per_instance=str(k), threads=str(k), batch_sizes="1") \
             if inst > 1 else SweepSpec(threads=str(k), cores=f"first{k}", batch_sizes="1")
         study = f"layout-{inst}x{k}"
-        run_sweep(model, spec, db, study, settings=settings)
+        profile(model, spec=spec, db=db, study=study, settings=settings, return_frame=False)
         r = load_results(db, study).iloc[0]
         if r.status != "ok":
             print(f"{inst:>4} x {k:<4} failed: {r.error}")

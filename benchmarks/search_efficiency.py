@@ -22,11 +22,7 @@ from pathlib import Path
 
 from bench_util import print_table
 
-from wb_core.config import MeasureSettings, SweepSpec
-from wb_core.demo import demo_model_path
-from wb_core.store import load_results
-from wb_core.sweep.search import run_search
-from wb_core.variants.convert import ensure_ir
+from wb_core.api import MeasureSettings, SweepSpec, convert_to_ir, load_results, profile, resolve_model
 
 SPEC = dict(backends="openvino", threads="1,2", batch_sizes="1,2,4,8,16,32", streams="1,2", cores="none,first1")
 WITHIN = 0.05
@@ -36,8 +32,8 @@ def timed_search(model, spec, db, study, search, p99_ms, settings) -> tuple[floa
     """Run one search; (wall seconds, [(seconds since start, key) per stored point], summary)."""
     arrivals: list[tuple[float, str]] = []
     t0 = time.perf_counter()
-    summary = run_search(model, spec, db, study, search=search, p99_ms=p99_ms, settings=settings,
-                         on_point=lambda m: arrivals.append((time.perf_counter() - t0, m["key"])))
+    summary = profile(model, spec=spec, db=db, study=study, search=search, p99_ms=p99_ms, settings=settings,
+                      on_point=lambda m: arrivals.append((time.perf_counter() - t0, m["key"])), return_frame=False)
     return time.perf_counter() - t0, arrivals, summary
 
 
@@ -52,7 +48,7 @@ def main() -> None:
         a.rounds, a.max_time = 1, 0.4
     settings = MeasureSettings(warmup_s=a.max_time / 4, window_s=a.max_time / 4, max_time_s=a.max_time,
                                min_windows=3, tolerance=0.1)
-    model = ensure_ir(demo_model_path("lenet-digits"))  # conversion is a one-off, kept out of the times
+    model = convert_to_ir(resolve_model("lenet-digits"))  # conversion is a one-off, kept out of the times
     spec = SweepSpec(**SPEC)
     target = a.p99_ms
     rows, ratios, reach_ratios = [], [], []

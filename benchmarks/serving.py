@@ -24,13 +24,8 @@ from pathlib import Path
 
 from bench_util import fixed_time, fmt_ratio, median_spread, print_table
 
-from wb_core.config import SweepSpec, available_cpus
-from wb_core.demo import demo_model_path
-from wb_core.errors import ConfigError
-from wb_core.export.servecheck import serve_check
+from wb_core.api import ConfigError, SweepSpec, available_cpus, load_results, profile, resolve_model, serve_check
 from wb_core.export.tritonserver import find_tritonserver
-from wb_core.store import load_results
-from wb_core.sweep.local import run_sweep
 
 
 def main() -> None:
@@ -50,7 +45,7 @@ def main() -> None:
     cpus = available_cpus()
     core = cpus[0]
     points = [(m, int(b)) for m in a.models.split(",") for b in a.batches.split(",")]
-    paths = {m: demo_model_path(m) for m in a.models.split(",")}
+    paths = {m: resolve_model(m) for m in a.models.split(",")}
     got: dict = {p: [] for p in points}
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "serving.db"
@@ -60,11 +55,12 @@ def main() -> None:
                 study = f"{model}-b{batch}-r{r}"
                 spec = SweepSpec(backends="openvino", precisions="fp32", batch_sizes=str(batch), threads="1",
                                  cores=str(core))
-                run_sweep(paths[model], spec, db, study, settings=fixed_time(a.seconds))
+                profile(paths[model], spec=spec, db=db, study=study, settings=fixed_time(a.seconds),
+                        return_frame=False)
                 row = load_results(db, study).iloc[0]
                 if row["status"] != "ok":
                     raise SystemExit(f"{study}: the in-process point failed: {row['error']}")
-                res = serve_check(db, study, row["key"], max_time=a.seconds)
+                res = serve_check(study, row["key"], db, max_time=a.seconds)
                 got[(model, batch)].append(res)
     rows = []
     for (model, batch), results in got.items():

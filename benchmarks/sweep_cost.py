@@ -14,20 +14,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from wb_core.config import MeasureSettings, SweepSpec
-from wb_core.demo import demo_model_path
-from wb_core.store import load_results
-from wb_core.sweep.local import run_sweep
+from wb_core.api import MeasureSettings, SweepSpec, load_results, profile, resolve_model
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-time", type=float, default=10.0)
     a = ap.parse_args()
-    model = demo_model_path("lenet-digits")
-    from wb_core.variants.convert import ensure_ir
+    model = resolve_model("lenet-digits")
+    from wb_core.api import convert_to_ir
 
-    ensure_ir(model)  # conversion is a one-off cost, kept out of the figure
+    convert_to_ir(model)  # conversion is a one-off cost, kept out of the figure
     spec = SweepSpec(backends="tensorflow,openvino", threads="1,2", batch_sizes="1,8", cores="none,first1")
     print(f"\nSweep cost: lenet-digits, {len(spec.expand())} points, max {a.max_time:g} s per point")
     print(f"{'backend':<11} {'points':>6} {'wall s':>7} {'points/min':>10} {'stable':>7} {'mean measure s':>15}")
@@ -36,7 +33,8 @@ def main() -> None:
         for backend in ("tensorflow", "openvino"):
             s = SweepSpec(backends=backend, threads="1,2", batch_sizes="1,8", cores="none,first1")
             t0 = time.perf_counter()
-            run_sweep(model, s, db, backend, settings=MeasureSettings(max_time_s=a.max_time))
+            profile(model, spec=s, db=db, study=backend, settings=MeasureSettings(max_time_s=a.max_time),
+                    return_frame=False)
             wall = time.perf_counter() - t0
             df = load_results(db, backend)
             print(f"{backend:<11} {len(df):>6} {wall:>7.1f} {len(df) / wall * 60:>10.1f} "

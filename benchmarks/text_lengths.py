@@ -21,11 +21,16 @@ from pathlib import Path
 from bench_util import fixed_time, fmt_ratio, median_spread, print_table
 from bench_util import run_benchmark_app as benchmark_app
 
-from wb_core.config import InputOptions, SweepSpec, available_cpus
-from wb_core.demo import demo_model_path, ensure_demo
-from wb_core.store import load_results
-from wb_core.sweep.local import run_sweep
-from wb_core.variants.planner import PrecisionOptions
+from wb_core.api import (
+    InputOptions,
+    PrecisionOptions,
+    SweepSpec,
+    available_cpus,
+    ensure_demo,
+    load_results,
+    profile,
+    resolve_model,
+)
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -41,8 +46,8 @@ def run_ours(xml: Path, lengths: list[int], threads: int, seconds: float, inputs
     """Every length in one sweep (one worker per length); {length: row} and the sweep's notes."""
     spec = SweepSpec(backends="openvino", precisions="fp32", threads=str(threads), streams="1", concurrency="1",
                      seq_lens=",".join(map(str, lengths)))
-    s = run_sweep(xml, spec, db, study, settings=fixed_time(seconds), inputs=inputs,
-                  precision=PrecisionOptions(accuracy=False))
+    s = profile(xml, spec=spec, db=db, study=study, settings=fixed_time(seconds), inputs=inputs,
+                precision_options=PrecisionOptions(accuracy=False), return_frame=False)
     return {int(r["seq_len"]): r for r in load_results(db, study).to_dict("records")}, s.notes
 
 
@@ -60,7 +65,7 @@ def main() -> None:
     lengths = [int(n) for n in a.lengths.split(",")]
     threads = a.threads or len(available_cpus())
     folder = ensure_demo("text-encoder")
-    xml = demo_model_path("text-encoder")
+    xml = resolve_model("text-encoder")
     inputs = InputOptions(text=str(folder / "sample.txt"), tokenizer=str(folder / "tokenizer.json"))
     ours = {n: [] for n in lengths}
     ref = {n: [] for n in lengths}

@@ -30,10 +30,7 @@ from pathlib import Path
 
 from bench_util import median_spread, print_table
 
-from wb_core.config import available_cpus
-from wb_core.store import load_results
-from wb_core.training import TrainSpec, recommend_training, run_training
-from wb_core.training.examples import write_fashion_npz, write_lenet5
+from wb_core.api import available_cpus, load_results, recommend_training, train_profile, write_fashion_npz, write_lenet5
 
 HERE = Path(__file__).resolve().parent
 PUBLISHED = {"default_s": 160.0, "tuned_s": 4.55, "more_cores_s": 6.0}
@@ -48,9 +45,8 @@ def plain(model: Path, data: Path, batch: int, epochs: int) -> list[float]:
 
 
 def workbench(model: Path, data: Path, batch: int, epochs: int, db: Path, study: str, cores="none", **threads) -> dict:
-    spec = TrainSpec(batch_sizes=str(batch), epochs=epochs, cores=cores,
-                     **{k: str(v) for k, v in threads.items()})
-    s = run_training(model, spec, db, study, data=str(data))
+    s = train_profile(model, data=str(data), db=db, study=study, batch_sizes=str(batch), epochs=epochs, cores=cores,
+                      return_frame=False, **{k: str(v) for k, v in threads.items()})
     if s.failed:
         raise SystemExit(f"training point failed: {s.errors}")
     return load_results(db, study).iloc[-1].to_dict()

@@ -29,8 +29,7 @@ from pathlib import Path
 
 from bench_util import print_table
 
-from wb_core.api import describe_hardware, tune
-from wb_core.config import MeasureSettings
+from wb_core.api import MeasureSettings, describe_hardware, tune
 
 
 def build_resnet50(folder: Path) -> Path:

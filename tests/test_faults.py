@@ -166,8 +166,8 @@ def test_a_point_measured_while_another_sweep_runs_here_is_flagged(lenet_ir, db,
 
 
 def test_a_worker_ends_within_a_second_of_its_parents_death(tmp_path):
-    script = ("import sys, time\nfrom wb_core.proc.parent import ChildProc\n"
-              "c = ChildProc({'task': 'selftest', 'mode': 'hang'})\n"
+    script = ("import sys, time\nfrom wb_core.proc.supervisor import Supervisor\n"
+              "c = Supervisor(timeout=600).start({'task': 'selftest', 'mode': 'hang'})\n"
               "print(c.proc.pid, flush=True)\ntime.sleep(120)\n")
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     worker = psutil.Process(int(parent.stdout.readline()))

@@ -88,6 +88,27 @@ def test_video_pipeline_counts_frames_and_stage_times_add_up(lenet_ir, video, db
     assert again.skipped_done == 3 and again.ok == 0
 
 
+def test_a_cancelled_pipeline_study_keeps_the_points_it_finished_and_a_rerun_measures_the_rest(lenet_ir, video, db):
+    import threading
+
+    cancel = threading.Event()
+    seen = []
+
+    def on_point(rec):
+        seen.append(rec)
+        cancel.set()  # after the first arrangement is stored
+
+    spec = PipelineSpec(pre_workers="0,1", batch_sizes="4", threads="1")
+    s = run_pipeline(lenet_ir, video, spec, db, "c", on_point=on_point, cancel=cancel)
+    assert s.cancelled and (s.ok, s.failed) == (1, 0), s.errors
+    assert len(seen) == 1 and seen[0]["point"] is seen[0]["config"] and seen[0]["point"].pre_workers == 0
+    stored = load_results(db, "c")
+    assert list(stored["key"]) == [seen[0]["key"]] and list(stored["status"]) == ["ok"]
+    again = run_pipeline(lenet_ir, video, spec, db, "c")
+    assert (again.skipped_done, again.ok, again.cancelled) == (1, 1, False), again.errors
+    assert sorted(load_results(db, "c")["pre_workers"]) == [0, 1]
+
+
 def test_unreadable_files_are_skipped_counted_and_named(lenet_ir, messy_folder, db):
     s = run_pipeline(lenet_ir, messy_folder, PipelineSpec(pre_workers="0,2", batch_sizes="3"), db, "m")
     assert s.ok == 2, s.errors

@@ -13,7 +13,7 @@ from wb_core.errors import ConfigError
 
 @pytest.mark.parametrize("text,seconds", [("180", 180), ("90s", 90), ("3m", 180), ("2m30s", 150), (45, 45)])
 def test_time_budgets_read_as_seconds(text, seconds):
-    from wb_core.analysis.tune import parse_time
+    from wb_core.tune import parse_time
 
     assert parse_time(text) == seconds
 

@@ -345,7 +345,8 @@ print("plotly" in sys.modules, panels[1].pareto_plot.figure is not None)
 
 
 def test_export_names_formats_in_words_and_offers_the_report(tmp_path, lenet_ir, fast):
-    from wb_core.api import EXPORTERS, profile
+    from wb_core.api import profile
+    from wb_core.export.formats import EXPORTERS
     from wb_core.ui.export_panel import ExportPanel
 
     db = tmp_path / "ui.db"

@@ -11,7 +11,8 @@ import sqlite3
 import pytest
 
 from analysis_data import make_study_db, run, sample_frame
-from wb_core.api import Constraints, Store, build_report, load_results
+from wb_core.api import Constraints, build_report, load_results
+from wb_core.store import Store
 from wb_core.ui.capacity_panel import CapacityPanel
 from wb_core.ui.explore_panel import ExplorePanel
 from wb_core.ui.export_panel import ExportPanel

@@ -401,3 +401,32 @@ def test_busy_points_are_marked_and_measured_again_from_a_button(tmp_path, lenet
         (again,) = c.execute("SELECT created_at FROM runs WHERE key = ?", (key,)).fetchone()
     assert again > "2000-01-01T00:00:00+00:00"  # measured again, its row replaced
     assert "--remeasure" not in panel.messages.text.value and "api.profile" not in panel.messages.text.value
+
+
+def test_a_backend_setting_without_a_control_of_its_own_gets_one_from_the_axes_table(tmp_path, lenet_savedmodel):
+    from wb_core.api import SweepSpec, field_help, sweep_axes
+
+    _, panel = _panel(tmp_path, lenet_savedmodel)
+    own = {"backend", "precision", "batch_size", "seq_len", "shape", "threads", "cores", "streams", "hint",
+           "cpu_pinning", "inter_op_threads", "onednn", "instances", "cores_per_instance", "concurrency", "rate"}
+    assert set(panel.axis_boxes) == {a.spec for a in sweep_axes() if a.name not in own}
+    box = panel.axis_boxes["execution_modes"]
+    assert box.description == "Execution mode (ONNX Runtime)" and box.tooltip == field_help("execution_modes")
+    assert box.value == "auto"
+    box.value = "sequential,parallel"
+    for b in panel.backends.boxes:
+        b.value = b.description == "onnxruntime"
+    values = panel.spec_values()
+    assert SweepSpec(**values).execution_modes == ["sequential", "parallel"]
+    kept = panel.settings()
+    box.value = "auto"
+    panel.restore(kept)
+    assert box.value == "sequential,parallel"
+    box.value = "fastest"
+    with pytest.raises(ConfigError, match="Unknown execution mode 'fastest'"):
+        panel.spec_values()
+    from wb_core.ui.sweep_panel import settings_from_spec
+
+    # A study `wb profile` made with a backend's own setting reopens with it in its box.
+    assert settings_from_spec({"sweep": {"execution_modes": [None, "parallel"]}})["axes"] == {
+        "execution_modes": "auto,parallel"}

@@ -1,14 +1,18 @@
-"""The public Python API: every capability of the workbench, in one place.
+"""The public Python API: what the workbench does, as verbs, and the types they take and return.
 
-The `wb` command, the dashboard and the notebooks use only this module. Functions that run
-something are defined here; types, plots and helpers are re-exported from the module that owns
-them and load on first use, so `import wb_core.api` stays cheap.
+The `wb` command, the dashboard, the notebooks and the benchmarks use only this module. Verbs are
+defined here or re-exported from the module that owns them and load on first use, so
+`import wb_core.api` stays cheap. The store, the sweep runners, the converter and the registries
+stay inside: a face that needs one of their operations gets a verb here
+(tests/test_architecture.py holds the list of public names, by kind).
 
-Measure:   profile, pipeline_profile, train_profile, find_max_rate, inspect_model, hardware_info, describe_hardware, list_backends
-Read:      results, studies, study_info, run_config, with_efficiency, successful, pareto_front, run_label
-Decide:    tune, recommend, confirm, Constraints, plan_allocation, verify_allocation, capacity, layer_profile
-Compare:   compare_runs, best_runs, ratio_sentences, layer_diff, stored_layer_profile
-Share:     write_report, export, render, deployment_for_study, FORMATS, compare_hosts, plots
+Measure:   profile, pipeline_profile, train_profile, find_max_rate, tune, confirm, serve_check, layer_profile,
+           convert_to_ir, inspect_model, hardware_info, describe_hardware, list_backends, cluster_hosts
+Read:      results, results_with_notes, stored_runs, point_row, studies, study_info, study_record, run_config
+Decide:    recommend, Constraints, with_efficiency, pareto_front, plan_allocation, verify_allocation, capacity
+Compare:   compare_runs, best_runs, ratio_sentences, layer_diff, stored_layer_profile, compare_hosts
+Share:     export, render, export_formats, deployment_for_study, write_report, plots
+Keep:      save_study_settings, save_layer_profile (what a face stores with a study)
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from wb_core.backends.registry import default_backend
 from wb_core.config import (  # noqa: F401 - public
     InputOptions,
     MeasureSettings,
@@ -42,7 +47,6 @@ from wb_core.errors import (  # noqa: F401 - public
 )
 from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT  # noqa: F401 - public
 from wb_core.paths import cache_dir, check_output_file, check_output_folder, default_db, write_output_file  # noqa: F401 - public
-from wb_core.store import load_measurements, load_results  # noqa: F401 - public
 from wb_core.sweep.context import SweepSummary  # noqa: F401 - public
 
 # Re-exported names -> the module that owns them (loaded on first use).
@@ -50,6 +54,8 @@ _REEXPORTS = {
     # configuration
     "RunConfig": "wb_core.config", "load_spec_file": "wb_core.config", "available_cpus": "wb_core.config",
     "field_help": "wb_core.config", "PrecisionOptions": "wb_core.variants.planner", "ImageOptions": "wb_core.data",
+    "sweep_axes": "wb_core.axes", "SPEC_OPTIONS": "wb_core.axes", "axis_readers": "wb_core.axes",
+    "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes",
     # demos
     "DEMOS": "wb_core.demo", "write_demo": "wb_core.demo", "ensure_demo": "wb_core.demo",
     # analysis
@@ -59,11 +65,10 @@ _REEXPORTS = {
     "successful": "wb_core.analysis.recommend", "pareto_front": "wb_core.analysis.recommend",
     "pareto_mask": "wb_core.analysis.recommend", "run_label": "wb_core.analysis.recommend",
     "find_run": "wb_core.analysis.recommend", "check_objective": "wb_core.analysis.recommend",
-    "study_flops": "wb_core.analysis.study_model",
     "Allocation": "wb_core.analysis.planning", "plan_allocation": "wb_core.analysis.planning",
     "verify_allocation": "wb_core.analysis.planning", "capacity": "wb_core.analysis.planning",
     "CapacityPlan": "wb_core.analysis.planning", "check_capacity_inputs": "wb_core.analysis.planning",
-    "LayerProfile": "wb_core.analysis.layers", "profile_layers": "wb_core.analysis.layers",
+    "LayerProfile": "wb_core.analysis.layers",
     "stored_layer_profile": "wb_core.analysis.layers",
     "compare_runs": "wb_core.analysis.compare", "best_runs": "wb_core.analysis.compare",
     "layer_diff": "wb_core.analysis.compare", "LayerDiff": "wb_core.analysis.compare",
@@ -75,21 +80,18 @@ _REEXPORTS = {
     # sharing
     "write_report": "wb_core.report", "build_report": "wb_core.report",
     "export": "wb_core.export", "render": "wb_core.export", "deployment_for_study": "wb_core.export",
-    "parse_formats": "wb_core.export", "EXPORTERS": "wb_core.export", "FORMATS": "wb_core.export",
+    "parse_formats": "wb_core.export", "FORMATS": "wb_core.export",
     "with_capacity": "wb_core.export", "model_files": "wb_core.export.bundle", "zip_bundle": "wb_core.export.bundle",
     "load_serve_checks": "wb_core.export.servecheck", "ServeCheckResult": "wb_core.export.servecheck",
     # fleets
-    "open_executor": "wb_core.fleet.cli_support", "load_comparison": "wb_core.fleet.compare",
+    "load_comparison": "wb_core.fleet.compare",
     "config_by_host_type": "wb_core.fleet.compare", "parse_prices": "wb_core.fleet.compare",
-    "select_host_type": "wb_core.fleet.compare", "by_type": "wb_core.fleet.hosts",
+    "select_host_type": "wb_core.fleet.compare",
     "host_type_bars": "wb_core.fleet.plots", "host_type_scatter": "wb_core.fleet.plots",
-    # the store, for tools that need more than results()
     # pipeline and training studies
     "recommend_training": "wb_core.training", "write_fashion_npz": "wb_core.training.examples",
     "write_lenet5": "wb_core.training.examples", "sample_video": "wb_core.pipeline.samples",
     "frame_geometry": "wb_core.pipeline.source", "SCALES": "wb_core.data",
-    "ensure_ir": "wb_core.variants.convert", "inspect_inputs": "wb_core.variants.convert",
-    "Store": "wb_core.store", "point_record": "wb_core.store", "results_frame": "wb_core.store",
     # what a sweep will do before it runs, and checking a data path a user typed
     "preview_sweep": "wb_core.sweep.preview", "SweepPreview": "wb_core.sweep.preview",
     "oversubscription_warnings": "wb_core.sweep.preview", "describe_data_source": "wb_core.data",
@@ -115,7 +117,7 @@ def __dir__():
 
 
 def profile(model: str | Path, *, db: str | Path | None = None, study: str | None = None,
-            backends="openvino", precisions="fp32", batch_sizes="1", threads="auto",
+            backends=default_backend(), precisions="fp32", batch_sizes="1", threads="auto",
             inter_op_threads="auto", streams="auto", cores="none", concurrency="auto", hints="none",
             onednn="auto", cpu_pinning="auto", instances="1", cores_per_instance="auto", rates="none",
             seq_lens=None, allow_oversubscribe: bool = False, spec: SweepSpec | None = None,
@@ -130,7 +132,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
             timeout_s: float | None = None, memory_limit_mb: int | None = None, repeats: int = 1,
             text: str | Path | None = None, tokenizer: str | Path | None = None, shapes=None,
             remeasure_busy: bool = False, ci_target: float | None = None, max_rounds: int = 10,
-            accuracy_guard: float | str = "auto", int8_recipe: str = "auto", fallback_budget_s: float = 600.0):
+            accuracy_guard: float | str = "auto", int8_recipe: str = "auto", fallback_budget_s: float = 600.0,
+            **axis_values):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
 
     The frame has the columns `wb results` shows (`vs_fp32`, `tied_with_best` included) and, in
@@ -145,7 +148,8 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     `seq_lens` (e.g. "32,128,384") sweeps the size of the dynamic non-batch dimensions (the
     sequence length of a text model), one `seq_len` column. `shapes` sweeps input shapes, one
     `shape` column: a list like ["image=1x3x224x224", "image=1x3x320x320"] or the CLI's form
-    "image=1x3x224x224,1x3x320x320" (several inputs: ';' within one value).
+    "image=1x3x224x224,1x3x320x320" (several inputs: ';' within one value). A backend's own settings
+    are passed by their SweepSpec names (`sweep_axes()`), e.g. `execution_modes="sequential,parallel"`.
 
     Precision variants and accuracy (see docs/precision-and-accuracy.md): `data` is a path (.npz,
     image folder, `demo:NAME`), a `wb_core.data.Dataset`, `(x, y)`, an array, a dict of arrays named
@@ -195,7 +199,7 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
                              cores_per_instance=cores_per_instance, rates=rates,
                              seq_lens=parse_seq_lens(seq_lens), allow_oversubscribe=allow_oversubscribe,
                              shapes=_shape_axis(shapes),
-                             repeats=repeats)
+                             repeats=repeats, **axis_values)
     settings = settings or MeasureSettings(max_time_s=max_time)
     if text is None and tokenizer is None and not (inputs and inputs.text):
         from wb_core.demo import demo_name_of, demo_sample_text
@@ -288,9 +292,9 @@ def find_max_rate(model: str | Path, config, p99_ms: float, *, db: str | Path | 
 
 
 def default_configs(backends, batch_size: int = 1, seq_len: int | None = None, shape: str | None = None) -> dict:
-    """What a user gets without tuning, by name: TensorFlow's default threads; OpenVINO untouched (it
-    picks the precision: BF16 on BF16 CPUs), and its LATENCY and THROUGHPUT hints with as many
-    requests in flight as the runtime asks for."""
+    """What a user gets without tuning, by name: the defaults each backend declares in the registry
+    (TensorFlow's default threads; OpenVINO untouched, which picks the precision: BF16 on BF16
+    CPUs, and its LATENCY and THROUGHPUT hints with as many requests in flight as it asks for)."""
     from wb_core.analysis.confirm import default_configs as _defaults
 
     return _defaults(backends, batch_size, seq_len, shape)
@@ -336,7 +340,7 @@ def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, s
     each phase. Returns a TuneResult whose `answer` says it all in words. A budget too small for one
     round of one configuration is refused in one sentence, before anything is measured.
     """
-    from wb_core.analysis.tune import tune as _tune
+    from wb_core.tune import tune as _tune
 
     return _tune(model, time_budget=time_budget, db=db, study=study, data=data, text=text, tokenizer=tokenizer,
                  dynamic_size=dynamic_size, batch_sizes=batch_sizes, settings=settings, export_dir=export_dir,
@@ -373,6 +377,20 @@ def list_backends() -> dict[str, str]:
     return {n: get(n).description for n in names()}
 
 
+def backend_title(name: str) -> str:
+    """A backend's name for sentences and legends (`OpenVINO`); an unknown name as it is."""
+    from wb_core.backends.registry import title
+
+    return title(name)
+
+
+def layer_profiling_backends() -> tuple[str, ...]:
+    """The backends whose runs have per-layer profiles (their runtime's performance counters)."""
+    from wb_core.backends.registry import get, names
+
+    return tuple(n for n in names() if get(n).layer_profiling)
+
+
 def results(study: str, db: str | Path | None = None, efficiency: bool = False, probes: bool = False):
     """A study's runs as a DataFrame (public columns first) with the columns `wb results` shows
     (`vs_fp32`, `tied_with_best`) and its notes in `df.attrs["notes"]`; `efficiency` instead adds
@@ -394,7 +412,9 @@ def results(study: str, db: str | Path | None = None, efficiency: bool = False, 
     with Store(db or default_db(), readonly=True) as s:
         info = s.get_study(study)
         df = s.to_frame(study)
-    return with_efficiency(df, info.get("hardware"), study_flops(info))
+    if info is None:
+        raise StoreError(f"No study named '{study}' in '{db or default_db()}'.")
+    return with_efficiency(df, info.get("hardware"), study_flops(info) if not df.empty else None)
 
 
 def studies(db: str | Path | None = None) -> list[dict]:
@@ -444,7 +464,7 @@ def compare_hosts(study: str, db: str | Path | None = None, prices: dict | None 
 
 
 def pipeline_profile(model: str | Path, source: str | Path, *, db: str | Path | None = None, study: str | None = None,
-                     pre_workers="0,1", pre_cores="none", infer_cores="none", queue_depth="auto", backends="openvino",
+                     pre_workers="0,1", pre_cores="none", infer_cores="none", queue_depth="auto", backends=default_backend(),
                      precisions="fp32", batch_sizes="1", threads="auto", inter_op_threads="auto", streams="auto",
                      concurrency="1", hints="none", onednn="auto", passes: int = 1, decode_threads: int = 1,
                      image_size=None, image_scale: str = "unit", channels: int | None = None, layout: str = "auto",
@@ -536,9 +556,106 @@ def serve_check(study: str, run: str, db: str | Path | None = None, **options):
     return _serve_check(db or default_db(), study, run, **options)
 
 
+def load_results(db: str | Path, study: str, probes: bool = False):
+    """The runs of a study as stored, public result columns first (`probes`: its max-rate probes instead,
+    each naming the run it probes in `probe_of`)."""
+    from wb_core.store import load_results as load
+
+    return load(db, study, probes=probes)
+
+
+def load_measurements(db: str | Path, study: str):
+    """Every measurement of a study: its runs and its probes (what a capacity plan rests on)."""
+    from wb_core.store import load_measurements as load
+
+    return load(db, study)
+
+
+def stored_runs(study: str | None, db: str | Path | None = None, probes: bool = False):
+    """A study's runs (or, with `probes`, its max-rate probes) as stored, without the notes `results`
+    adds: an empty frame when the database or the study is not there (a dashboard opening a new one)."""
+    import pandas as pd
+
+    from wb_core.store import Store
+
+    path = db or default_db()
+    if not study or not Path(path).exists():
+        return pd.DataFrame()
+    with Store(path, readonly=True) as s:
+        if s.get_study(study) is None:
+            return pd.DataFrame()
+        return s.to_frame(study, probes=probes)
+
+
+def point_row(study: str, point: dict):
+    """The one-row frame a point (as `profile` passes it to `on_point`) has among the study's stored runs."""
+    from wb_core.store import point_record, results_frame
+
+    return results_frame([point_record(study, point)])
+
+
+def study_record(study: str | None, db: str | Path | None = None) -> dict | None:
+    """What a study recorded about itself (as `study_info`), or None when it is not there."""
+    from wb_core.store import Store
+
+    path = db or default_db()
+    if not study or not Path(path).exists():
+        return None
+    with Store(path, readonly=True) as s:
+        return s.get_study(study)
+
+
+def save_study_settings(study: str, settings: dict, db: str | Path | None = None) -> None:
+    """Keep a face's settings (the dashboard's Sweep tab) with a study, for reopening it."""
+    from wb_core.store import Store
+
+    with Store(db or default_db()) as s:
+        s.update_spec(study, dashboard=settings)
+
+
+def save_layer_profile(study: str, run_key: str, profile, db: str | Path | None = None) -> None:
+    """Store a layer profile (from `layer_profile`) with its run, for `stored_layer_profile` and Compare."""
+    from wb_core.store import Store
+
+    with Store(db or default_db()) as s:
+        s.save_layer_profile(study, run_key, profile.to_dict())
+
+
+def check_database(db: str | Path) -> None:
+    """Raise StoreError (one sentence) unless `db` is a workbench database or a new (missing or empty) file."""
+    from wb_core.store import Store
+
+    path = Path(db).expanduser()
+    if path.is_file() and path.stat().st_size > 0:
+        with Store(path, readonly=True):
+            pass
+
+
+def export_formats() -> dict[str, str]:
+    """The export formats: name (as `export` takes it) -> one-line description."""
+    from wb_core.export.formats import EXPORTERS
+
+    return {k: str(getattr(m, "DESCRIPTION", k)) for k, m in EXPORTERS.items()}
+
+
+def convert_to_ir(model: str | Path) -> Path:
+    """The model (a path or a demo name) as an OpenVINO IR `.xml`: converted once in a worker, then cached."""
+    from wb_core.variants.convert import ensure_ir
+
+    return ensure_ir(resolve_model(model))
+
+
+def cluster_hosts(cluster: str, hosts=None) -> list:
+    """The hosts of a Dask cluster (or only `hosts`), each with its hardware type (`fingerprint`) and `describe()`."""
+    from wb_core.fleet.cli_support import open_executor
+
+    with open_executor(cluster, hosts) as executor:
+        return list(executor.hosts())
+
+
 __all__ = sorted([
     "profile", "pipeline_profile", "train_profile", "find_max_rate", "serve_check", "results_with_notes",
-    "inspect_model", "hardware_info", "describe_hardware", "list_backends",
+    "inspect_model", "hardware_info", "describe_hardware", "list_backends", "backend_title", "layer_profiling_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
     "load_results", "load_measurements", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions",
     "resolve_model", "default_db", "cache_dir", "check_output_file", "check_output_folder", "write_output_file",
@@ -546,5 +663,7 @@ __all__ = sorted([
     "WorkerError", "check_number", "check_timeout", "printable",
     "parse_ci_target", "parse_number", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
     "tune", "confirm", "default_configs",
+    "stored_runs", "point_row", "study_record", "save_study_settings", "save_layer_profile", "check_database",
+    "export_formats", "convert_to_ir", "cluster_hosts",
     *_REEXPORTS, *_MODULES,
 ])

@@ -8,217 +8,51 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
-import os
 import re
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from wb_core.backends.registry import names as backend_names
-from wb_core.errors import ConfigError
+from wb_core import axes
+from wb_core.errors import ConfigError, setting
 
-PRECISIONS = ("fp32", "bf16", "int8")
-OV_HINTS = ("none", "latency", "throughput")
-MAX_BATCH = 65536
-MAX_THREADS = 4096
-MAX_POINTS = 20000  # configurations one sweep may plan
-MAX_SPEC_BYTES = 1 << 20  # a sweep spec file larger than this is refused unread
-MAX_YAML_ALIASES = 100  # YAML aliases (*name) one spec may use: an alias bomb stops here
-MAX_TIMEOUT_S = 7 * 24 * 3600.0
-INT64 = (-(2**63), 2**63 - 1)
-
-
-def check_number(value, name: str, low: float, high: float, *, integer: bool = False,
-                 low_open: bool = False) -> float | int:
-    """`value` as a finite number in [low, high] (or (low, high] with `low_open`), else a ConfigError.
-
-    Booleans, strings, NaN and infinities are refused: every numeric setting a user gives passes here.
-    """
-    import math
-
-    def fmt(x) -> str:
-        return str(x) if isinstance(x, int) else f"{x:g}"
-
-    kind = "a whole number" if integer else "a number"
-    bound = f"{'above' if low_open else 'at least'} {fmt(low)} and at most {fmt(high)}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{name} must be {kind} {bound}; got {value!r}.")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{name} must be a finite number {bound}; got {value!r}.")
-    if integer and not isinstance(value, int):
-        if not float(value).is_integer():
-            raise ConfigError(f"{name} must be a whole number {bound}; got {value!r}.")
-        value = int(value)
-    if value < low or (low_open and value == low) or value > high:
-        raise ConfigError(f"{name} must be {kind} {bound}; got {fmt(value)}.")
-    return value
-
-
-def check_timeout(timeout_s, name: str = "--timeout") -> float | None:
-    """A worker inactivity timeout in seconds (None: the default); NaN and infinity are refused."""
-    if timeout_s is None:
-        return None
-    return float(check_number(timeout_s, f"{name} (seconds a silent worker is given)", 0, MAX_TIMEOUT_S,
-                              low_open=True))
-
-
-def split_values(text: str | Iterable | None) -> list[str]:
-    """Split a sweep flag into values: `a,b` or, when a value holds commas itself, `a;b`."""
-    if text is None:
-        return []
-    if not isinstance(text, str):
-        return [str(v).strip() for v in text if str(v).strip()]
-    sep = ";" if ";" in text else ","
-    return [v.strip() for v in text.split(sep) if v.strip()]
-
-
-# Suffixes users type for large counts and rates: 1k, 2.5M, 1G (m is left out: milli or mega?).
-NUMBER_SUFFIXES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
-NUMBER_FORMS = "a number such as 1000, 1e3, 1k or 2.5M"
-
-
-def parse_number(text, name: str) -> float:
-    """A number as users type it: `1000`, `1_000`, `1e3`, `1k`, `2.5M`; anything else is one sentence."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text)
-    t = str(text).strip().replace("_", "")
-    scale = 1.0
-    if t and t[-1] in NUMBER_SUFFIXES:
-        t, scale = t[:-1], NUMBER_SUFFIXES[t[-1]]
-    try:
-        return float(t) * scale
-    except ValueError:
-        raise ConfigError(f"{name} must be {NUMBER_FORMS}; got '{text}'.") from None
-
-
-def parse_choice(text, name: str, choices: Iterable[str]) -> list[str]:
-    choices = tuple(choices)
-    values = [v.lower() for v in split_values(text)]
-    if not values:
-        raise ConfigError(f"{name} needs at least one value; choose from {', '.join(choices)}.")
-    for v in values:
-        if v not in choices:
-            raise ConfigError(f"Unknown {name} '{v}'; choose from {', '.join(choices)}.")
-    return _unique(values)
-
-
-def parse_positive_ints(text, name: str, upper: int, allow_auto: bool = False) -> list[int | None]:
-    """Parse `1,2,4` (or `auto` for the runtime's default when allowed) into a list."""
-    out: list[int | None] = []
-    values = split_values(text)
-    if not values:
-        raise ConfigError(f"{name} needs at least one value.")
-    for v in values:
-        if allow_auto and v.lower() in ("auto", "default", "none"):
-            out.append(None)
-            continue
-        try:
-            n = int(v)
-        except ValueError:
-            hint = " or 'auto'" if allow_auto else ""
-            raise ConfigError(f"{name} must be whole numbers{hint}; got '{v}'.") from None
-        if n < 1:
-            raise ConfigError(f"{name} must be at least 1; got {n}.")
-        if n > upper:
-            raise ConfigError(f"{name} of {n} is beyond the supported maximum of {upper}.")
-        out.append(n)
-    return _unique(out)
-
-
-def parse_bool_list(text, name: str) -> list[bool | None]:
-    table = {"on": True, "true": True, "yes": True, "1": True,
-             "off": False, "false": False, "no": False, "0": False,
-             "auto": None, "default": None}
-    out = []
-    for v in split_values(text):
-        if v.lower() not in table:
-            raise ConfigError(f"{name} takes on, off or auto; got '{v}'.")
-        out.append(table[v.lower()])
-    return _unique(out) or [None]
-
-
-def available_cpus() -> list[int]:
-    """CPUs this process may run on (respects an affinity set by a container or taskset)."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return list(range(os.cpu_count() or 1))
-
-
-def parse_cores(text: str, cpus: list[int] | None = None) -> tuple[int, ...] | None:
-    """Parse one pinning value: `none`, `all`, `firstK`, or a list like `0`, `0-3`, `0+2`, `0-1+4`.
-
-    Returns None for no pinning, else the sorted CPU ids. Raises ConfigError for CPUs that the
-    machine does not have.
-    """
-    cpus = available_cpus() if cpus is None else cpus
-    t = str(text).strip().lower().replace(" ", "")
-    if t in ("none", "", "no", "off"):
-        return None
-    if t == "all":
-        return tuple(cpus)
-    m = re.fullmatch(r"first:?(\d+)", t)
-    if m:
-        k = int(m.group(1))
-        if k < 1:
-            raise ConfigError(f"Cores '{text}': the number of cores must be at least 1.")
-        if k > len(cpus):
-            raise ConfigError(
-                f"Cores '{text}' asks for {k} cores but this machine offers {len(cpus)} "
-                f"(CPUs {_fmt_cpus(cpus)})."
-            )
-        return tuple(cpus[:k])
-    ids: set[int] = set()
-    for part in re.split(r"[+,]", t):
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if not m:
-            raise ConfigError(
-                f"Cores '{text}' is not a core list; use none, all, firstK, or ids like 0, 0-3, 0+2."
-            )
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) else lo
-        if hi < lo:
-            raise ConfigError(f"Cores '{text}': the range {lo}-{hi} runs backwards.")
-        if hi - lo > 100000:
-            raise ConfigError(f"Cores '{text}': the range {lo}-{hi} is absurdly large.")
-        ids.update(range(lo, hi + 1))
-    missing = sorted(ids - set(cpus))
-    if missing:
-        raise ConfigError(
-            f"Cores '{text}' names CPU {_fmt_cpus(missing)}, which this machine does not offer "
-            f"(available: {_fmt_cpus(cpus)})."
-        )
-    return tuple(sorted(ids))
-
-
-def format_cores(cores: tuple[int, ...] | None) -> str:
-    """Inverse of parse_cores for display and storage: `none`, `0`, `0-3`, `0+2`."""
-    if not cores:
-        return "none"
-    return _fmt_cpus(list(cores), sep="+")
-
-
-def _fmt_cpus(ids: list[int], sep: str = ",") -> str:
-    ids = sorted(ids)
-    parts, start = [], None
-    for i, c in enumerate(ids):
-        if start is None:
-            start = c
-        if i + 1 == len(ids) or ids[i + 1] != c + 1:
-            parts.append(str(start) if start == c else f"{start}-{c}")
-            start = None
-    return sep.join(parts)
-
-
-def _unique(values: list) -> list:
-    seen, out = set(), []
-    for v in values:
-        if v not in seen:
-            seen.add(v)
-            out.append(v)
-    return out
+# The value parsers live in wb_core.parsing (the axes and the backends' settings use them); they are
+# imported here too, the names other modules have always used.
+from wb_core.parsing import (  # noqa: F401 - public
+    INT64,
+    MAX_BATCH,
+    MAX_POINTS,
+    MAX_SPEC_BYTES,
+    MAX_THREADS,
+    MAX_TIMEOUT_S,
+    MAX_YAML_ALIASES,
+    MIN_RATE,
+    NUMBER_FORMS,
+    NUMBER_SUFFIXES,
+    OV_HINTS,
+    PRECISIONS,
+    available_cpus,
+    check_number,
+    check_timeout,
+    fmt_cpus,
+    format_cores,
+    format_shape_map,
+    ints_or_auto,
+    parse_bool_list,
+    parse_choice,
+    parse_cores,
+    parse_number,
+    parse_positive_ints,
+    parse_rates,
+    parse_repeats,
+    parse_seq_lens,
+    parse_shape_map,
+    split_values,
+    unique_values,
+)
+from wb_core.parsing import fmt_cpus as _fmt_cpus  # noqa: F401 - older name
+from wb_core.parsing import ints_or_auto as _ints_or_none  # noqa: F401 - older name
+from wb_core.parsing import unique_values as _unique  # noqa: F401 - older name
 
 
 @dataclass(frozen=True)
@@ -322,7 +156,8 @@ class InputOptions:
                               "tokenizer.json.")
         if self.dynamic_size is not None:
             object.__setattr__(self, "dynamic_size", check_number(
-                self.dynamic_size, "The size for dynamic dimensions (--dynamic-size)", 1, self.MAX_DIM, integer=True))
+                self.dynamic_size, f"The size for dynamic dimensions ({setting('seq_lens', 'the sequence length')})", 1,
+                self.MAX_DIM, integer=True))
         if not isinstance(self.shapes, dict) or not isinstance(self.int_ranges, dict):
             raise ConfigError("Input shapes and integer ranges must be mappings of input name to value.")
         for name, shape in self.shapes.items():
@@ -425,44 +260,11 @@ class InputOptions:
         """Shapes and ranges must name inputs the model has."""
         names = {s.name for s in specs} | {s.name.split(":")[0] for s in specs}
         have = ", ".join(s.name for s in specs)
-        for what, given in (("--shape", self.shapes), ("--int-range", self.int_ranges)):
+        for what, given in ((setting("shapes", "A shape"), self.shapes), ("--int-range", self.int_ranges)):
             for name in given:
                 if name not in names:
                     raise ConfigError(f"{what} names input '{name}', which the model does not have "
                                       f"(its inputs: {have}).")
-
-
-def parse_shape_map(text) -> dict[str, tuple[int, ...]]:
-    """`image=1x3x224x224` (several inputs joined by ';') as {name: shape}; a mapping passes through, checked."""
-    if isinstance(text, dict):
-        items = [(str(k), v) for k, v in text.items()]
-    else:
-        items = []
-        for part in str(text).split(";"):
-            if not part.strip():
-                continue
-            name, eq, dims = part.strip().partition("=")
-            if not eq or not name.strip():
-                raise ConfigError(f"Shape '{part.strip()}' must look like NAME=1x3x224x224.")
-            try:
-                items.append((name.strip(), tuple(int(d) for d in dims.lower().split("x") if d.strip())))
-            except ValueError:
-                raise ConfigError(f"Shape '{part.strip()}' must list whole numbers, like NAME=1x3x224x224.") from None
-    if not items:
-        raise ConfigError("A shape of the shape axis names no input; give NAME=1x3x224x224.")
-    out = {}
-    for name, dims in items:
-        dims = tuple(dims)
-        if not dims or any(isinstance(d, bool) or not isinstance(d, int) or d == 0 or d < -1 or d > 10**7
-                           for d in dims):
-            raise ConfigError(f"Shape {name}={'x'.join(map(str, dims))} has a dimension that is zero, negative or "
-                              f"absurd.")
-        out[name] = dims
-    return out
-
-
-def format_shape_map(shapes: dict[str, tuple[int, ...]]) -> str:
-    return ";".join(f"{k}={'x'.join(map(str, v))}" for k, v in sorted(shapes.items()))
 
 
 def parse_shape_axis(items: list[str] | None) -> tuple[list[str], list[str | None]]:
@@ -497,14 +299,6 @@ def with_point_shapes(opts: InputOptions, cfg: RunConfig) -> InputOptions:
     return opts
 
 
-def parse_seq_lens(text) -> list[int | None]:
-    """`--dynamic-size 32,128,384`: sizes of the dynamic (sequence) dimensions, one sweep axis."""
-    if text is None or (isinstance(text, str) and not text.strip()):
-        return [None]
-    if isinstance(text, int):
-        text = str(text)
-    return parse_positive_ints(text, "Sequence length (--dynamic-size)", 10**7)
-
 
 def _text_range(value):
     """`"0:100"` as (0, 100); anything else as it is (checked by InputOptions)."""
@@ -518,30 +312,47 @@ def _text_range(value):
 
 
 # Fields of RunConfig that identify a point; their order is the public column order.
+# Fields of RunConfig that identify a point; their order is the public column order.
 CONFIG_COLUMNS = ("backend", "precision", "batch_size", "threads", "inter_op_threads", "streams",
                   "cores", "instances", "concurrency")
+# The fields databases written before stable keys hashed (every field then); later ones are left
+# out of the legacy key while they hold their default.
+LEGACY_FIELDS = ("backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
+                 "instances", "concurrency", "hint", "onednn", "cpu_pinning", "cores_per_instance", "rate")
+
+
+def _axis_fields(kind: str):
+    """A class decorator giving RunConfig (kind "run") or SweepSpec (kind "spec") one field per axis of
+    the table (wb_core.axes), before the class's own fields, in the table's order."""
+
+    def decorate(cls):
+        own = dict(cls.__dict__.get("__annotations__", {}))
+        annotations: dict = {}
+        for a in axes.all_axes():
+            if kind == "run":
+                annotations[a.name] = a.annotation
+                if a.default is not dataclasses.MISSING:
+                    setattr(cls, a.name, a.default)
+            else:
+                annotations[a.spec] = f"list[{a.annotation}]"
+                setattr(cls, a.spec, field(default_factory=lambda a=a: list(a.sweep_default),
+                                           metadata={"help": a.help, "axis": a.name}))
+        if kind == "spec":
+            for o in axes.SPEC_OPTIONS:
+                annotations[o.name] = o.annotation
+                setattr(cls, o.name, field(default=o.default, metadata={"help": o.help}))
+        cls.__annotations__ = {**annotations, **own}
+        return cls
+
+    return decorate
 
 
 @dataclass(frozen=True)
+@_axis_fields("run")
 class RunConfig:
-    """One point of a sweep. `key` is a stable hash of the fields, used to resume."""
+    """One point of a sweep: one value of every axis (wb_core.axes: the workbench's own, then each
+    backend's). `key` is a stable hash of the settings that differ from the defaults, used to resume."""
 
-    backend: str
-    precision: str = "fp32"
-    batch_size: int = 1
-    threads: int | None = None  # intra-op threads (TensorFlow) / INFERENCE_NUM_THREADS (OpenVINO)
-    inter_op_threads: int | None = None  # TensorFlow only
-    streams: int | None = None  # OpenVINO NUM_STREAMS
-    cores: tuple[int, ...] | None = None  # CPU affinity of the worker; None = not pinned
-    instances: int = 1
-    concurrency: int = 1  # requests in flight
-    hint: str | None = None  # OpenVINO PERFORMANCE_HINT: latency / throughput / None
-    onednn: bool | None = None  # TensorFlow TF_ENABLE_ONEDNN_OPTS; None = runtime default
-    cpu_pinning: bool | None = None  # OpenVINO ENABLE_CPU_PINNING; None = runtime default
-    cores_per_instance: int | None = None  # with instances > 1: each instance's own disjoint cores
-    rate: float | None = None  # open-loop Poisson arrivals (requests/s); None = closed loop
-    seq_len: int | None = None  # size of the dynamic non-batch dimensions; None: from the input options
-    shape: str | None = None  # input shapes of a shape sweep, "NAME=1x3x224x224" (";" between inputs)
     # The runtime's own choices, as a user gets them untouched: OpenVINO picks the inference
     # precision (BF16 on BF16 CPUs, even for the FP32 model) and, under a hint, the number of
     # requests in flight (OPTIMAL_NUMBER_OF_INFER_REQUESTS); the config picks only the model file
@@ -585,16 +396,13 @@ class RunConfig:
         Leaving defaults out keeps keys stable when a new setting is added with a default that
         means "as before": databases written earlier still resume without remeasuring.
         """
+        forms = {a.name: a.canonical for a in axes.all_axes() if a.canonical}
         out = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name != "backend" and value == f.default:
                 continue
-            if f.name == "cores":
-                value = [int(c) for c in value]
-            elif f.name == "rate":
-                value = float(value)
-            out[f.name] = value
+            out[f.name] = forms[f.name](value) if f.name in forms else value
         return out
 
     @property
@@ -610,7 +418,7 @@ class RunConfig:
     def legacy_key(self) -> str:
         """The key databases written before stable keys used (every field hashed); for migration."""
         d = self.to_dict()
-        for late in ("seq_len", "shape", "untouched"):  # added after stable keys: legacy databases never had them
+        for late in set(d) - set(LEGACY_FIELDS):  # added after stable keys: legacy databases never had them
             if d.get(late) in (None, False):
                 d.pop(late, None)
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
@@ -650,128 +458,68 @@ class RunConfig:
             parts.append(f"shape {self.shape}")
         if self.onednn is False:
             parts.append("onednn=off")
+        for a in axes.all_axes():  # a backend's other settings, as name=value
+            value = getattr(self, a.name)
+            if a.name not in _LABELLED and value is not None and value != a.default:
+                parts.append(f"{a.name}={'on' if value is True else 'off' if value is False else value}")
         if self.untouched:
             parts.append("untouched")
         return " ".join(parts)
 
 
-def _axis(default: list, help_text: str):
-    """A sweep axis: its default values and the help text the CLI options and widget tooltips show."""
-    return field(default_factory=lambda: list(default), metadata={"help": help_text})
+# Settings `RunConfig.label` words itself; any other axis is shown as name=value.
+_LABELLED = {"backend", "precision", "batch_size", "threads", "cores", "inter_op_threads", "streams", "hint",
+             "concurrency", "instances", "cores_per_instance", "rate", "seq_len", "shape", "onednn", "cpu_pinning"}
 
 
 def field_help(name: str, cls=None) -> str:
     """The help text of a SweepSpec (or `cls`) field, shared by the CLI, the dashboard and the docs."""
-    for f in dataclasses.fields(cls or SweepSpec):
+    if cls is None or cls is SweepSpec:
+        return axes.field_help(name)
+    for f in dataclasses.fields(cls):
         if f.name == name:
-            return f.metadata.get("help", "").format(backends=", ".join(backend_names()))
+            return f.metadata.get("help", "")
     raise KeyError(name)
 
 
 @dataclass
+@_axis_fields("spec")
 class SweepSpec:
-    """The grid a user asks for. `expand()` turns it into RunConfigs (invalid combinations dropped)."""
-
-    backends: list[str] = _axis(["openvino"], "Backends to measure with (comma-separated): {backends}.")
-    precisions: list[str] = _axis(["fp32"], "fp32, bf16, int8 (int8: OpenVINO INT8 variant by NNCF).")
-    batch_sizes: list[int] = _axis([1], "Batch sizes, e.g. 1,8,32.")
-    threads: list[int | None] = _axis([None], "Intra-op / inference threads, e.g. 1,2 or auto.")
-    inter_op_threads: list[int | None] = _axis([None], "TensorFlow inter-op threads.")
-    streams: list[int | None] = _axis([None], "OpenVINO NUM_STREAMS values.")
-    cores: list[tuple[int, ...] | None] = _axis(
-        [None], "Pinning: none, all, firstK, or CPU lists like 0, 0-1, 0+2 (values comma-separated).")
-    concurrency: list[int | None] = _axis(
-        [None], "Requests in flight, e.g. 1,4; auto: as many as the OpenVINO streams (1 without streams).")
-    hints: list[str | None] = _axis([None], "OpenVINO PERFORMANCE_HINT: none, latency, throughput.")
-    onednn: list[bool | None] = _axis([None], "TensorFlow oneDNN: on, off, auto.")
-    cpu_pinning: list[bool | None] = _axis([None], "OpenVINO ENABLE_CPU_PINNING: on, off, auto.")
-    instances: list[int] = _axis([1], "Instances started together, e.g. 1,2.")
-    cores_per_instance: list[int | None] = _axis([None], "Cores pinned to each instance (disjoint), e.g. 1,2.")
-    rates: list[float | None] = _axis([None], "Poisson arrival rates in requests/s (server scenario).")
-    seq_lens: list[int | None] = _axis([None], "Sequence lengths: sizes of the dynamic non-batch dimensions, "
-                                               "e.g. 32,128,384 (one sweep axis).")
-    shapes: list[str | None] = _axis([None], "Input shapes as a sweep axis, each NAME=1x3x224x224 (several inputs "
-                                             "joined by ';'), e.g. image=1x3x224x224 and image=1x3x320x320.")
-    allow_oversubscribe: bool = field(default=False, metadata={"help": "Run instances x cores beyond this "
-                                                                       "machine's cores."})
-    repeats: int = field(default=1, metadata={"help": "Rounds per configuration, each in a fresh worker, "
-                                                      "interleaved in a shuffled order; results give the median "
-                                                      "and a 95% interval."})
+    """The grid a user asks for: a list of values per axis (wb_core.axes) and the spec options.
+    `expand()` turns it into RunConfigs (invalid combinations dropped)."""
 
     def __post_init__(self):
-        self.backends = parse_choice(self.backends, "backend", backend_names())
-        self.precisions = parse_choice(self.precisions, "precision", PRECISIONS)
-        self.batch_sizes = parse_positive_ints(self.batch_sizes, "Batch size", MAX_BATCH)
-        self.threads = _ints_or_none(self.threads, "Threads", MAX_THREADS)
-        self.inter_op_threads = _ints_or_none(self.inter_op_threads, "Inter-op threads", MAX_THREADS)
-        self.streams = _ints_or_none(self.streams, "Streams", MAX_THREADS)
-        self.concurrency = _ints_or_none(self.concurrency if not isinstance(self.concurrency, int)
-                                         else str(self.concurrency), "Concurrency", 4096)
-        self.cores = _unique([c if (c is None or isinstance(c, tuple)) else parse_cores(c)
-                              for c in (split_values(self.cores) if isinstance(self.cores, str) else self.cores)]) or [None]
-        hints = [h for h in (split_values(self.hints) if isinstance(self.hints, str) else self.hints)]
-        hints = [("none" if h is None else str(h).lower()) for h in hints] or ["none"]
-        for h in hints:
-            if h not in OV_HINTS:
-                raise ConfigError(f"Unknown performance hint '{h}'; choose from {', '.join(OV_HINTS)}.")
-        self.hints = _unique([None if h == "none" else h for h in hints])
-        if isinstance(self.onednn, str):
-            self.onednn = parse_bool_list(self.onednn, "oneDNN")
-        if isinstance(self.cpu_pinning, str):
-            self.cpu_pinning = parse_bool_list(self.cpu_pinning, "CPU pinning")
-        self.instances = parse_positive_ints(self.instances if not isinstance(self.instances, int)
-                                             else str(self.instances), "Instances", 4096)
-        self.cores_per_instance = _ints_or_none(self.cores_per_instance if not isinstance(self.cores_per_instance, int)
-                                                else str(self.cores_per_instance), "Cores per instance", 4096)
-        self.rates = parse_rates(self.rates)
-        self.repeats = parse_repeats(self.repeats)
-        self.seq_lens = _ints_or_none(self.seq_lens if not isinstance(self.seq_lens, int) else str(self.seq_lens),
-                                      "Sequence length", 10**7)
-        self.shapes = _unique([None if v is None else format_shape_map(parse_shape_map(v))
-                               for v in ([self.shapes] if isinstance(self.shapes, str) else self.shapes)]) or [None]
-        if not isinstance(self.allow_oversubscribe, bool):
-            raise ConfigError(f"allow_oversubscribe takes true or false; got {self.allow_oversubscribe!r}.")
+        for a in axes.all_axes():
+            setattr(self, a.spec, a.values(getattr(self, a.spec)))
+        for o in axes.SPEC_OPTIONS:
+            setattr(self, o.name, o.parse(getattr(self, o.name)))
         self.check_size()
 
     def size(self) -> int:
         """How many configurations `expand` plans at most (counted without building them)."""
-        from wb_core.backends.registry import get
-
         placements = sum(1 for _ in self._placements())
-        total = 0
-        for backend in self.backends:
-            reads = set(get(backend).settings)
-            n = (len(self.precisions) * placements * len(self.concurrency) * len(self.rates) * len(self.batch_sizes)
-                 * len(self.seq_lens) * len(self.shapes))
-            for name, values in (("threads", self.threads), ("inter_op_threads", self.inter_op_threads),
-                                 ("onednn", self.onednn), ("cpu_pinning", self.cpu_pinning)):
-                if name in reads:
-                    n *= len(values)
-            hints = self.hints if "hint" in reads else [None]
-            streams = len(self.streams) if "streams" in reads else 1
-            n *= sum(1 if h else streams for h in hints)
-            total += n
-        return total
+        return sum(axes.count(self, backend, placements) for backend in self.backends)
 
     def check_size(self) -> None:
         """Refuse a grid larger than MAX_POINTS before anything is built, giving its size."""
         n = self.size()
         if n > MAX_POINTS:
-            axes = [f"{len(v)} {k}" for k, v in self.axis_lengths().items() if len(v) > 1]
-            raise ConfigError(f"The sweep asks for {n:,} configurations ({' x '.join(axes)}); the limit is "
+            lengths = [f"{len(v)} {k}" for k, v in self.axis_lengths().items() if len(v) > 1]
+            raise ConfigError(f"The sweep asks for {n:,} configurations ({' x '.join(lengths)}); the limit is "
                               f"{MAX_POINTS:,}: narrow the axes, or use --search smart with a --budget.")
 
     def axis_lengths(self) -> dict[str, list]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if isinstance(getattr(self, f.name), list)}
+        return {a.spec: getattr(self, a.spec) for a in axes.all_axes()}
 
     def expand(self) -> list[RunConfig]:
         """All run configurations, in a stable order, with settings that a backend lacks dropped.
 
-        Combinations that would run as another configuration are dropped, with a sentence in
-        `self.notes`: OpenVINO streams above the inference threads (each stream needs a thread of
-        its own, so the runtime runs fewer streams than asked). Concurrency `auto` (None) gives
-        each point as many requests in flight as it has streams, since streams without requests
-        to run stay idle.
+        The axes nest in the table's order (wb_core.axes), the batch size innermost. Combinations
+        that would run as another configuration are dropped, with a sentence in `self.notes`
+        (OpenVINO streams above the inference threads: each stream needs a thread of its own, so the
+        runtime runs fewer streams than asked), as are settings no backend of the sweep reads.
+        Concurrency `auto` (None) gives each point as many requests in flight as it has streams,
+        since streams without requests to run stay idle.
 
         Multi-instance points (instances > 1 with cores per instance) take the first
         instances x cores_per_instance CPUs, one disjoint slice each; the `cores` dimension does
@@ -779,44 +527,13 @@ class SweepSpec:
         `allow_oversubscribe`.
         """
         out: dict[str, RunConfig] = {}
-        self.notes: list[str] = []
         dropped: set[tuple] = set()
-        from wb_core.backends.registry import get
-
+        placements = list(self._placements())
         for backend in self.backends:
-            reads = set(get(backend).settings)  # settings a backend does not read are left at their default
-
-            def axis(name: str, values: list, _reads=reads) -> list:
-                return values if name in _reads else [None]
-
-            for prec in self.precisions:
-                for n, k, cores in self._placements():
-                    for thr in axis("threads", self.threads):
-                        for inter in axis("inter_op_threads", self.inter_op_threads):
-                            for hint in axis("hint", self.hints):
-                                # NUM_STREAMS and PERFORMANCE_HINT are exclusive in OpenVINO.
-                                for st in ([None] if hint else axis("streams", self.streams)):
-                                    if st and thr and st > thr:
-                                        dropped.add((st, thr))
-                                        continue
-                                    for dnn in axis("onednn", self.onednn):
-                                        for pin in axis("cpu_pinning", self.cpu_pinning):
-                                            for conc_asked in self.concurrency:
-                                                conc = conc_asked or st or 1
-                                                for rate in self.rates:
-                                                    for seq, shape in itertools.product(self.seq_lens,
-                                                                                        self.shapes):
-                                                        for b in self.batch_sizes:
-                                                            rc = RunConfig(shape=shape,
-                                                                backend=backend, precision=prec, batch_size=b,
-                                                                threads=thr, inter_op_threads=inter, streams=st,
-                                                                cores=cores, instances=n, concurrency=conc,
-                                                                hint=hint, onednn=dnn, cpu_pinning=pin,
-                                                                cores_per_instance=k, rate=rate, seq_len=seq)
-                                                            out.setdefault(rc.key, rc)
-        for st, thr in sorted(dropped):
-            self.notes.append(f"{st} streams with {thr} thread{'s' if thr > 1 else ''} left out: OpenVINO gives "
-                              f"each stream a thread of its own, so it would run as fewer streams.")
+            for kw in axes.combinations(self, backend, placements, dropped):
+                rc = RunConfig(**kw)
+                out.setdefault(rc.key, rc)
+        self.notes: list[str] = axes.drop_notes(dropped) + axes.unread_notes(self)
         return list(out.values())
 
     def _placements(self):
@@ -834,14 +551,15 @@ class SweepSpec:
                 if n * k > len(cpus) and not self.allow_oversubscribe:
                     raise ConfigError(
                         f"{n} instances x {k} cores = {n * k} cores, but this machine offers {len(cpus)} "
-                        f"(CPUs {_fmt_cpus(cpus)}); use fewer, or allow oversubscription."
+                        f"(CPUs {fmt_cpus(cpus)}); use fewer, or allow oversubscription."
                     )
                 yield n, k, tuple(cpus[: min(n * k, len(cpus))])
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["cores"] = [format_cores(c) for c in self.cores]
-        d["hints"] = [h or "none" for h in self.hints]
+        for a in axes.all_axes():
+            if a.unparse:
+                d[a.spec] = [a.unparse(v) for v in getattr(self, a.spec)]
         return d
 
     @classmethod
@@ -851,20 +569,6 @@ class SweepSpec:
         if unknown:
             raise ConfigError(f"Unknown sweep field(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}.")
         return cls(**d)
-
-
-def parse_repeats(value) -> int:
-    """Rounds per configuration: a whole number of at least 1."""
-    try:
-        n = int(str(value).strip()) if not isinstance(value, bool) else None
-    except ValueError:
-        n = None
-    if n is None or n < 1 or str(value).strip() not in (str(n), f"+{n}"):
-        raise ConfigError(f"Repeats must be a whole number of at least 1 (rounds per configuration); got {value!r}.")
-    if n > 1000:
-        raise ConfigError(f"Repeats of {n} is beyond the supported maximum of 1000.")
-    return n
-
 
 MAX_EXTRA_ROUNDS = 1000
 
@@ -907,34 +611,6 @@ def check_max_rounds(value) -> int:
     return int(value)
 
 
-MIN_RATE = 0.01  # requests/s: slower arrivals send too few requests to measure within any time limit
-
-
-def parse_rates(values) -> list[float | None]:
-    """Arrival rates in requests/s for the server scenario; `none` is the closed loop."""
-    out: list[float | None] = []
-    for v in (split_values(values) if isinstance(values, str) else (values or [None])):
-        if v is None or str(v).lower() in ("none", "closed", ""):
-            out.append(None)
-            continue
-        r = parse_number(v, "Rate (requests per second)")
-        if not (MIN_RATE <= r < 1e7):
-            raise ConfigError(f"Rate must be at least {MIN_RATE:g} and below 10 million requests/s; got {v}.")
-        out.append(r)
-    return _unique(out) or [None]
-
-
-def _ints_or_none(values, name, upper) -> list[int | None]:
-    if isinstance(values, str):
-        return parse_positive_ints(values, name, upper, allow_auto=True)
-    out = []
-    for v in values:
-        if v is None:
-            out.append(None)
-        else:
-            out.extend(parse_positive_ints(str(v), name, upper, allow_auto=True))
-    return _unique(out) or [None]
-
 
 def config_from_any(value: Any) -> dict:
     """Accept a dict or a JSON string (used by the worker protocol)."""
@@ -960,10 +636,19 @@ def _bounded_yaml(text: str):
 
 
 def load_spec_schema() -> dict:
-    """The JSON Schema of a sweep spec file (the copy shipped in the package)."""
-    from importlib import resources
+    """The JSON Schema of a sweep spec file, generated from the axes table (wb_core.axes), so that it
+    names every SweepSpec field and measurement setting. `schemas/sweep_spec.schema.json` is the same
+    schema written out for editors and other tools (`python -m wb_core.config` rewrites it)."""
+    return axes.spec_schema(MeasureSettings.RANGES)
 
-    return json.loads(resources.files("wb_core").joinpath("schemas/sweep_spec.schema.json").read_text())
+
+def write_spec_schema(path=None) -> str:
+    """Write the generated spec schema to the package's `schemas/sweep_spec.schema.json` (or `path`)."""
+    from pathlib import Path
+
+    path = Path(path) if path else Path(__file__).parent / "schemas" / "sweep_spec.schema.json"
+    path.write_text(json.dumps(load_spec_schema(), indent=2) + "\n")
+    return str(path)
 
 
 def validate_spec_data(data: Any, where: str = "Sweep spec") -> None:
@@ -1032,15 +717,20 @@ def load_spec_file(path) -> tuple[SweepSpec, MeasureSettings | None, InputOption
     validate_spec_data(data, f"Sweep spec '{p}'")
     settings = data.pop("settings", None)
     inputs = data.pop("inputs", None)
-    spec_fields = {k: (v if k == "allow_oversubscribe" else
-                       ",".join("none" if x is None else str(x) for x in (v if isinstance(v, list) else [v])))
-                   for k, v in data.items()}
+    # Options as they are; an axis takes a list, or one value (text such as "1,2" is split by its parser).
+    options = {o.name for o in axes.SPEC_OPTIONS}
+    spec_fields = {k: (v if k in options or isinstance(v, (list, str)) else [v]) for k, v in data.items()}
     try:
         spec = SweepSpec.from_dict(spec_fields)
         ms = MeasureSettings.from_dict(settings, "settings section") if settings is not None else None
         io = InputOptions.from_dict(inputs) if inputs is not None else None
     except TypeError as e:
         raise ConfigError(f"Sweep spec '{p}': {e}.") from None
-    except ConfigError as e:
-        raise ConfigError(f"Sweep spec '{p}': {e}") from None
+    except ConfigError as e:  # said with the file's own field names, not as flags or labels
+        where = f" field {e.field}" if e.field else ""
+        raise ConfigError(f"Sweep spec '{p}'{where}: {e.worded(lambda field: field)}") from None
     return spec, ms, io
+
+
+if __name__ == "__main__":  # python -m wb_core.config: rewrite the shipped schema after changing an axis
+    print(write_spec_schema())

@@ -53,7 +53,8 @@ def ensure_demo(name: str) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))
     try:
-        run_task({"task": "demo", "name": name, "out": str(tmp)}, timeout=900, what=f"building demo model {name}")
+        run_task({"task": "wb_core.demo:task_demo", "name": name, "out": str(tmp)}, timeout=900,
+                 what=f"building demo model {name}")
         if not out.exists():  # another process may have won the race; theirs is as good as ours
             tmp.rename(out)
     finally:
@@ -126,6 +127,13 @@ def default_study_name(model: str | Path) -> str:
         if not _generic(parent.name):
             return parent.name
     return name or "model"
+
+
+def task_demo(task: dict) -> None:
+    """Worker side of ensure_demo: build one demo into `out`."""
+    from wb_core.proc.channel import emit
+
+    emit({"type": "result", "info": build_demo(task["name"], task["out"])})
 
 
 def build_demo(name: str, out: str | Path) -> dict:

@@ -46,8 +46,9 @@ def guard_failed(df: pd.DataFrame) -> pd.Series:
 
 
 def _series_name(r) -> str:
-    backend = {"openvino": "OpenVINO", "tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime"}.get(
-        str(r["backend"]), str(r["backend"]))
+    from wb_core.backends.registry import title
+
+    backend = title(str(r["backend"]))
     return f"{backend} {str(r['precision'] or 'fp32').upper()}"
 
 

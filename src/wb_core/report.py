@@ -272,7 +272,9 @@ def _cell(v, column: str = "") -> str:
     if hasattr(v, "item") and not isinstance(v, str):  # numpy scalars
         v = v.item()
     if column == "backend":
-        return {"openvino": "OpenVINO", "tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime"}.get(str(v), str(v))
+        from wb_core.backends.registry import title
+
+        return title(str(v))
     if column == "precision":
         return str(v).upper()
     if isinstance(v, (int, float)) or column == "executed_precision":

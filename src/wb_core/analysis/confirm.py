@@ -23,28 +23,27 @@ SAME_VARIANT = "the same variant under OpenVINO's THROUGHPUT hint"
 
 def default_configs(backends, batch_size: int = 1, seq_len: int | None = None,
                     shape: str | None = None) -> dict[str, RunConfig]:
-    """What a user gets without tuning, by name: TensorFlow's default threads; OpenVINO untouched
-    (no property set: it picks the precision, BF16 on BF16 CPUs), and its LATENCY and THROUGHPUT
-    hints with as many requests in flight as it asks for (OPTIMAL_NUMBER_OF_INFER_REQUESTS)."""
+    """What a user gets without tuning, by name: each backend's declared defaults (the registry's
+    `defaults`; for OpenVINO: untouched, so it picks the precision, BF16 on BF16 CPUs, and its
+    LATENCY and THROUGHPUT hints with as many requests in flight as it asks for)."""
+    from wb_core.backends.registry import get
+
     same = {"batch_size": batch_size, "seq_len": seq_len, "shape": shape}
-    out = {}
-    if "tensorflow" in backends:
-        out["TensorFlow, default threads"] = RunConfig("tensorflow", **same)
-    if "openvino" in backends:
-        out["OpenVINO untouched"] = RunConfig("openvino", untouched=True, **same)
-        out["OpenVINO LATENCY hint"] = RunConfig("openvino", hint="latency", untouched=True, **same)
-        out["OpenVINO THROUGHPUT hint"] = RunConfig("openvino", hint="throughput", untouched=True, **same)
-    return out
+    return {label: RunConfig(name, **settings, **same) for name in backends for label, settings in get(name).defaults}
 
 
 def same_variant_with_hint(tuned: RunConfig) -> RunConfig | None:
-    """The pick's model file under OpenVINO's THROUGHPUT hint, every other choice the runtime's."""
-    if tuned.backend != "openvino":
+    """The pick's model file under the runtime's own choices (OpenVINO's THROUGHPUT hint), when its
+    backend declares them (`variant_default`)."""
+    from wb_core.backends.registry import get
+
+    chosen = get(tuned.backend).variant_default
+    if not chosen:
         return None
     # Untouched, a BF16 run is the FP32 model left to the runtime: one and the same config.
-    precision = "fp32" if tuned.precision == "bf16" else tuned.precision
-    return RunConfig("openvino", precision=precision, batch_size=tuned.batch_size, hint="throughput",
-                     untouched=True, seq_len=tuned.seq_len, shape=tuned.shape)
+    precision = "fp32" if tuned.precision == "bf16" and chosen.get("untouched") else tuned.precision
+    return RunConfig(tuned.backend, precision=precision, batch_size=tuned.batch_size, seq_len=tuned.seq_len,
+                     shape=tuned.shape, **chosen)
 
 
 def check_model_unchanged(info: dict, model: str | Path | None, study: str) -> Path:
@@ -99,7 +98,7 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
                   model=None, progress: bool = False, precision_options=None, seq_len: int | None = None) -> dict:
     """See `wb_core.api.confirm`."""
     from wb_core.analysis.recommend import recommend, with_efficiency
-    from wb_core.backends.registry import backend_formats
+    from wb_core.backends.registry import backend_formats, names
     from wb_core.store import Store, load_results
     from wb_core.sweep.context import check_repeats
     from wb_core.sweep.local import run_sweep
@@ -124,7 +123,7 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
         if rec.runners_up:
             configs["runner-up"] = store.run_config(study, rec.runners_up[0]["key"])
     fmt = info.get("model_format")
-    backends = [b for b in ("tensorflow", "openvino") if fmt in backend_formats(b)]
+    backends = [b for b in names() if fmt in backend_formats(b)]
     defaults = default_configs(backends, tuned.batch_size, tuned.seq_len, tuned.shape)
     configs.update(defaults)
     hinted = same_variant_with_hint(tuned)

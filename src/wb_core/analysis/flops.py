@@ -66,29 +66,43 @@ def count_model_flops(model) -> int:
 
 def flops_per_sample(ir_path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
                      batch_size: int = 1) -> float | None:
-    """FLOPs per sample of the IR at `batch_size` (the parent reads the IR; no worker needed).
+    """FLOPs per sample of the IR at `batch_size`, counted in a worker (the parent never imports OpenVINO).
 
     `input_shapes` fills dynamic dimensions (name -> full shape); without it, dynamic non-batch
     dimensions make the count impossible and the result is None.
     """
+    from wb_core.proc.parent import run_task
+
+    shapes = {k: [int(d) for d in v] for k, v in (input_shapes or {}).items()}
+    msg = run_task({"task": "wb_core.analysis.flops:task_flops", "ir_path": str(ir_path), "shapes": shapes,
+                    "batch_size": int(batch_size)}, timeout=120, what=f"counting the FLOPs of {Path(ir_path).name}")
+    return msg.get("flops_per_sample")
+
+
+def task_flops(task: dict) -> None:
+    """Worker side of flops_per_sample: read the IR, reshape it to the batch, count."""
     import openvino as ov
 
     from wb_core.models import ov_inputs
+    from wb_core.proc.channel import emit
 
-    model = ov.Core().read_model(str(ir_path))
-    shapes = {}
+    batch_size = task["batch_size"]
+    model = ov.Core().read_model(task["ir_path"])
+    shapes, result = {}, None
     for spec in ov_inputs(model):
-        shape = list((input_shapes or {}).get(spec.name) or spec.shape)
+        shape = list(task["shapes"].get(spec.name) or spec.shape)
         if not shape:
             continue
         shape[0] = batch_size
         if any(int(d) < 0 for d in shape):
-            return None
+            break
         shapes[spec.name] = ov.PartialShape([int(d) for d in shape])
-    try:
-        if shapes:
-            model.reshape(shapes)
-    except RuntimeError:
-        return None
-    flops = count_model_flops(model)
-    return flops / batch_size if flops else None
+    else:
+        try:
+            if shapes:
+                model.reshape(shapes)
+            flops = count_model_flops(model)
+            result = flops / batch_size if flops else None
+        except RuntimeError:
+            result = None
+    emit({"type": "result", "flops_per_sample": result})

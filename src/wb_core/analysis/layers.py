@@ -64,6 +64,17 @@ class LayerProfile:
                    layers=layers, properties=dict(d.get("properties") or {}))
 
 
+def check_layer_profiling(backend: str, key: str) -> None:
+    """A ConfigError unless `backend` declares per-layer profiles (`layer_profiling` in the registry)."""
+    from wb_core.backends.registry import get, names, title
+
+    if not get(backend).layer_profiling:
+        able = [n for n in names() if get(n).layer_profiling]
+        raise ConfigError(f"A per-layer profile needs the runtime's performance counters "
+                          f"({', '.join(map(title, able))}), and run {key} used {backend}; pick a run of the "
+                          f"study on {' or '.join(able)}.")
+
+
 def profile_layers(model_path: str | Path, config, inputs: dict | None = None, iterations: int = 100,
                    key: str = "", timeout: float = 600) -> LayerProfile:
     """Per-layer profile of an OpenVINO run configuration, measured in a fresh worker process."""
@@ -72,9 +83,7 @@ def profile_layers(model_path: str | Path, config, inputs: dict | None = None, i
     from wb_core.proc.parent import run_task
 
     cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
-    if cfg.backend != "openvino":
-        raise ConfigError(f"A per-layer profile needs OpenVINO's performance counters, and run {key or cfg.key} "
-                          f"used {cfg.backend}; pick an openvino run of the study.")
+    check_layer_profiling(cfg.backend, key or cfg.key)
     if not isinstance(iterations, int) or iterations < 1:
         raise ConfigError(f"Iterations for a layer profile must be at least 1; got {iterations!r}.")
     res = run_task({"task": "layers", "model_path": str(model_path), "config": cfg.to_dict(), "inputs": inputs,
@@ -108,9 +117,7 @@ def study_layer_profile(db: str | Path, study: str, run_key: str, iterations: in
         stored = store.layer_profile(study, row["key"]) if reuse else None
     if stored is not None:
         return LayerProfile.from_dict(stored)
-    if cfg.backend != "openvino":  # before converting anything: say so at once
-        raise ConfigError(f"A per-layer profile needs OpenVINO's performance counters, and run {row['key']} "
-                          f"used {cfg.backend}; pick an openvino run of the study.")
+    check_layer_profiling(cfg.backend, row["key"])  # before converting anything: say so at once
     # An INT8 run ran its own quantized IR; the others ran the study model's FP32 IR.
     variant = row.get("variant_path")
     if isinstance(variant, str) and variant.endswith(".xml") and Path(variant).exists():

@@ -14,7 +14,7 @@ from wb_core.errors import WorkbenchError
 
 def study_model_paths(study: dict) -> dict[str, str | None]:
     """`ir_path` (OpenVINO) and `savedmodel_path` (TensorFlow) of a study's model, None when unavailable."""
-    from wb_core.backends.registry import backend_formats
+    from wb_core.backends.registry import loaders
     from wb_core.variants.convert import ensure_ir, ensure_savedmodel
 
     path, fmt, fp = study.get("model_path"), study.get("model_format"), study.get("model_fingerprint")
@@ -25,7 +25,7 @@ def study_model_paths(study: dict) -> dict[str, str | None]:
         out["ir_path"] = str(ensure_ir(path, fmt, fp))
     except (WorkbenchError, OSError):
         pass
-    if fmt in backend_formats("tensorflow"):
+    if loaders(fmt, "savedmodel"):  # a backend that runs this model as a SavedModel
         try:
             out["savedmodel_path"] = str(ensure_savedmodel(path, fmt, fp))
         except (WorkbenchError, OSError):

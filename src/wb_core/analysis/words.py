@@ -124,8 +124,9 @@ def _present(v) -> bool:
 def run_name(run) -> str:
     """A run named by what a user chose: `OpenVINO · INT8 · batch 8 · 2 threads · cores 0-1`."""
     g = run.get if hasattr(run, "get") else (lambda k, d=None: getattr(run, k, d))
-    backend = {"openvino": "OpenVINO", "tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime"}.get(
-        str(g("backend")), str(g("backend")))
+    from wb_core.backends.registry import title
+
+    backend = title(str(g("backend")))
     parts = [backend, str(g("precision") or "fp32").upper()]
     if _present(g("batch_size")):
         parts.append(f"batch {int(g('batch_size'))}")

@@ -33,6 +33,12 @@ def load_signature(model_path: str):
     return loaded, fn
 
 
+def read_inputs(model_path: str) -> list[InputSpec]:
+    """The inputs of a SavedModel's serving signature (the registry's reader for SavedModels)."""
+    _, fn = load_signature(model_path)
+    return signature_inputs(fn)
+
+
 class TensorFlowSession:
     def __init__(self, model_path: str, cfg: RunConfig):
         self.cfg = cfg

@@ -45,13 +45,11 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
               seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Recommend for one sequence length "
                                                     "(default: one recommendation per length swept).")):
     """Pick the best run under constraints and say why it won."""
-    from wb_core.api import Store, run_label, study_flops, with_efficiency
     from wb_core.api import recommend as _recommend
+    from wb_core.api import results, run_label, study_info
 
-    with Store(_db(db), readonly=True) as store:
-        info = store.get_study(study)
-        df = store.to_frame(study)
-    df = with_efficiency(df, info.get("hardware"), study_flops(info) if not df.empty else None)
+    info = study_info(study, _db(db))
+    df = results(study, _db(db), efficiency=True)
     rec = _recommend(df, _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), objective,
                      runners_up=top, hardware=info.get("hardware"), seq_mix=seq_mix, seq_len=seq_len)
     for n, per in rec.per_length.items():
@@ -104,14 +102,15 @@ def plot(study: str = typer.Option(..., "--study"), out: Path = typer.Option(Pat
 
 
 def _recommended_layers(db, study, constraints, objective):
-    from wb_core.api import layer_profile, load_results, successful
+    from wb_core.api import layer_profile, layer_profiling_backends, load_results, successful
     from wb_core.api import recommend as _recommend
 
     df = load_results(db, study)
     ov = successful(df)
-    ov = ov[ov["backend"] == "openvino"]
+    ov = ov[ov["backend"].isin(layer_profiling_backends())]
     if ov.empty:
-        typer.echo("No successful openvino run, so the report has no per-layer profile.", err=True)
+        typer.echo(f"No successful {' or '.join(layer_profiling_backends())} run, so the report has no per-layer "
+                   "profile.", err=True)
         return None
     try:
         key = _recommend(ov, constraints, objective).key

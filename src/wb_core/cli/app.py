@@ -48,6 +48,13 @@ def fail(msg: str, code: int = 2):
     raise typer.Exit(code)
 
 
+def worded(e: BaseException) -> str:
+    """An error as the CLI says it: the setting it is about is said as its flag (--threads, --dynamic-size)."""
+    from wb_core.api import setting_flag
+
+    return e.worded(setting_flag, prefix=True) if isinstance(e, ConfigError) else str(e)
+
+
 def one_line(msg) -> str:
     """A message as one printable line (user text inside it may hold newlines or escape codes)."""
     return " ".join(printable(msg).split())
@@ -98,7 +105,7 @@ def main() -> None:
         typer.echo("Interrupted; every finished point is stored, and rerunning the same command resumes.", err=True)
         sys.exit(130)
     except WorkbenchError as e:
-        typer.echo(f"Error: {one_line(e)}", err=True)
+        typer.echo(f"Error: {one_line(worded(e))}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.echo("Interrupted; every finished point is stored, and rerunning the same command resumes.", err=True)

@@ -136,14 +136,13 @@ def check_listen(host: str, port: int) -> None:
 
 def check_database(db: Path) -> None:
     """A database that exists must be a workbench store (an empty file is a new one)."""
-    from wb_core.api import Store
+    from wb_core.api import check_database as check_store
 
     path = db.expanduser()
     if path.is_dir():
         raise ConfigError(f"--db '{db}' is a folder; give a results database file, such as {path / 'wb.db'}.")
     if path.is_file() and path.stat().st_size > 0:
-        with Store(path, readonly=True):
-            pass
+        check_store(path)
 
 
 def voila_command(db: Path, port: int, host: str, token: str, cull_idle_s: int,

@@ -22,13 +22,12 @@ OBJECTIVE = typer.Option("throughput", "--objective", help="throughput, latency 
 def hosts(cluster: str = typer.Option(..., "--cluster", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786."),
           only: Optional[str] = typer.Option(None, "--hosts", help="Only these hosts (comma-separated).")):
     """List the hosts of a cluster with the hardware type each reports."""
-    from wb_core.api import by_type, open_executor
+    from wb_core.api import cluster_hosts
 
-    with open_executor(cluster, only) as executor:
-        found = executor.hosts()
+    found = cluster_hosts(cluster, only)
     for h in found:
         typer.echo(h.describe())
-    typer.echo(f"{len(found)} host(s), {len(by_type(found))} hardware type(s).")
+    typer.echo(f"{len(found)} host(s), {len({h.fingerprint for h in found})} hardware type(s).")
 
 
 @app.command("compare-hosts")

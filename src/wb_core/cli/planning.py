@@ -20,7 +20,7 @@ def plan(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.O
          verify: bool = typer.Option(False, "--verify", help="Run the top candidate for real where it fits here."),
          as_json: bool = typer.Option(False, "--json")):
     """Best split of the machine's cores into instances x cores per instance."""
-    from wb_core.api import Store, default_db, hardware_info, load_results, plan_allocation, verify_allocation
+    from wb_core.api import default_db, hardware_info, load_results, plan_allocation, study_info, verify_allocation
 
     db = db or default_db()
     df = load_results(db, study)
@@ -29,8 +29,7 @@ def plan(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.O
     here = len(hardware_info().available_cpus)
     top = cands[0]
     if verify and top.instances * top.cores_per_instance <= here:
-        with Store(db, readonly=True) as s:
-            model = s.get_study(study)["model_path"]
+        model = study_info(study, db)["model_path"]
         out["verified"] = verify_allocation(model, top, db, study)
     if as_json:
         typer.echo(json.dumps(out, indent=2, default=str))

@@ -48,25 +48,34 @@ def inspect(model: str = typer.Argument(..., help="Model path or demo name.")):
         typer.echo(f"  {spec.describe()}")
 
 
+def with_axis_options(command):
+    """Give a command one option per sweep axis (and spec option) of the axes table, with its flag, default and
+    help; the command receives them by SweepSpec field name in `**axes_given`. An axis a backend adds
+    becomes an option here without a line of its own."""
+    import inspect
+
+    from wb_core.api import SPEC_OPTIONS, sweep_axes
+
+    sig = inspect.signature(command)
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    for a in sweep_axes():
+        if a.flag and a.generated_option:  # the others have options with other duties (--dynamic-size, --shape)
+            params.append(inspect.Parameter(a.spec, inspect.Parameter.KEYWORD_ONLY, annotation=str,
+                                            default=typer.Option(a.text_default, a.flag, help=field_help(a.spec))))
+    for o in SPEC_OPTIONS:
+        flag = "--" + o.name.replace("_", "-")
+        kind = bool if isinstance(o.default, bool) else str
+        default = o.default if kind is bool else str(o.default)
+        params.append(inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, annotation=kind,
+                                        default=typer.Option(default, flag, help=field_help(o.name))))
+    command.__signature__ = sig.replace(parameters=params)
+    return command
+
+
 @app.command()
+@with_axis_options
 def profile(
     model: str = typer.Argument(..., help="Model path (SavedModel dir, .keras, .onnx, .xml) or a demo name."),
-    backend: str = typer.Option("openvino", "--backend", help=field_help("backends")),
-    precision: str = typer.Option("fp32", "--precision", help=field_help("precisions")),
-    batch: str = typer.Option("1", "--batch", help=field_help("batch_sizes")),
-    threads: str = typer.Option("auto", "--threads", help=field_help("threads")),
-    inter_op_threads: str = typer.Option("auto", "--inter-op-threads", help=field_help("inter_op_threads")),
-    streams: str = typer.Option("auto", "--streams", help=field_help("streams")),
-    hint: str = typer.Option("none", "--hint", help=field_help("hints")),
-    cores: str = typer.Option("none", "--cores",
-                              help=field_help("cores")),
-    concurrency: str = typer.Option("auto", "--concurrency", help=field_help("concurrency")),
-    instances: str = typer.Option("1", "--instances", help=field_help("instances")),
-    cores_per_instance: str = typer.Option("auto", "--cores-per-instance",
-                                           help=field_help("cores_per_instance")),
-    allow_oversubscribe: bool = typer.Option(False, "--allow-oversubscribe",
-                                             help=field_help("allow_oversubscribe")),
-    rate: str = typer.Option("none", "--rate", help=field_help("rates")),
     find_max_rate: bool = typer.Option(False, "--find-max-rate",
                                        help="Search the highest rate whose p99 stays under --p99-ms."),
     p99_ms: Optional[float] = typer.Option(None, "--p99-ms", parser=number,
@@ -74,15 +83,12 @@ def profile(
     search: str = typer.Option("grid", "--search",
                                help="grid (every configuration) or smart (climbs to the best in far fewer runs)."),
     budget: Optional[int] = typer.Option(None, "--budget", parser=count, help="Most configurations to measure."),
-    repeats: str = typer.Option("1", "--repeats", help=field_help("repeats")),
     ci: Optional[str] = typer.Option(None, "--ci", help="Interval target, e.g. 3%: after the first rounds (at least "
                                      "3), add rounds to the leading configurations until each one's 95% throughput "
                                      "interval is within this share of its median, or --max-rounds are spent."),
     max_rounds: int = typer.Option(10, "--max-rounds", help="Most extra rounds --ci may add."),
     remeasure_busy: bool = typer.Option(False, "--remeasure-busy", help="Measure again the points stored as measured "
                                         "on a busy machine (others used their cores, or the hypervisor stole time)."),
-    onednn: str = typer.Option("auto", "--onednn", help=field_help("onednn")),
-    cpu_pinning: str = typer.Option("auto", "--ov-pinning", help=field_help("cpu_pinning")),
     study: Optional[str] = typer.Option(None, "--study", help="Study name (default: the model's name)."),
     db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: ./wb.db)."),
     max_time: float = typer.Option(10.0, "--max-time", help="Measuring time limit of one point, in seconds."),
@@ -140,6 +146,7 @@ def profile(
     hosts: Optional[str] = typer.Option(None, "--hosts", help="With --cluster: only these hosts, e.g. host-a,host-b."),
     ship_model: bool = typer.Option(False, "--ship-model", help="With --cluster: send the model's files to the "
                                     "hosts instead of relying on a shared path."),
+    **axes_given,
 ):
     """Sweep a model over the given settings; every point is stored as soon as it is measured."""
     from wb_core.api import (
@@ -160,11 +167,7 @@ def profile(
     from wb_core.api import profile as run_profile
 
     single_shapes, shape_axis = parse_shape_axis(shape)
-    spec = SweepSpec(shapes=shape_axis, backends=backend, precisions=precision, batch_sizes=batch, threads=threads,
-                     inter_op_threads=inter_op_threads, streams=streams, cores=cores, concurrency=concurrency,
-                     hints=hint, onednn=onednn, cpu_pinning=cpu_pinning, instances=instances,
-                     cores_per_instance=cores_per_instance, allow_oversubscribe=allow_oversubscribe, rates=rate,
-                     repeats=repeats)
+    spec = SweepSpec(shapes=shape_axis, **axes_given)
     settings = MeasureSettings(max_time_s=max_time, warmup_s=warmup, window_s=window, tolerance=tolerance)
     seq_lens = parse_seq_lens(dynamic_size)
     if seq_lens != [None]:  # one size or several: the seq_len column (several are a sweep axis)
@@ -249,12 +252,12 @@ def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
 @app.command()
 def studies(db: Optional[Path] = typer.Option(None, "--db")):
     """List the studies in a database."""
-    from wb_core.api import Store, default_db, printable
+    from wb_core.api import printable
+    from wb_core.api import studies as list_studies
 
-    with Store(db or default_db(), readonly=True) as s:
-        for row in s.list_studies():
-            typer.echo(f"{printable(row['name']):24} {row['runs'] or 0:4} runs ({row['ok'] or 0} ok, "
-                       f"{row['failed'] or 0} failed)  {printable(row['model_path'])}")
+    for row in list_studies(db):
+        typer.echo(f"{printable(row['name']):24} {row['runs'] or 0:4} runs ({row['ok'] or 0} ok, "
+                   f"{row['failed'] or 0} failed)  {printable(row['model_path'])}")
 
 
 TABLE_COLUMNS = ["backend", "precision", "seq_len", "shape", "batch_size", "threads", "inter_op_threads", "streams", "cores",

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from wb_core.api import field_help, list_backends
 from wb_core.cli.app import app, report_summary
 from wb_core.cli.app import fail as _fail
 
@@ -56,7 +57,7 @@ def pipeline(
     infer_cores: str = typer.Option("none", "--infer-cores", help="Cores of the inference side, as --pre-cores."),
     queue_depth: str = typer.Option("auto", "--queue-depth", help="Batches the queue holds (auto: 2 per pre-worker, "
                                     "at least 4)."),
-    backend: str = typer.Option("openvino", "--backend", help="tensorflow, openvino."),
+    backend: str = typer.Option(next(iter(list_backends())), "--backend", help=field_help("backends")),
     precision: str = typer.Option("fp32", "--precision", help="fp32, bf16, int8."),
     batch: str = typer.Option("1", "--batch", help="Batch sizes, e.g. 1,8,32."),
     threads: str = typer.Option("auto", "--threads", help="Inference threads (intra-op / INFERENCE_NUM_THREADS)."),

@@ -18,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 from wb_core.errors import WorkbenchError
+from wb_core.export.common import model_file_name, served_file
 from wb_core.export.deployment import DeploymentConfig
 
 
@@ -40,9 +41,17 @@ def _savedmodel_files(dep: DeploymentConfig) -> list[tuple[str, Path]] | None:
 def model_files(dep: DeploymentConfig, fmt: str, notes: list[str]) -> list[tuple[str, Path]]:
     """(path inside the format's folder, file on disk) for the model files of `fmt`; notes say what is missing."""
     name = dep.serving_name
-    wants_ir = fmt == "ovms" or (fmt in ("triton", "kserve") and dep.backend != "tensorflow")
     if fmt == "yaml":
         return []
+    kind = served_file(dep, fmt)
+    wants_ir = kind == "openvino-ir"
+    if kind != "savedmodel" and not wants_ir:  # a runtime that serves the model file as it is (ONNX)
+        src = Path(dep.model.path)
+        if not src.is_file():
+            notes.append(f"The bundle has no model files for {fmt}: the model file ({src}) is not on disk.")
+            return []
+        base = {"triton": f"model_repository/{name}/1", "kserve": f"model/{name}/1"}.get(fmt, f"models/{name}/1")
+        return [(f"{base}/{model_file_name(dep, fmt)}", src)]
     if wants_ir:
         files = _ir_files(dep)
         if files is None:

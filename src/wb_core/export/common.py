@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from wb_core.backends.registry import get, runtime_label, serving, title
 from wb_core.export.deployment import DeploymentConfig
 
 
@@ -24,9 +25,7 @@ class ExportResult:
 def provenance(dep: DeploymentConfig) -> list[str]:
     """Lines saying what was measured, when, and on which hardware."""
     m, e, hw = dep.measurement, dep.expected, dep.measurement.hardware
-    runtime = dep.backend + (f" {m.versions[dep.backend]}" if dep.backend in m.versions else "")
-    if dep.backend == "tensorflow" and "tensorflow-cpu" in m.versions:
-        runtime = f"tensorflow-cpu {m.versions['tensorflow-cpu']}"
+    runtime = runtime_label(dep.backend, m.versions)
     busy = f"{fmt(e.cpu_util)} CPU core{'' if e.cpu_util == 1 else 's'} busy" if e.cpu_util is not None else ""
     lines = [
         f"Exported by CPU Inference Workbench from study '{m.study}' (run id {m.run_key}).",
@@ -43,14 +42,11 @@ def provenance(dep: DeploymentConfig) -> list[str]:
     return lines
 
 
-RUNTIMES = {"openvino": "OpenVINO", "tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime"}
-
-
 def setting_summary(dep: DeploymentConfig) -> str:
     """The run's settings in words: `OpenVINO, FP32 (executed as FP32), batch 1, 1 thread, ...`."""
     from wb_core.analysis.words import executed_words, plural
 
-    parts = [RUNTIMES.get(dep.backend, dep.backend), str(dep.precision).upper()
+    parts = [title(dep.backend), str(dep.precision).upper()
              + (f" (executed as {executed_words(dep.executed_precision)})" if dep.executed_precision else ""),
              f"batch {dep.batch_size}", plural(dep.threads, "thread") if dep.threads else "auto threads"]
     if dep.inter_op_threads:
@@ -64,6 +60,49 @@ def setting_summary(dep: DeploymentConfig) -> str:
     if dep.instances > 1:
         parts.append(plural(dep.instances, "instance"))
     return ", ".join(parts)
+
+
+# The model file a format serves when the run's backend names no runtime there: the server's own.
+SERVED_WITHOUT_RUNTIME = {"ovms": "openvino-ir", "tfserving": "savedmodel", "triton": "openvino-ir",
+                          "kserve": "openvino-ir"}
+
+
+def served_file(dep: DeploymentConfig, fmt: str) -> str:
+    """The model file (a `BackendInfo.loads` kind: "openvino-ir", "savedmodel") that `fmt` serves for the
+    run: the file its backend loads when the registry's serving map gives the format a runtime for
+    it, else the one the server runs itself (OVMS an IR, TensorFlow Serving a SavedModel)."""
+    if serving(dep.backend, fmt) is not None:
+        return get(dep.backend).loads
+    return SERVED_WITHOUT_RUNTIME.get(fmt, "openvino-ir")
+
+
+def model_file_name(dep: DeploymentConfig, fmt: str) -> str:
+    """The name a format gives a model served as the file it is (an ONNX model): the name the
+    backend's serving entry declares, else `model` with the file's own suffix."""
+    from pathlib import PurePath
+
+    declared = serving(dep.backend, fmt)
+    return (declared.model_file if declared and declared.model_file
+            else "model" + (PurePath(dep.model.path).suffix or f".{dep.model.format}"))
+
+
+def openvino_run(dep: DeploymentConfig) -> bool:
+    """Whether the run's backend is the one OpenVINO Model Server serves as measured (its serving map
+    names `ovms`): its runtime properties are OpenVINO properties."""
+    return serving(dep.backend, "ovms") is not None
+
+
+def serving_note(dep: DeploymentConfig, fmt: str, how: str) -> str | None:
+    """The note for a run measured on a backend that `fmt` has no runtime for (None when it has one);
+    `how` says what the server runs instead ("OVMS serves the OpenVINO IR")."""
+    from wb_core.backends.registry import serving_backends
+
+    if serving(dep.backend, fmt) is not None:
+        return None
+    others = " or ".join(serving_backends(fmt)) or "other"
+    article = "an" if others[0] in "aeiou" else "a"
+    return (f"This run was measured with {title(dep.backend)}; {how}, so latency and throughput will differ. "
+            f"Profile {article} {others} run to export measured numbers.")
 
 
 def comment_block(lines: list[str], prefix: str = "# ") -> str:

@@ -203,6 +203,11 @@ def validate(data: dict) -> None:
     except jsonschema.ValidationError as e:
         where = "/".join(str(p) for p in e.absolute_path) or "the top level"
         raise ConfigError(f"The deployment file is invalid at {where}: {e.message}.") from None
+    from wb_core.backends.registry import names
+
+    if data.get("backend") not in names():
+        raise ConfigError(f"The deployment file is invalid at backend: {data.get('backend')!r} is not one of "
+                          f"{', '.join(names())}.")
 
 
 def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None = None,
@@ -218,8 +223,8 @@ def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None
     cores_text = run.get("cores")
     cores = list(parse_cores(cores_text, cpus=list(range(1 << 12)))) if cores_text not in (None, "none", "") else None
     props = run.get("ov_properties") if isinstance(run.get("ov_properties"), dict) else {}
-    if run.get("backend") == "tensorflow":
-        props = tensorflow_properties(run)
+    if run_properties_declared(str(run["backend"])):  # a runtime that reports none: its settings, in its words
+        props = declared_properties(run)
     return DeploymentConfig(
         model=ModelInfo(name=name or model_name(study.get("model_path"), str(study["name"])),
                         path=str(study.get("model_path")), format=str(study.get("model_format")),
@@ -256,18 +261,20 @@ def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None
     )
 
 
-def tensorflow_properties(run: dict) -> dict:
-    """The TensorFlow settings a run used, named as TensorFlow names them."""
-    props: dict[str, Any] = {}
-    if _int(run.get("threads")):
-        props["intra_op_parallelism_threads"] = _int(run.get("threads"))
-    if _int(run.get("inter_op_threads")):
-        props["inter_op_parallelism_threads"] = _int(run.get("inter_op_threads"))
-    if _bool(run.get("onednn")) is not None:
-        props["TF_ENABLE_ONEDNN_OPTS"] = "1" if run.get("onednn") else "0"
-    if run.get("precision") == "bf16":
-        props["auto_mixed_precision_onednn_bfloat16"] = "true"
-    return props
+def run_properties_declared(backend: str) -> bool:
+    """Whether the backend names its settings itself (the registry's `properties`) instead of reporting them."""
+    from wb_core.backends.registry import get, names
+
+    return backend in names() and bool(get(backend).properties or get(backend).bf16_property)
+
+
+def declared_properties(run: dict) -> dict[str, Any]:
+    """The settings a run used, named as its runtime names them (the registry's `properties`)."""
+    from wb_core.backends.registry import named_properties
+    from wb_core.config import RunConfig
+
+    switches = frozenset(f.name for f in dataclasses.fields(RunConfig) if "bool" in str(f.type))
+    return named_properties(str(run["backend"]), run, switches)
 
 
 def _num(v) -> float | None:

@@ -11,11 +11,13 @@ specified framework/version").
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import yaml
 
-from wb_core.export.common import ExportResult, comment_block, memory_mib, notes_file, provenance, whole_cpus
+from wb_core.backends.registry import Serving, get, serving
+from wb_core.export.common import ExportResult, comment_block, memory_mib, notes_file, provenance, served_file, whole_cpus
 from wb_core.export.deployment import DeploymentConfig
 from wb_core.export.ovms import plugin_config
 from wb_core.export.tfserving import server_args
@@ -61,6 +63,25 @@ def supports(runtime: str, model_format: dict, protocol: str | None = None) -> b
     return label in labels and (protocol is None or protocol in rt["protocols"])
 
 
+# The serving runtimes this export writes predictors for (the third, kserve-tritonserver, is listed for checks).
+WRITTEN = ("kserve-openvino", "kserve-tensorflow-serving")
+# What serves a run whose backend names no KServe model format: its OpenVINO IR in OpenVINO Model Server.
+IR_RUNTIME = Serving("openvino", server="kserve-openvino")
+
+
+def served_runtime(dep: DeploymentConfig) -> Serving:
+    """The KServe model format and serving runtime of the run (from the registry's serving map); a
+    format declared without its serving runtime gets the first one written here that lists it."""
+    declared = serving(dep.backend, FORMAT)
+    if declared is None:
+        return IR_RUNTIME
+    if declared.server:
+        return declared
+    fmt = {"name": declared.runtime} | ({"version": declared.format_version} if declared.format_version else {})
+    server = next((r for r in WRITTEN if supports(r, fmt)), "")
+    return dataclasses.replace(declared, server=server)
+
+
 STATIC_CPU_NOTE = ("Exclusive cores need the kubelet's static CPU manager policy (--cpu-manager-policy=static): "
                    "then this Guaranteed pod (whole CPUs, requests equal to limits) gets cores no other pod uses. "
                    "Under the default 'none' policy it shares cores, and the measured numbers may not hold.")
@@ -71,21 +92,29 @@ def inference_service(dep: DeploymentConfig, notes: list[str]) -> dict:
     cpus = str(whole_cpus(dep))
     memory = f"{memory_mib(dep)}Mi"
     resources = {"requests": {"cpu": cpus, "memory": memory}, "limits": {"cpu": cpus, "memory": memory}}
-    if dep.backend == "tensorflow":
+    served = served_runtime(dep)
+    model_format = {"name": served.runtime} | ({"version": served.format_version} if served.format_version else {})
+    if served.server == "kserve-tensorflow-serving":
         # TF2 SavedModels; kserve-tensorflow-serving lists tensorflow versions "1" and "2".
-        model = {"modelFormat": {"name": "tensorflow", "version": "2"}, "runtime": "kserve-tensorflow-serving",
+        model = {"modelFormat": model_format, "runtime": served.server,
                  "storageUri": f"pvc://models/{name}",
                  "args": [a for a in server_args(dep) if a.startswith("--tensorflow_")]}
-        if dep.onednn is not None:
-            model["env"] = [{"name": "TF_ENABLE_ONEDNN_OPTS", "value": "1" if dep.onednn else "0"}]
-    else:
+        env = get(dep.backend).process_env({"onednn": dep.onednn})
+        if env:
+            model["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    elif served.server == "kserve-openvino":
         props = plugin_config(dep, [])
         # OVMS flags, appended to the runtime's own (--model_name, --model_path=/mnt/models, ports).
-        model = {"modelFormat": {"name": "openvino"}, "runtime": "kserve-openvino",
+        model = {"modelFormat": model_format, "runtime": served.server,
                  "storageUri": f"pvc://models/{name}",
                  "args": [f"--plugin_config={json.dumps(props, separators=(',', ':'))}",
                           f"--nireq={max(1, dep.concurrency) * max(1, dep.instances)}",
                           f"--batch_size={dep.batch_size}"]}
+    else:
+        from wb_core.errors import ConfigError
+
+        raise ConfigError(f"The KServe export writes {' and '.join(WRITTEN)} predictors; the {dep.backend} backend's "
+                          f"model format {served.runtime} is served by {served.server or 'neither'}.")
     if not supports(model["runtime"], model["modelFormat"]):  # a bug here, never a user's input
         raise AssertionError(f"{model['runtime']} does not list model format {model['modelFormat']}")
     model["resources"] = resources
@@ -129,7 +158,8 @@ def render(dep: DeploymentConfig) -> ExportResult:
     notes.append(f"Memory is the measured peak ({dep.expected.rss_mb or 0:.0f} MB) plus 25%, at least 256 Mi; "
                  "the serving runtime's own overhead differs from the workbench's worker.")
     name = dep.serving_name
-    layout = "NAME/1/model.xml + model.bin" if dep.backend != "tensorflow" else "NAME/1/saved_model.pb + variables/"
+    savedmodel = served_file(dep, FORMAT) == "savedmodel"
+    layout = "NAME/1/saved_model.pb + variables/" if savedmodel else "NAME/1/model.xml + model.bin"
     notes.append(f"storageUri is a placeholder (pvc://models/{name}): point it at a folder laid out as {layout} "
                  f"(the bundle's kserve/model/{name}/ is), which KServe mounts at /mnt/models.")
     runtime = doc["spec"]["predictor"]["model"]["runtime"]
@@ -138,14 +168,14 @@ def render(dep: DeploymentConfig) -> ExportResult:
         notes.append(f"The {runtime} ClusterServingRuntime (OpenVINO Model Server) ships in KServe's repository "
                      f"({rt['file']}, since v0.17.0; checked against {KSERVE_VERSION}) but not in its default "
                      "install: apply it once with kubectl apply -f before this InferenceService.")
-    if dep.backend != "tensorflow" and dep.batch_size > 1:
+    if runtime == "kserve-openvino" and dep.batch_size > 1:
         notes.append(f"OVMS serves the model at a fixed batch of {dep.batch_size} (--batch_size), as measured: "
                      f"requests must carry {dep.batch_size} samples. The batcher can send fewer; to accept them set "
                      f"--batch_size=1:{dep.batch_size} (a dynamic batch dimension, which was not what was measured).")
     if dep.instances > 1 and not dep.capacity:
         notes.append(f"The run used {dep.instances} instances inside one process; replicas would each get their own "
                      "CPUs, so they are left at 1.")
-    if dep.backend == "tensorflow" and dep.batch_size > 1:
+    if runtime == "kserve-tensorflow-serving" and dep.batch_size > 1:
         notes.append("Batching uses KServe's batcher rather than TensorFlow Serving's own (which needs a "
                      "batching_parameters file mounted from a ConfigMap).")
     header = comment_block(provenance(dep) + [""] + [f"Note: {n}" for n in notes])

@@ -2,8 +2,8 @@
 
 Serving configs must name a model's tensors as the served file names them: an IR converted from a
 SavedModel can call its input `keras_tensor` where the signature said `image`. So the Triton
-export reads them from the IR itself when it is on disk (reading an IR's graph takes
-milliseconds), and falls back to the study's inputs otherwise.
+export reads them from the IR itself when it is on disk (in a worker: the parent never imports
+OpenVINO), and falls back to the study's inputs otherwise.
 """
 
 from __future__ import annotations
@@ -36,17 +36,43 @@ def _tensor(port, i: int, kind: str) -> Tensor:
 
 
 def ir_io(ir_path: str | None, shapes: dict[str, list[int]] | None = None) -> tuple[list[Tensor], list[Tensor]] | None:
-    """(inputs, outputs) of an IR, after reshaping its inputs to `shapes` when given; None if unreadable."""
+    """(inputs, outputs) of an IR, after reshaping its inputs to `shapes` when given; None if unreadable.
+
+    The IR is read in a worker, so the parent never imports OpenVINO.
+    """
     if not ir_path or not Path(ir_path).is_file():
         return None
-    try:
-        import openvino as ov
+    from wb_core.errors import WorkbenchError
+    from wb_core.proc.parent import run_task
 
-        model = ov.Core().read_model(str(ir_path))
+    try:
+        msg = run_task({"task": "wb_core.export.modelio:task_ir_io", "ir_path": str(ir_path),
+                        "shapes": {k: [int(d) for d in v] for k, v in (shapes or {}).items()}},
+                       timeout=120, what=f"reading the inputs and outputs of {Path(ir_path).name}")
+    except WorkbenchError:  # a worker that cannot start leaves the study's inputs to go by
+        return None
+    if msg.get("io") is None:
+        return None
+    ins, outs = msg["io"]
+    return [Tensor(**t) for t in ins], [Tensor(**t) for t in outs]
+
+
+def task_ir_io(task: dict) -> None:
+    """Worker side of ir_io."""
+    from dataclasses import asdict
+
+    import openvino as ov
+
+    from wb_core.proc.channel import emit
+
+    shapes = task["shapes"]
+    try:
+        model = ov.Core().read_model(task["ir_path"])
         if shapes:
             model.reshape({port.get_any_name(): ov.PartialShape(list(shapes[port.get_any_name()]))
                            for port in model.inputs if port.get_any_name() in shapes})
-        return ([_tensor(p, i, "input") for i, p in enumerate(model.inputs)],
-                [_tensor(p, i, "output") for i, p in enumerate(model.outputs)])
+        io = ([asdict(_tensor(p, i, "input")) for i, p in enumerate(model.inputs)],
+              [asdict(_tensor(p, i, "output")) for i, p in enumerate(model.outputs)])
     except Exception:  # an IR that does not read (or reshape) leaves the study's inputs to go by
-        return None
+        io = None
+    emit({"type": "result", "io": io})

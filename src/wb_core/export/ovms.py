@@ -9,7 +9,17 @@ from __future__ import annotations
 import json
 import shlex
 
-from wb_core.export.common import ExportResult, comment_block, cpu_list, notes_file, provenance, requests_in_flight
+from wb_core.backends.registry import get, title
+from wb_core.export.common import (
+    ExportResult,
+    comment_block,
+    cpu_list,
+    notes_file,
+    openvino_run,
+    provenance,
+    requests_in_flight,
+    serving_note,
+)
 from wb_core.export.deployment import DeploymentConfig
 
 FORMAT = "ovms"
@@ -20,17 +30,18 @@ OV_PRECISION = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
 
 def plugin_config(dep: DeploymentConfig, notes: list[str]) -> dict[str, str]:
     """OpenVINO CPU properties for OVMS, as strings."""
-    props = {k: str(v) for k, v in dep.runtime_properties.items()} if dep.backend == "openvino" else {}
-    if dep.backend != "openvino":
+    ov = openvino_run(dep)
+    props = {k: str(v) for k, v in dep.runtime_properties.items()} if ov else {}
+    if not ov:
         props["INFERENCE_PRECISION_HINT"] = OV_PRECISION.get(dep.precision, "f32")
         if dep.threads:
             props["INFERENCE_NUM_THREADS"] = str(dep.threads)
     props.setdefault("INFERENCE_PRECISION_HINT", OV_PRECISION.get(dep.precision, "f32"))
     if "PERFORMANCE_HINT" not in props and "NUM_STREAMS" not in props:
         # The run left streams to the runtime; pin down what it chose so the server does the same.
-        reported = dep.runtime_reported.get("ov_streams") if dep.backend == "openvino" else None
+        reported = dep.runtime_reported.get("ov_streams") if ov else None
         props["NUM_STREAMS"] = reported or str(max(1, dep.concurrency))
-    if "INFERENCE_NUM_THREADS" not in props and dep.backend == "openvino" and dep.runtime_reported.get("ov_threads"):
+    if "INFERENCE_NUM_THREADS" not in props and ov and dep.runtime_reported.get("ov_threads"):
         props["INFERENCE_NUM_THREADS"] = dep.runtime_reported["ov_threads"]
     if "ENABLE_CPU_PINNING" in props:
         props["ENABLE_CPU_PINNING"] = "YES" if props["ENABLE_CPU_PINNING"].lower() in ("true", "yes", "1") else "NO"
@@ -70,13 +81,13 @@ def render(dep: DeploymentConfig) -> ExportResult:
     notes = result.notes
     name = dep.serving_name
     cfg = config_json(dep, notes)
-    if dep.backend == "tensorflow":
-        notes.append("This run was measured with TensorFlow; OVMS serves the OpenVINO IR, so latency and throughput "
-                     "will differ. Profile an openvino run to export measured numbers.")
+    other = serving_note(dep, FORMAT, "OVMS serves the OpenVINO IR")
+    if other:
+        notes.append(other)
         if dep.inter_op_threads:
-            notes.append(f"TensorFlow inter-op threads ({dep.inter_op_threads}) have no OpenVINO equivalent.")
-        if dep.onednn is not None:
-            notes.append("TF_ENABLE_ONEDNN_OPTS has no OpenVINO equivalent.")
+            notes.append(f"{title(dep.backend)} inter-op threads ({dep.inter_op_threads}) have no OpenVINO equivalent.")
+        for var in get(dep.backend).process_env({"onednn": dep.onednn}):
+            notes.append(f"{var} has no OpenVINO equivalent.")
     if not dep.cores:
         notes.append("The run was not pinned to cores, so the docker line has no --cpuset-cpus.")
     if dep.instances > 1:

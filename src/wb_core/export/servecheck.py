@@ -326,7 +326,7 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
     from wb_core.config import InputOptions, available_cpus, with_point_shapes
     from wb_core.export import deployment_for_study
     from wb_core.export.bundle import write_model_files
-    from wb_core.export.common import requests_in_flight
+    from wb_core.export.common import openvino_run, requests_in_flight
     from wb_core.export.triton import CHECKED_AGAINST, host_policy_flags, layout, render_python
     from wb_core.export.tritonserver import TritonServer, find_tritonserver
     from wb_core.models import make_batches, ov_inputs, read_ov_model, resolve_shape
@@ -335,9 +335,12 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
     if port is not None and not (isinstance(port, int) and 1 <= port <= 65534):
         raise ConfigError(f"--port must be a port number from 1 to 65534 (gRPC takes the next one); got {port}.")
     dep = deployment_for_study(db, study, run_key=run_key)
-    if dep.backend != "openvino":
+    if not openvino_run(dep):
+        from wb_core.backends.registry import serving_backends
+
         raise ConfigError(f"The serve check replays OpenVINO runs (Triton's Python backend running OpenVINO); run "
-                          f"{dep.measurement.run_key} ran {dep.backend}. Choose an openvino run of this study.")
+                          f"{dep.measurement.run_key} ran {dep.backend}. Choose a run of this study on "
+                          f"{' or '.join(serving_backends('ovms'))}.")
     if not dep.model.ir_path or not Path(dep.model.ir_path).is_file():
         raise WorkbenchError(f"The OpenVINO IR run {dep.measurement.run_key} measured is not on disk "
                              f"({dep.model.ir_path or 'the model has moved'}); profile the study again to rebuild it.")

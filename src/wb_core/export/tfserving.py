@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import shlex
 
-from wb_core.export.common import ExportResult, comment_block, cpu_list, notes_file, provenance, requests_in_flight
+from wb_core.backends.registry import title
+from wb_core.export.common import ExportResult, comment_block, cpu_list, notes_file, provenance, requests_in_flight, serving_note
 from wb_core.export.deployment import DeploymentConfig
 
 FORMAT = "tfserving"
@@ -53,12 +54,12 @@ def render(dep: DeploymentConfig) -> ExportResult:
     result = ExportResult(FORMAT)
     notes = result.notes
     name = dep.serving_name
-    if dep.backend == "openvino":
-        notes.append("This run was measured with OpenVINO; TensorFlow Serving runs the SavedModel with TensorFlow, "
-                     "so latency and throughput will differ. Profile a tensorflow run to export measured numbers.")
+    other = serving_note(dep, FORMAT, "TensorFlow Serving runs the SavedModel with TensorFlow")
+    if other:
+        notes.append(other)
         extra = sorted(set(dep.runtime_properties) - {"INFERENCE_NUM_THREADS"})
         if extra:
-            notes.append(f"OpenVINO properties {', '.join(extra)} have no TensorFlow Serving equivalent.")
+            notes.append(f"{title(dep.backend)} properties {', '.join(extra)} have no TensorFlow Serving equivalent.")
     if dep.streams:
         notes.append(f"OpenVINO streams ({dep.streams}) have no TensorFlow Serving equivalent.")
     if not dep.threads:

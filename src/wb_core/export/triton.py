@@ -1,6 +1,8 @@
 """`triton`: Triton Inference Server model repository (config.pbtxt), --host-policy flags, run_triton.sh.
 
-OpenVINO runs use Triton's `openvino` backend, TensorFlow runs the `tensorflow_savedmodel` platform.
+Each run uses the Triton runtime its backend declares (the registry's serving map: Triton's
+`openvino` backend for OpenVINO runs, the `tensorflow_savedmodel` platform for TensorFlow runs);
+a backend that declares none is served as an OpenVINO IR by the `openvino` backend.
 `render_python` writes the same instance layout served by Triton's Python backend running
 OpenVINO (the variant `wb serve-check` starts, and the one a stock Triton CPU image can run with
 exactly the run's OpenVINO properties).
@@ -23,7 +25,8 @@ nvidia-pytriton 0.7.0 ships) and its backends' sources at branch r24.10:
   ignored without a word, so the export never writes one and notes what it cannot carry.
 - With max_batch_size > 1 the openvino backend fails every request batch other than
   max_batch_size unless ENABLE_BATCH_PADDING is YES (it then pads to max_batch_size).
-- The tensorflow backend reads TF_NUM_INTRA_THREADS and TF_NUM_INTER_THREADS.
+- The tensorflow backend reads TF_NUM_INTRA_THREADS and TF_NUM_INTER_THREADS; the onnxruntime
+  backend intra_op_thread_count and inter_op_thread_count (its README, r24.10).
 """
 
 from __future__ import annotations
@@ -33,7 +36,19 @@ import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 
-from wb_core.export.common import INPUT_DTYPES_TRITON, ExportResult, comment_block, core_ranges, cpu_list, notes_file, provenance
+from wb_core.backends.registry import Serving, get, serving
+from wb_core.export.common import (
+    INPUT_DTYPES_TRITON,
+    ExportResult,
+    comment_block,
+    core_ranges,
+    cpu_list,
+    model_file_name,
+    notes_file,
+    openvino_run,
+    provenance,
+    served_file,
+)
 from wb_core.export.deployment import DeploymentConfig
 from wb_core.export.ovms import plugin_config
 
@@ -46,6 +61,13 @@ OPENVINO_DEVICE_PARAMETERS = ("INFERENCE_NUM_THREADS", "COMPILATION_NUM_THREADS"
                               "PERFORMANCE_HINT")
 OPENVINO_FLAG_PARAMETERS = ("ENABLE_BATCH_PADDING", "RESHAPE_IO_LAYERS", "SKIP_OV_DYNAMIC_BATCHSIZE")
 TRITON_OV_PARAMETERS = OPENVINO_DEVICE_PARAMETERS + OPENVINO_FLAG_PARAMETERS
+# What serves a run whose backend names no Triton runtime: its OpenVINO IR in the openvino backend.
+IR_RUNTIME = Serving("openvino", model_file="model.xml")
+
+
+def served_runtime(dep: DeploymentConfig) -> Serving:
+    """The Triton backend or platform that serves the run (from the registry's serving map)."""
+    return serving(dep.backend, FORMAT) or IR_RUNTIME
 
 
 def _q(text: str) -> str:
@@ -112,8 +134,9 @@ def _int(v) -> int | None:
 
 def layout(dep: DeploymentConfig, notes: list[str]) -> Layout:
     """Instance groups, host policies and per-instance threads/streams for a run (see the module rules)."""
-    props = plugin_config(dep, []) if dep.backend == "openvino" else {}
-    threads = _int(props.get("INFERENCE_NUM_THREADS")) if dep.backend == "openvino" else dep.threads
+    ov = openvino_run(dep)
+    props = plugin_config(dep, []) if ov else {}
+    threads = _int(props.get("INFERENCE_NUM_THREADS")) if ov else dep.threads
     streams = _int(props.get("NUM_STREAMS"))
     effective_streams = streams or _int(dep.runtime_reported.get("ov_streams")) or 1
     if dep.capacity:
@@ -126,7 +149,7 @@ def layout(dep: DeploymentConfig, notes: list[str]) -> Layout:
     else:
         sets = dep.instance_cores()
     split = 1
-    if dep.backend == "openvino" and effective_streams > 1 and dep.concurrency > 1:
+    if ov and effective_streams > 1 and dep.concurrency > 1:
         split = effective_streams
         sets = [chunk for cs in sets for chunk in _split(cs, split)]
         per = max(1, threads // split) if threads else (len(sets[0]) if sets[0] else None)
@@ -136,7 +159,7 @@ def layout(dep: DeploymentConfig, notes: list[str]) -> Layout:
                      "of the CPUs.")
         threads, streams = per, 1
         props = {k: v for k, v in props.items() if k not in ("PERFORMANCE_HINT", "PERFORMANCE_HINT_NUM_REQUESTS")}
-    if dep.backend == "openvino":
+    if ov:
         if threads:
             props["INFERENCE_NUM_THREADS"] = str(threads)
         if streams:
@@ -248,11 +271,33 @@ def tensorflow_parameters(dep: DeploymentConfig, notes: list[str]) -> dict[str, 
     return out
 
 
+def onnxruntime_parameters(dep: DeploymentConfig, notes: list[str]) -> dict[str, str]:
+    out = {}
+    if dep.threads:
+        out["intra_op_thread_count"] = str(dep.threads)
+    if dep.inter_op_threads:
+        out["inter_op_thread_count"] = str(dep.inter_op_threads)
+    return out
+
+
+def _parameters(dep: DeploymentConfig, lay: Layout, notes: list[str]) -> dict[str, str]:
+    """config.pbtxt parameters in the words of the Triton runtime that serves the run."""
+    name = served_runtime(dep).runtime
+    if name == "openvino":
+        return openvino_parameters(dep, lay, notes)
+    if name == "tensorflow":
+        return tensorflow_parameters(dep, notes)
+    if name == "onnxruntime":
+        return onnxruntime_parameters(dep, notes)
+    notes.append(f"Triton's {name} backend gets no parameters from this export; set its threads by hand.")
+    return {}
+
+
 def _tensors(dep: DeploymentConfig, notes: list[str], shapes: dict | None = None):
     """(inputs, outputs) as (name, triton dtype, dims without the batch) lists; outputs may be empty."""
     from wb_core.export.modelio import ir_io
 
-    io = ir_io(dep.model.ir_path, shapes) if dep.backend == "openvino" or shapes else None
+    io = ir_io(dep.model.ir_path, shapes) if get(dep.backend).loads == "openvino-ir" or shapes else None
     if io is not None:
         ins = [(t.name, t.dtype, t.shape[1:]) for t in io[0]]
         outs = [(t.name, t.dtype, t.shape[1:]) for t in io[1]]
@@ -286,12 +331,15 @@ def config_pbtxt(dep: DeploymentConfig, notes: list[str], lay: Layout | None = N
     lay = lay or layout(dep, notes)
     name = dep.serving_name
     lines = [f"name: {_q(name)}"]
+    served = served_runtime(dep)
     if python:
         lines += [f"backend: {_q('python')}"]
-    elif dep.backend == "tensorflow":
-        lines += [f"platform: {_q('tensorflow_savedmodel')}"]
+    elif served.platform:  # a platform implies its model's name (model.savedmodel)
+        lines += [f"platform: {_q(served.platform)}"]
     else:
-        lines += [f"backend: {_q('openvino')}", f"default_model_filename: {_q('model.xml')}"]
+        lines += [f"backend: {_q(served.runtime)}"]
+        if served.model_file:
+            lines += [f"default_model_filename: {_q(served.model_file)}"]
     lines.append(f"max_batch_size: {dep.batch_size}")
     ins, outs = _tensors(dep, notes, shapes)
     for kind, tensors in (("input", ins), ("output", outs)):
@@ -313,12 +361,7 @@ def config_pbtxt(dep: DeploymentConfig, notes: list[str], lay: Layout | None = N
         # The run was fastest batching requests together, so let Triton form batches of that size.
         lines.append(f"dynamic_batching {{\n  preferred_batch_size: [ {dep.batch_size} ]\n"
                      f"  max_queue_delay_microseconds: {_queue_delay_us(dep)}\n}}")
-    if python:
-        params = dict(extra_parameters or {})
-    elif dep.backend == "tensorflow":
-        params = tensorflow_parameters(dep, notes)
-    else:
-        params = openvino_parameters(dep, lay, notes)
+    params = dict(extra_parameters or {}) if python else _parameters(dep, lay, notes)
     for key, value in params.items():
         lines.append(f"parameters {{\n  key: {_q(key)}\n  value {{ string_value: {_q(value)} }}\n}}")
     if dep.concurrency > 1 or dep.instances > 1:
@@ -345,9 +388,14 @@ def host_policy_flags(dep_or_layout, notes: list[str] | None = None) -> list[str
 
 def _model_copy(dep: DeploymentConfig, name: str) -> tuple[str, str]:
     """Shell lines that put the model files into the repository (skipped when a bundle already did)."""
-    if dep.backend == "tensorflow":
+    kind = served_file(dep, FORMAT)
+    if kind not in ("savedmodel", "openvino-ir"):  # a runtime that serves the model file as it is (ONNX)
+        dest, file = f"model_repository/{name}/1", model_file_name(dep, FORMAT)
+        return (f"mkdir -p {dest}\n[ -f {dest}/{file} ] || cp {shlex.quote(dep.model.path)} {dest}/{file}\n",
+                f"model_repository/{name}/config.pbtxt and {dest}/{file}")
+    if kind == "savedmodel":
         src = dep.model.savedmodel_path or "saved_model"
-        dest = f"model_repository/{name}/1/model.savedmodel"
+        dest = f"model_repository/{name}/1/{served_runtime(dep).model_file or 'model.savedmodel'}"
         return (f"mkdir -p model_repository/{name}/1\n"
                 f"[ -f {dest}/saved_model.pb ] || cp -r {shlex.quote(src)} {dest}\n",
                 f"model_repository/{name}/config.pbtxt and {dest}/")
@@ -369,9 +417,8 @@ def render(dep: DeploymentConfig) -> ExportResult:
     if not dep.cores:
         notes.append("The run was not pinned to cores, so no --host-policy is given.")
     copy, layout_text = _model_copy(dep, name)
-    env = ""
-    if dep.backend == "tensorflow" and dep.onednn is not None:
-        env = f"-e TF_ENABLE_ONEDNN_OPTS={'1' if dep.onednn else '0'} "
+    # oneDNN on or off is an environment variable of the server process, not a model parameter.
+    env = "".join(f"-e {k}={v} " for k, v in get(dep.backend).process_env({"onednn": dep.onednn}).items())
     cpus = lay.process_cpus()
     cpuset = f"--cpuset-cpus={cpu_list(cpus)} " if cpus else ""
     flags = " ".join(host_policy_flags(lay))
@@ -485,9 +532,11 @@ def render_python(dep: DeploymentConfig, shapes: dict[str, list[int]] | None = N
     """
     from wb_core.errors import ConfigError
 
-    if dep.backend != "openvino":
+    if not openvino_run(dep):
+        from wb_core.backends.registry import serving_backends
+
         raise ConfigError(f"The Python-backend variant serves OpenVINO runs; run {dep.measurement.run_key} ran "
-                          f"{dep.backend}. Choose an openvino run.")
+                          f"{dep.backend}. Choose a run on {' or '.join(serving_backends('ovms'))}.")
     result = ExportResult("triton-python")
     notes = result.notes
     name = dep.serving_name

@@ -6,6 +6,16 @@ side. See docs/fleet.md.
 """
 
 from wb_core.fleet.hosts import HARDWARE_TYPE_ENV, HOST_LABEL_ENV, Host
+from wb_core.sweep import register_executor_sweep
+
+
+def _run_fleet_sweep(*args, **kw):
+    from wb_core.fleet.sweep import run_fleet_sweep
+
+    return run_fleet_sweep(*args, **kw)
+
+
+register_executor_sweep(_run_fleet_sweep)  # `run_sweep(..., executor=...)` runs here
 
 
 def __getattr__(name):

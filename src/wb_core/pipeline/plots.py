@@ -51,8 +51,10 @@ def inference_label(r) -> str:
         parts.append(f"c{int(r['concurrency'])}")
     if str(r.get("pre_cores") or "none") != "none" or str(r.get("cores") or "none") != "none":
         parts.append(f"pre@{r.get('pre_cores')}/inf@{r.get('cores')}")
-    if r.get("backend") == "tensorflow":
-        parts.insert(0, "tf")
+    from wb_core.backends.registry import default_backend
+
+    if r.get("backend") and r.get("backend") != default_backend():  # the default backend goes unnamed
+        parts.insert(0, str(r["backend"]))
     return " ".join(parts)
 
 

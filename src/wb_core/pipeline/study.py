@@ -4,7 +4,7 @@ A point is one arrangement: N preprocessing processes (0 = the serial pipeline, 
 loop), the cores each side is pinned to, the queue depth, and the inference settings of
 `wb profile` (backend, precision, batch size, threads, streams, inference threads). The parent
 scans the source once, then for each point starts the inference process and the N preprocessing
-processes, each on its own channel (wb_core.proc.parent), waits until all are ready (model compiled,
+processes under one supervisor (wb_core.proc.supervisor), waits until all are ready (model compiled,
 decoders imported), gives them one start time, and merges what they report into one row.
 
 Rows go to the same store and schema as `wb profile` (wb_core.store): the config columns (with
@@ -18,15 +18,15 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wb_core.backends.registry import default_backend
 from wb_core.config import InputOptions, RunConfig, SweepSpec, format_cores, parse_cores, parse_positive_ints, split_values
 from wb_core.data import ImageOptions
 from wb_core.errors import ConfigError, WorkbenchError
-from wb_core.sweep.context import LOAD_ALLOWANCE_S, SweepSummary, infeasible_reason, library_versions
+from wb_core.sweep.context import LOAD_ALLOWANCE_S, SweepContext, SweepSummary
 
 # Columns a pipeline row adds to the public result columns.
 PIPELINE_COLUMNS = (
@@ -74,7 +74,7 @@ class PipelineSpec:
     pre_cores: object = "none"
     infer_cores: object = "none"
     queue_depth: object = "auto"  # batches the queue holds; auto = max(4, 2 x pre-workers)
-    backends: object = "openvino"
+    backends: object = default_backend()
     precisions: object = "fp32"
     batch_sizes: object = "1"
     threads: object = "auto"
@@ -168,80 +168,64 @@ def run_pipeline(model: str | Path, source: str | Path, spec: PipelineSpec, db: 
     harness) slows a side down or breaks one on purpose: {"pre_delay_ms": ms per frame,
     "infer_delay_ms": ms per batch, "crash": "pre" or "infer" (that side dies after its first batch)}.
     """
-    from wb_core import hardware
-    from wb_core.models import detect_format, fingerprint
     from wb_core.pipeline.source import frame_geometry, scan_source
-    from wb_core.store import Store
-    from wb_core.variants.convert import inspect_inputs
-    from wb_core.variants.planner import PrecisionOptions, VariantPlanner
+    from wb_core.variants.planner import PrecisionOptions
 
     model = Path(model)
     image = image or ImageOptions()
-    inputs = inputs or InputOptions()
-    fmt = detect_format(model)
-    fp = fingerprint(model)
-    specs = inspect_inputs(model, timeout_s)
+    points = spec.expand()
+    # Preflight once (format, fingerprint, inputs, the variant planner), nothing stored yet. The
+    # pipeline feeds decoded frames, not random samples.
+    ctx = SweepContext(model, db, study, [p.infer for p in points], inputs=inputs, random_inputs=False,
+                       precision=PrecisionOptions(data=data, image=image, accuracy=False),
+                       on_point=_with_point(on_point), progress=progress, progress_label="pipeline", cancel=cancel,
+                       timeout_s=timeout_s)
+    specs = ctx.input_specs
     if len(specs) != 1:
         raise ConfigError(f"A pipeline feeds one image input; '{model}' has {len(specs)} inputs "
                           f"({', '.join(s.describe() for s in specs)}).")
     geo = frame_geometry(image, specs[0])
     plan = scan_source(source)
-    points = spec.expand()
-    hw = hardware.detect()
-    planner = VariantPlanner(model, fmt, fp, PrecisionOptions(data=data, image=image, accuracy=False), hw, specs)
-    with Store(db) as store:
-        store.ensure_study(study, str(model.resolve()), fmt, fp, hw.to_dict(), hw.fingerprint, library_versions(),
-                           {"kind": "pipeline", "pipeline": spec.to_dict(), "source": plan.source,
-                            "source_frames": plan.frames, "geometry": geo.to_dict(), "inputs": inputs.to_dict()},
-                           [s.to_dict() for s in specs])
-        done = store.done_keys(study)
-        summary = SweepSummary(study=study, db=str(db), planned=len(points))
-        if plan.skipped:
-            summary.notes.append(f"{len(plan.skipped)} file(s) of the source were skipped: "
-                                 + "; ".join(f"{s['path']} ({s['reason']})" for s in plan.skipped[:5])
-                                 + (" ..." if len(plan.skipped) > 5 else ""))
-        bar = None
-        if progress:
-            from tqdm import tqdm
+    if plan.skipped:
+        ctx.note(f"{len(plan.skipped)} file(s) of the source were skipped: "
+                 + "; ".join(f"{s['path']} ({s['reason']})" for s in plan.skipped[:5])
+                 + (" ..." if len(plan.skipped) > 5 else ""))
 
-            bar = tqdm(total=len(points), unit="point", desc="pipeline", dynamic_ncols=True)
-        for p in points:
-            if cancel is not None and cancel.is_set():
-                summary.cancelled = True
+    def key(p: PipelinePoint) -> str:
+        return p.key_for(plan.fingerprint, geo.to_dict())
+
+    record = {"kind": "pipeline", "pipeline": spec.to_dict(), "source": plan.source, "source_frames": plan.frames,
+              "geometry": geo.to_dict(), "inputs": ctx.inputs.to_dict()}
+    with ctx.open(record):
+        todo = ctx.claim(ctx.todo(points, key=key), key=key)
+        ctx.start_progress(len(todo))
+        for p in todo:
+            if ctx.cancelled:
                 break
-            key = p.key_for(plan.fingerprint, geo.to_dict())
-            if key in done:
-                summary.skipped_done += 1
-                if bar is not None:
-                    bar.update(1)
-                continue
-            why = infeasible_reason(p.infer, fmt, hw) or planner.infeasible(p.infer) or _cores_missing(p, hw)
+            why = ctx.infeasible(p.infer) or _cores_missing(p, ctx.hardware)
             if why:
                 status, metrics, error = "skipped", {}, why
             else:
                 try:
-                    path = planner.path_for(p.infer)
-                    status, metrics, error = run_point(path, p, plan, geo.to_dict(), inputs, timeout_s=timeout_s,
-                                                       cancel=cancel, inject=inject)
+                    path = ctx.planner.path_for(p.infer)
+                    status, metrics, error = run_point(path, p, plan, geo.to_dict(), ctx.inputs,
+                                                       timeout_s=timeout_s, cancel=cancel, inject=inject)
                 except ConfigError:
                     raise
                 except WorkbenchError as e:
                     status, metrics, error = "failed", {}, str(e)
                 if status == "cancelled":
-                    summary.cancelled = True
+                    ctx.summary.cancelled = True  # the point stays unstored: a rerun measures it
                     break
-            metrics = {**metrics, "study_kind": "pipeline", "source": plan.source}
-            store.add_run(study, key, p.to_dict(), status, metrics, error)
-            setattr(summary, status, getattr(summary, status) + 1)
-            if error and status == "failed":
-                summary.errors.append(f"{p.label()}: {error}")
-            if bar is not None:
-                bar.update(1)
-            if on_point:
-                on_point({"key": key, "point": p, "status": status, "metrics": metrics, "error": error})
-        if bar is not None:
-            bar.close()
-    return summary
+            ctx.record(p, status, {**metrics, "study_kind": "pipeline", "source": plan.source}, error, key=key(p))
+    return ctx.summary
+
+
+def _with_point(on_point: Callable[[dict], None] | None) -> Callable[[dict], None] | None:
+    """The caller's `on_point`, given the study's point under `point` as well as `config`."""
+    if on_point is None:
+        return None
+    return lambda rec: on_point({**rec, "point": rec["config"]})
 
 
 def _cores_missing(p: PipelinePoint, hw) -> str | None:
@@ -256,7 +240,7 @@ def run_point(model_path, p: PipelinePoint, plan, geometry: dict, inputs: InputO
     """Run one arrangement; returns (status, metrics, error). Every process is gone when it returns."""
     from wb_core.pipeline.queue import SlotQueue
     from wb_core.pipeline.source import Geometry, assign_units
-    from wb_core.proc.parent import ChildOutcome, ChildProc
+    from wb_core.proc.supervisor import StartBarrier, Supervisor
 
     n = p.pre_workers
     consumers = 1 if n == 0 else p.infer.concurrency
@@ -265,57 +249,50 @@ def run_point(model_path, p: PipelinePoint, plan, geometry: dict, inputs: InputO
     queue = SlotQueue.create(p.queue_depth + consumers, p.infer.batch_size, frame_shape) if n else None
     common = {"geometry": geometry, "passes": p.passes, "decode_threads": p.decode_threads, "inject": inject or {},
               "queue": queue}
-    infer_task = {"task": "pipeline_infer", "model_path": str(model_path), "group": p.infer.to_dict(),
+    infer_task = {"task": "wb_core.pipeline.tasks:task_pipeline_infer", "model_path": str(model_path), "group": p.infer.to_dict(),
                   "pre_workers": n, "frame_shape": frame_shape, "inputs": inputs.to_dict(),
                   "queue_depth": p.queue_depth, "units": shares[0] if n == 0 else [], **common}
-    children: list = []
-    timeout = timeout_s or LOAD_ALLOWANCE_S
+    results: dict[int, dict] = {}
     try:
-        children.append(ChildProc(infer_task, keep_channel_open=True))
-        for i in range(n):
-            children.append(ChildProc({"task": "pipeline_pre", "index": i, "units": shares[i],
-                                       "cores": list(p.pre_cores) if p.pre_cores else None, **common},
-                                      keep_channel_open=True))
-        ready: set[int] = set()
-        results: dict[int, dict] = {}
-        sent = False
-        infer_done_at = None
-        while len(results) < len(children):
-            for i, ch in enumerate(children):
-                for msg in ch.messages():
-                    t = msg.get("type")
-                    if t == "ready":
-                        ready.add(i)
-                    elif t in ("pre_done", "infer_done"):
-                        results[i] = msg
-                        if t == "infer_done":
-                            infer_done_at = time.monotonic()
-                    elif t == "fatal":
-                        return "failed", {}, _side(i) + ": " + str(msg.get("error"))
-                if i not in results and ch.finished:
-                    out = ChildOutcome(returncode=ch.wait(), timed_out=False, messages=[], stderr_tail=ch.stderr_tail())
-                    tail = [ln for ln in out.stderr_tail.splitlines() if ln.strip()]
-                    detail = f" Last output: {tail[-1][:300]}" if tail else ""
-                    return "failed", {"stderr_tail": out.stderr_tail[-2000:]}, f"{_side(i)}: {out.reason()}.{detail}"
-                if ch.idle_for() > timeout:
-                    return "failed", {}, f"{_side(i)}: the worker stopped responding and was killed after its timeout."
-            if cancel is not None and cancel.is_set():
+        with Supervisor(timeout=timeout_s or LOAD_ALLOWANCE_S, cancel=cancel) as sup:
+            children = [sup.start(infer_task, keep_channel_open=True, name=_side(0))]
+            for i in range(n):
+                children.append(sup.start({"task": "wb_core.pipeline.tasks:task_pipeline_pre", "index": i, "units": shares[i],
+                                           "cores": list(p.pre_cores) if p.pre_cores else None, **common},
+                                          keep_channel_open=True, name=_side(i + 1)))
+            barrier = StartBarrier(children, lead_s=0.1, close_after=True)
+            for w, msg in sup.events():
+                i = children.index(w)
+                if msg is None:
+                    if i in results:
+                        continue
+                    out = w.outcome
+                    if sup.cancelled:
+                        return "cancelled", {}, None
+                    if out.past_deadline:  # the inference side finished; this side never reported
+                        late = [_side(j) for j in range(1, len(children)) if j not in results]
+                        return "failed", {}, (f"{', '.join(late)} did not report within {REPORT_GRACE_S:g} s of the "
+                                              f"inference side finishing.")
+                    if out.timed_out:
+                        return "failed", {}, f"{_side(i)}: {out.reason()}."
+                    return ("failed", {"stderr_tail": out.stderr_tail[-2000:]},
+                            f"{_side(i)}: {out.reason()}.{out.last_output()}")
+                t = msg.get("type")
+                if t == "ready":
+                    barrier.ready(w)
+                elif t in ("pre_done", "infer_done"):
+                    results[i] = msg
+                    if t == "infer_done":  # the preprocessing side has a grace period to report
+                        for j, other in enumerate(children):
+                            if j and j not in results:
+                                other.set_deadline(REPORT_GRACE_S)
+                elif t == "fatal":
+                    return "failed", {}, _side(i) + ": " + str(msg.get("error"))
+                if len(results) == len(children):
+                    break
+            if sup.cancelled:
                 return "cancelled", {}, None
-            if infer_done_at is not None and time.monotonic() - infer_done_at > REPORT_GRACE_S:
-                late = [_side(i) for i in range(1, len(children)) if i not in results]
-                return "failed", {}, (f"{', '.join(late)} did not report within {REPORT_GRACE_S:g} s of the inference "
-                                      f"side finishing.")
-            if not sent and len(ready) == len(children):
-                start = time.perf_counter_ns() + 100_000_000
-                for ch in children:
-                    ch.send({"start_ns": start})
-                    ch.close_channel()
-                sent = True
-            time.sleep(0.005)
     finally:
-        for ch in children:
-            ch.kill()
-            ch.wait()
         if queue is not None:
             SlotQueue.remove(queue)
     metrics = merge(p, plan, results[0], [results[i] for i in range(1, len(children))])

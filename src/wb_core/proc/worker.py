@@ -189,14 +189,13 @@ def task_max_rate(task: dict) -> None:
 
 
 def task_inspect(task: dict) -> None:
+    from wb_core.backends.registry import reader
     from wb_core.models import ov_inputs, read_ov_model
 
     fmt = task["format"]
-    if fmt in ("savedmodel",):
-        from wb_core.backends.tensorflow import load_signature, signature_inputs
-
-        _, fn = load_signature(task["path"])
-        specs = signature_inputs(fn)
+    read = reader(fmt)  # a backend's own reader (a SavedModel's signature); the others go through OpenVINO
+    if read is not None:
+        specs = read(task["path"])
     elif fmt == "keras":
         model = _load_keras(task["path"])
         from wb_core.models import InputSpec
@@ -262,12 +261,6 @@ def task_convert(task: dict) -> None:
     emit({"type": "result", "path": out})
 
 
-def task_demo(task: dict) -> None:
-    from wb_core.demo import build_demo
-
-    emit({"type": "result", "info": build_demo(task["name"], task["out"])})
-
-
 def task_layers(task: dict) -> None:
     """Per-layer performance counters of one OpenVINO configuration (see wb_core.analysis.layers)."""
     _apply_process_settings(task["config"], task.get("memory_limit_mb"))
@@ -289,7 +282,18 @@ def task_selftest(task: dict) -> None:
             os.write(fd, b"\xff\xfe\x80 raw bytes \xc3\x28\n\x1b[?25l")
         if mode == "noise-exit":
             os._exit(5)
-    if mode == "hang":
+    if mode == "barrier":  # ready (after `delay_s`), wait for the start signal, say when it came
+        time.sleep(float(task.get("delay_s") or 0))
+        emit({"type": "ready", "ready_ns": time.perf_counter_ns()})
+        go = receive()
+        emit({"type": "went", "go": go, "received_ns": time.perf_counter_ns()})
+    elif mode == "orphan":  # leave a forked helper holding the channel behind, and exit
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(3600)
+            os._exit(0)
+        emit({"type": "forked", "pid": pid})
+    elif mode == "hang":
         time.sleep(3600)
     elif mode == "crash":
         os.kill(os.getpid(), 9)
@@ -298,37 +302,25 @@ def task_selftest(task: dict) -> None:
     emit({"type": "result", "ok": True})
 
 
-def _precision_task(name: str):
-    """Tasks for INT8/BF16 variants and accuracy live in wb_core.proc.precision_tasks."""
-    def run(task: dict) -> None:
-        from wb_core.proc import precision_tasks
-
-        getattr(precision_tasks, f"task_{name}")(task)
-
-    return run
-
-
 TASKS = {"measure": task_measure, "instance": task_instance, "max_rate": task_max_rate, "inspect": task_inspect,
-         "convert": task_convert, "demo": task_demo, "layers": task_layers, "selftest": task_selftest,
-         "quantize": _precision_task("quantize"), "evaluate": _precision_task("evaluate"),
-         "probe_tf_bf16": _precision_task("probe_tf_bf16")}
+         "convert": task_convert, "layers": task_layers, "selftest": task_selftest}
 
 
-def _task_in(module: str, name: str):
-    """A task that lives in another module, imported only when a worker runs it."""
-    def run(task: dict) -> None:
-        import importlib
+def task_entry(name: str):
+    """The function a task names: one of TASKS, or `"package.module:task_name"`.
 
-        getattr(importlib.import_module(module), f"task_{name}")(task)
+    Everything else (demos, INT8 and accuracy, pipeline and training studies, FLOPs) names its own
+    worker-side entry point in the task it sends, so this module never names a package that starts
+    workers.
+    """
+    if name in TASKS:
+        return TASKS[name]
+    module, sep, attr = name.partition(":")
+    if not (sep and module.startswith("wb_core.") and attr.startswith("task_")):
+        raise KeyError(f"unknown task {name!r}")
+    import importlib
 
-    return run
-
-
-# Pipeline and training studies (wb_core.pipeline, wb_core.training) bring their own tasks.
-TASKS.update({name: _task_in(module, name) for module, name in (
-    ("wb_core.pipeline.tasks", "pipeline_pre"), ("wb_core.pipeline.tasks", "pipeline_infer"),
-    ("wb_core.training.tasks", "train_check"), ("wb_core.training.tasks", "train"),
-    ("wb_core.training.examples", "build_lenet5"))})
+    return getattr(importlib.import_module(module), attr)
 
 
 def main() -> int:
@@ -336,7 +328,7 @@ def main() -> int:
     open_channel()
     task = receive()
     try:
-        TASKS[task["task"]](task)
+        task_entry(task["task"])(task)
     except Exception as e:
         from wb_core.errors import WorkbenchError
         from wb_core.models import first_line

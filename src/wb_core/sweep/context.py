@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wb_core import hardware
-from wb_core.backends.registry import backend_formats, runtime_distributions
+from wb_core.backends.registry import backend_formats, default_backend, runtime_distributions
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, check_timeout
 from wb_core.errors import ConfigError, WorkbenchError, printable
 from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
@@ -130,7 +130,7 @@ def check_inputs(specs, inputs: InputOptions, settings: MeasureSettings, configs
     from wb_core.config import with_point_shapes
 
     for b, seq, shape in sorted({(c.batch_size, c.seq_len or 0, c.shape or "") for c in configs}):
-        opts = with_point_shapes(inputs, RunConfig("openvino", seq_len=seq or None, shape=shape or None))
+        opts = with_point_shapes(inputs, RunConfig(default_backend(), seq_len=seq or None, shape=shape or None))
         sample_bytes = 0
         for s in specs:
             shape = resolve_shape(s, b, opts)
@@ -190,7 +190,10 @@ class SweepContext:
     Preflight (format, fingerprint, inputs, shapes for every batch size, the variant planner and
     its data check) runs in the constructor, before anything is written: a model that cannot be
     read or data that cannot feed it stop the study with nothing stored. `open()` then creates or
-    checks the study record.
+    checks the study record. `input_specs`: the model's inputs when the caller has read them
+    already (a training study's check of the model does), so no worker is started to read them.
+    `random_inputs=False`: the workers feed data of their own (decoded frames, training data), so
+    the checks and notes about the random inputs a sweep draws do not apply.
     """
 
     def __init__(self, model: str | Path, db: str | Path, study: str, configs: Iterable[RunConfig], *,
@@ -198,7 +201,8 @@ class SweepContext:
                  precision: PrecisionOptions | None = None, on_point: Callable[[dict], None] | None = None,
                  progress: bool = False, progress_label: str = "profiling", cancel: threading.Event | None = None,
                  memory_limit_mb: int | None = None, timeout_s: float | None = None,
-                 summary: SweepSummary | None = None, repeats: int = 1, remeasure_busy: bool = False):
+                 summary: SweepSummary | None = None, repeats: int = 1, remeasure_busy: bool = False,
+                 input_specs: list | None = None, random_inputs: bool = True):
         self.model = Path(model)
         self.db, self.study = db, study
         self.settings = settings or MeasureSettings()
@@ -226,14 +230,20 @@ class SweepContext:
         self.format = detect_format(self.model)
         self.fingerprint = fingerprint(self.model)
         self.hardware = hardware.detect()
-        self.details = inspect_details(self.model, timeout_s)
-        self.input_specs = inspect_inputs(self.model, timeout_s)
+        if input_specs is not None:  # read already, by a task that checked the model further
+            self.input_specs = list(input_specs)
+            self.details = {"inputs": [s.to_dict() for s in self.input_specs]}
+        else:
+            self.details = inspect_details(self.model, timeout_s)
+            self.input_specs = inspect_inputs(self.model, timeout_s)
         if self.inputs.text:
             precision = self._prepare_text(configs, precision)
-        self.inputs, input_notes = resolve_int_ranges(self.input_specs, self.inputs, self.details.get("embedding_rows"))
-        for note in input_notes if not self.inputs.samples else ():  # text fills every input
-            self.note(note)
-        check_inputs(self.input_specs, self.inputs, self.settings, configs)
+        if random_inputs:
+            self.inputs, input_notes = resolve_int_ranges(self.input_specs, self.inputs,
+                                                          self.details.get("embedding_rows"))
+            for note in input_notes if not self.inputs.samples else ():  # text fills every input
+                self.note(note)
+            check_inputs(self.input_specs, self.inputs, self.settings, configs)
         self.planner = VariantPlanner(self.model, self.format, self.fingerprint, precision, self.hardware,
                                       self.input_specs, details=self.details)
         self.planner.input_options = self.inputs  # random inputs for the accuracy guard take the sweep's sizes
@@ -348,10 +358,11 @@ class SweepContext:
         """Keys stored as done; with `remeasure_busy`, a point stored as busy is not done."""
         return self.store.done_keys(self.study) - self.busy_stored()
 
-    def todo(self, configs: list[RunConfig]) -> list[RunConfig]:
-        """The configs not stored yet (counted as planned; the stored ones as already done)."""
+    def todo(self, configs: list, key: Callable = lambda c: c.key) -> list:
+        """The configs not stored yet (counted as planned; the stored ones as already done). `key`
+        gives an item's study key (a pipeline or training point's key includes its data)."""
         done = self.done_keys()
-        todo = [c for c in configs if c.key not in done]
+        todo = [c for c in configs if key(c) not in done]
         self.summary.planned += len(configs)
         self.summary.skipped_done += len(configs) - len(todo)
         return todo

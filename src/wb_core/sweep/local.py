@@ -12,13 +12,13 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import ConfigError, WorkbenchError
 from wb_core.proc.parent import run_child
+from wb_core.proc.supervisor import StartBarrier, Supervisor
 from wb_core.sweep.context import SweepContext, SweepSummary, point_timeout
 from wb_core.variants.planner import PrecisionOptions
 
@@ -38,7 +38,8 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
     `precision` carries the data, metric and quantization settings for INT8/BF16 variants and
     accuracy (see wb_core.variants.planner); by default a demo model uses its own data.
     `executor`: None runs the worker groups here, one after another; a fleet executor
-    (`wb_core.fleet.DaskExecutor`) runs them on the hosts of a cluster, once per hardware type.
+    (`DaskExecutor` of the fleet package, which registers its runner in `wb_core.sweep`) runs them
+    on the hosts of a cluster, once per hardware type.
     `remeasure_busy`: points (or rounds) stored as measured on a busy machine are measured again.
     `ci_target` (0.03: +-3%): after the rounds of `spec.repeats` (at least 3 with a target), the
     leading configs get extra rounds until each one's 95% throughput interval is within that
@@ -54,11 +55,13 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
             raise ConfigError("An interval target adds rounds on this machine; leave out the cluster.")
     configs = list(configs) if configs is not None else spec.expand()
     if executor is not None:
-        from wb_core.fleet.sweep import run_fleet_sweep
+        from wb_core.sweep import EXECUTOR_SWEEPS
 
-        return run_fleet_sweep(executor, model, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
-                               progress=progress, cancel=cancel, memory_limit_mb=memory_limit_mb, configs=configs,
-                               timeout_s=timeout_s, precision=precision)
+        if not EXECUTOR_SWEEPS:
+            raise ConfigError("No package that runs sweeps on an executor is loaded (import wb_core.fleet).")
+        return EXECUTOR_SWEEPS[-1](executor, model, spec, db, study, settings=settings, inputs=inputs,
+                                   on_point=on_point, progress=progress, cancel=cancel, memory_limit_mb=memory_limit_mb,
+                                   configs=configs, timeout_s=timeout_s, precision=precision)
     repeats = getattr(spec, "repeats", 1)
     if ci_target is not None and repeats < MIN_CI_ROUNDS:
         repeats = MIN_CI_ROUNDS  # an interval from fewer rounds is too wide to say who leads
@@ -320,16 +323,13 @@ def _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb,
         summary.cancelled = True
         return  # unfinished points stay unstored: a resume measures them
     if pending:
-        reason = outcome.reason()
-        tail = outcome.stderr_tail.strip().splitlines()
-        detail = f" Last output: {tail[-1][:300]}" if tail and not outcome.timed_out else ""
         running = [k for k in started if k in pending]
         # The worker died while measuring a point: that point is what failed. Points it never began
         # stay unstored, so a rerun measures them; a worker that died before its first point
         # (loading, compiling) fails them all, since none of them could run.
         blamed = running[-1:] if started else list(pending)
         for key in blamed:
-            record(pending.pop(key), "failed", error=f"{reason[0].upper()}{reason[1:]}.{detail}",
+            record(pending.pop(key), "failed", error=outcome.sentence(),
                    metrics={"stderr_tail": outcome.stderr_tail[-2000:]})
         if pending:
             summary.notes.append(f"{len(pending)} point(s) were not started before the worker died; rerunning "
@@ -338,7 +338,6 @@ def _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb,
 
 def worker_task(kind: str, path, members: list[RunConfig], settings, inputs) -> dict:
     """The task a worker runs for one group: its settings and its points (key, batch size, concurrency)."""
-    """The task a worker runs for one group: its settings and the points (key, batch size)."""
     group = members[0].to_dict()
     group.pop("batch_size")
     group.pop("concurrency")
@@ -355,47 +354,44 @@ def _run_instances(path, members, settings, inputs, record, cancel, memory_limit
     Aggregate throughput = the instances' completed samples in the window / window length.
     """
     from wb_core.measure import Latency, latency_histogram
-    from wb_core.proc.parent import ChildOutcome, ChildProc
 
     head = members[0]
     base = worker_task("instance", path, members, settings, inputs)
     if memory_limit_mb:
         base["memory_limit_mb"] = memory_limit_mb
     placement = head.instance_cores()
-    children = [ChildProc({**base, "instance_cores": list(c) if c else None}, keep_channel_open=True) for c in placement]
-    timeout = timeout_s or point_timeout(settings)
     window_s = settings.max_time_s
-    try:
+    with Supervisor(timeout=timeout_s or point_timeout(settings), cancel=cancel) as sup:
+        children = [sup.start({**base, "instance_cores": list(c) if c else None}, keep_channel_open=True,
+                              name=f"instance {i}") for i, c in enumerate(placement)]
+        events = sup.events()  # one stream for the whole group: each point reads on where the last stopped
         for cfg in members:
-            ready: set[int] = set()
+            barrier = StartBarrier(children, lead_s=0.2, window_s=window_s)
             results: dict[int, dict] = {}
-            sent = False
             failure = None
-            while len(results) < len(children) and failure is None:
-                for i, ch in enumerate(children):
-                    for msg in ch.messages():
-                        if msg.get("key") != cfg.key:
-                            continue
-                        if msg["type"] == "ready":
-                            ready.add(i)
-                        elif msg["type"] == "point":
-                            if msg["status"] != "ok":
-                                failure = f"instance {i}: {msg.get('error')}"
-                            results[i] = msg.get("metrics") or {}
-                    if ch.finished and i not in results and failure is None:
-                        out = ChildOutcome(returncode=ch.wait(), timed_out=False, stderr_tail=ch.stderr_tail())
-                        failure = f"instance {i}: {out.reason()}"
-                    elif ch.idle_for() > timeout:
-                        failure = f"instance {i}: the worker stopped responding and was killed after its timeout"
-                if cancel is not None and cancel.is_set():
-                    summary.cancelled = True
-                    return
-                if not sent and len(ready) == len(children):
-                    start = time.perf_counter_ns() + 200_000_000
-                    for ch in children:
-                        ch.send({"start_ns": start, "end_ns": start + int(window_s * 1e9)})
-                    sent = True
-                time.sleep(0.02)
+            for w, msg in events:
+                i = children.index(w)
+                if msg is None:
+                    if i not in results:  # died, hung (killed after its timeout) or cancelled
+                        failure = f"instance {i}: {w.outcome.reason()}"
+                        break
+                    continue
+                if msg.get("key") != cfg.key:
+                    continue
+                if msg["type"] == "ready":
+                    barrier.ready(w)
+                elif msg["type"] == "point":
+                    if msg["status"] != "ok":
+                        failure = f"instance {i}: {msg.get('error')}"
+                        break
+                    results[i] = msg.get("metrics") or {}
+                    if len(results) == len(children):
+                        break
+            if sup.cancelled:
+                summary.cancelled = True
+                return
+            if failure is None and len(results) < len(children):  # pragma: no cover - every end is an event
+                failure = "the instances ended before reporting"
             if failure:
                 record(cfg, "failed", error=failure[0].upper() + failure[1:] + ".")
                 # Instances out of step cannot share a window any more: fail the rest of the group.
@@ -427,7 +423,3 @@ def _run_instances(path, members, settings, inputs, record, cancel, memory_limit
                 metrics["steal_pct"] = max(float(m.get("steal_pct") or 0.0) for m in loads)
                 metrics["busy"] = any(bool(m["busy"]) for m in loads)
             record(cfg, "ok", metrics)
-    finally:
-        for ch in children:
-            ch.kill()
-            ch.wait()

@@ -19,19 +19,20 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wb_core.axes import all_axes
 from wb_core.config import RunConfig
 from wb_core.errors import ConfigError
 from wb_core.sweep.context import SweepSummary
 
 SEARCHES = ("grid", "smart")
-# Axes whose values have an order (a step goes to the next value up or down); the rest are
-# categories, where a step may go to any other value.
-ORDERED_AXES = ("batch_size", "threads", "inter_op_threads", "streams", "concurrency", "instances",
-                "cores_per_instance", "rate")
-AXES = ORDERED_AXES + ("backend", "precision", "cores", "hint", "onednn", "cpu_pinning")
-# Axes that pay off only together: OpenVINO streams run in parallel only with as many requests in
-# flight, so a climb also tries moving both one step the same way.
-COUPLED_AXES = (("streams", "concurrency"),)
+# The axes a climb moves along, from the axes table: those whose values have an order (a step goes
+# to the next value up or down), then the categories, where a step may go to any other value. The
+# workload's own dimensions (sequence length, shapes) are measured, never tuned.
+ORDERED_AXES = tuple(a.name for a in all_axes() if a.searched and a.ordered)
+AXES = ORDERED_AXES + tuple(a.name for a in all_axes() if a.searched and not a.ordered)
+# Axes that pay off only together: one whose value an auto axis takes (OpenVINO streams run in
+# parallel only with as many requests in flight), so a climb also tries moving both one step the same way.
+COUPLED_AXES = tuple((a.name, a.fills_auto) for a in all_axes() if a.fills_auto)
 # Below this relative gain a move is treated as noise and the climb stops.
 DEFAULT_THRESHOLD = 0.03
 

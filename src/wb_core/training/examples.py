@@ -51,8 +51,8 @@ def write_lenet5(path: str | Path, input_shape=(28, 28, 1), classes: int = 10, c
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    run_task({"task": "build_lenet5", "out": str(path), "input_shape": list(input_shape), "classes": classes,
-              "compile": compile},
+    run_task({"task": "wb_core.training.examples:task_build_lenet5", "out": str(path),
+              "input_shape": list(input_shape), "classes": classes, "compile": compile},
              timeout=600, what="building LeNet-5")
     return path
 

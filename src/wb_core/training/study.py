@@ -22,7 +22,7 @@ from pathlib import Path
 from wb_core.config import available_cpus, format_cores, parse_bool_list, parse_cores, parse_positive_ints, split_values
 from wb_core.data import ImageOptions
 from wb_core.errors import ConfigError
-from wb_core.sweep.context import LOAD_ALLOWANCE_S, SweepSummary, library_versions
+from wb_core.sweep.context import LOAD_ALLOWANCE_S, SweepContext, SweepSummary
 
 TRAINING_COLUMNS = ("study_kind", "omp_threads", "onednn", "epochs", "epoch_s", "epoch_s_min", "epoch_s_max",
                     "steps_per_epoch", "samples_per_epoch", "cores_given", "cpu_util_pct", "throughput_per_core",
@@ -178,7 +178,6 @@ def run_training(model: str | Path, spec: TrainSpec, db: str | Path, study: str,
     from wb_core import hardware
     from wb_core.models import detect_format, fingerprint
     from wb_core.proc.parent import run_child, run_task
-    from wb_core.store import Store
 
     model = Path(model)
     fmt = detect_format(model)
@@ -199,58 +198,50 @@ def run_training(model: str | Path, spec: TrainSpec, db: str | Path, study: str,
     fp = fingerprint(model)
     if _all_done(db, study, fp, [p.key_for(data_fp) for p in points]):
         return SweepSummary(study=study, db=str(db), planned=len(points), skipped_done=len(points))
-    info = run_task({"task": "train_check", **base}, timeout=timeout_s or LOAD_ALLOWANCE_S,
+    info = run_task({"task": "wb_core.training.tasks:task_train_check", **base}, timeout=timeout_s or LOAD_ALLOWANCE_S,
                     what=f"checking that '{model}' can be trained")
-    with Store(db) as store:
-        store.ensure_study(study, str(model.resolve()), fmt, fp, hw.to_dict(), hw.fingerprint, library_versions(),
-                           {"kind": "training", "training": spec.to_dict(),
-                            "data": str(data) if isinstance(data, (str, Path)) else data_fp,
-                            "loss": info.get("loss"), "optimizer": info.get("optimizer"), "params": info.get("params")},
-                           [info["input"]])
-        done = store.done_keys(study)
-        summary = SweepSummary(study=study, db=str(db), planned=len(points))
-        bar = None
-        if progress:
-            from tqdm import tqdm
+    from wb_core.models import InputSpec
 
-            bar = tqdm(total=len(points), unit="point", desc="training", dynamic_ncols=True)
-        for p in points:
-            if cancel is not None and cancel.is_set():
-                summary.cancelled = True
+    ctx = SweepContext(model, db, study, [], on_point=_with_point(on_point), progress=progress,
+                       progress_label="training", cancel=cancel, memory_limit_mb=memory_limit_mb,
+                       timeout_s=timeout_s, input_specs=[InputSpec.from_dict(info["input"])], random_inputs=False)
+
+    def key(p: TrainPoint) -> str:
+        return p.key_for(data_fp)
+
+    record = {"kind": "training", "training": spec.to_dict(),
+              "data": str(data) if isinstance(data, (str, Path)) else data_fp,
+              "loss": info.get("loss"), "optimizer": info.get("optimizer"), "params": info.get("params")}
+    with ctx.open(record):
+        todo = ctx.claim(ctx.todo(points, key=key), key=key)
+        ctx.start_progress(len(todo))
+        for p in todo:
+            if ctx.cancelled:
                 break
-            key = p.key_for(data_fp)
-            if key in done:
-                summary.skipped_done += 1
+            task = {"task": "wb_core.training.tasks:task_train", "key": key(p), **base, **p.to_dict(), "warmup_steps": spec.warmup_steps,
+                    "cores": list(p.cores) if p.cores else None}
+            outcome = run_child(task, timeout=timeout_s or LOAD_ALLOWANCE_S, cancel=cancel,
+                                memory_limit_mb=memory_limit_mb)
+            if outcome.cancelled:
+                ctx.summary.cancelled = True  # the point stays unstored: a rerun measures it
+                break
+            points_msg = [m for m in outcome.messages if m.get("type") == "point"]
+            if points_msg:
+                status, metrics, error = "ok", points_msg[-1]["metrics"], None
             else:
-                task = {"task": "train", "key": key, **base, **p.to_dict(), "warmup_steps": spec.warmup_steps,
-                        "cores": list(p.cores) if p.cores else None}
-                outcome = run_child(task, timeout=timeout_s or LOAD_ALLOWANCE_S, cancel=cancel,
-                                    memory_limit_mb=memory_limit_mb)
-                if outcome.cancelled:
-                    summary.cancelled = True
-                    break
-                points_msg = [m for m in outcome.messages if m.get("type") == "point"]
-                if points_msg:
-                    status, metrics, error = "ok", points_msg[-1]["metrics"], None
-                else:
-                    tail = [ln for ln in outcome.stderr_tail.splitlines() if ln.strip()]
-                    reason = outcome.reason()
-                    status, metrics = "failed", {"stderr_tail": outcome.stderr_tail[-2000:]}
-                    error = reason[0].upper() + reason[1:] + "." + (f" Last output: {tail[-1][:300]}" if tail and
-                                                                     not outcome.timed_out else "")
-                metrics = {**metrics, "study_kind": "training", "loss_name": info.get("loss"),
-                           "data_source": "synthetic" if data_path is None else data_fp}
-                store.add_run(study, key, p.to_dict(), status, metrics, error)
-                setattr(summary, status, getattr(summary, status) + 1)
-                if error:
-                    summary.errors.append(f"{p.label()}: {error}")
-                if on_point:
-                    on_point({"key": key, "point": p, "status": status, "metrics": metrics, "error": error})
-            if bar is not None:
-                bar.update(1)
-        if bar is not None:
-            bar.close()
-    return summary
+                status, metrics = "failed", {"stderr_tail": outcome.stderr_tail[-2000:]}
+                error = outcome.sentence()
+            metrics = {**metrics, "study_kind": "training", "loss_name": info.get("loss"),
+                       "data_source": "synthetic" if data_path is None else data_fp}
+            ctx.record(p, status, metrics, error, key=key(p))
+    return ctx.summary
+
+
+def _with_point(on_point: Callable[[dict], None] | None) -> Callable[[dict], None] | None:
+    """The caller's `on_point`, given the study's point under `point` as well as `config`."""
+    if on_point is None:
+        return None
+    return lambda rec: on_point({**rec, "point": rec["config"]})
 
 
 def _all_done(db, study: str, model_fp: str, keys: list[str]) -> bool:

@@ -194,7 +194,7 @@ class ComparePanel(w.VBox):
         self.show(frame, differing)
 
     def show(self, frame, differing: set[str]) -> None:
-        from wb_core.api import ratio_sentences
+        from wb_core.api import layer_profiling_backends, ratio_sentences
 
         frame = frame.assign(run=[f"Run {i + 1}" for i in range(len(frame))])
         self._frame = frame
@@ -214,7 +214,7 @@ class ComparePanel(w.VBox):
                              + f"<div class='wb-caption wb-modes'>Throughput and latency here were measured "
                                f"{html.escape(MEASUREMENT_MODES['closed'])}, each run with its own batch, threads and requests "
                                "in flight.</div>")
-        both_ov = all(str(b) == "openvino" for b in frame["backend"].iloc[:2])
+        both_ov = all(str(b) in layer_profiling_backends() for b in frame["backend"].iloc[:2])
         self.layers_button.layout.display = "" if both_ov else "none"
         self.layers_button.description = "Compare layers" + (" of runs 1 and 2" if len(frame) > 2 else "")
         if not both_ov:

@@ -34,8 +34,8 @@ FORMAT_TITLES = {
 }
 
 
-def format_title(key: str, module) -> str:
-    return FORMAT_TITLES.get(key) or str(getattr(module, "DESCRIPTION", key)).split(":")[0]
+def format_title(key: str, description: str) -> str:
+    return FORMAT_TITLES.get(key) or description.split(":")[0]
 
 
 def download_link(filename: str, data: bytes, label: str, mime: str = "application/octet-stream") -> str:
@@ -66,11 +66,11 @@ class ExportPanel(w.VBox):
     """Renders DashboardState.selected_key of DashboardState.study in the chosen format."""
 
     def __init__(self, session: DashboardState):
-        from wb_core.api import EXPORTERS
+        from wb_core.api import export_formats
 
         self.session = session
         self.messages = MessageArea()
-        self.format = w.Dropdown(options=[(format_title(k, m), k) for k, m in EXPORTERS.items()], value="yaml",
+        self.format = w.Dropdown(options=[(format_title(k, d), k) for k, d in export_formats().items()], value="yaml",
                                  description="Format", style={"description_width": "150px"},
                                  layout=w.Layout(width="620px"))
         self.run_line = w.HTML()

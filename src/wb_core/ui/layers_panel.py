@@ -40,11 +40,14 @@ def run_choices(df) -> list[tuple[str, str]]:
 
 def unsupported(backend) -> str | None:
     """The plain sentence for a run whose runtime has no per-layer counters (None when it has them)."""
-    if str(backend) == "openvino":
+    from wb_core.api import backend_title, layer_profiling_backends
+
+    able = layer_profiling_backends()
+    if str(backend) in able:
         return None
-    shown = {"tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime"}.get(str(backend), str(backend))
-    return (f"Per-layer times come from OpenVINO's performance counters, and this run used {shown}; "
-            f"pick an OpenVINO run.")
+    titles = " or ".join(backend_title(b) for b in able)
+    return (f"Per-layer times come from {titles}'s performance counters, and this run used "
+            f"{backend_title(str(backend))}; pick a{'n' if titles[:1] in 'AEIOU' else ''} {titles} run.")
 
 
 def type_table(profile):
@@ -164,15 +167,12 @@ class LayersPanel(w.VBox):
         self._thread.start()
 
     def _profile(self, study: str, key: str) -> None:
-        from wb_core.api import layer_profile
+        from wb_core.api import layer_profile, save_layer_profile
 
         try:
             # Measured again on request (a stored profile is already on show); kept for Compare.
             profile = layer_profile(study, key, self.session.db, iterations=ITERATIONS)
-            from wb_core.api import Store
-
-            with Store(self.session.db) as store:
-                store.save_layer_profile(study, key, profile.to_dict())
+            save_layer_profile(study, key, profile, self.session.db)
             if self.run.value == key:
                 self.show(profile, key)
             self.status.value = f"Profiled {self._name(key)}."

@@ -88,12 +88,11 @@ class DashboardState(traitlets.HasTraits):
             return self._frame[1]
         if not self.study or not Path(self.db).exists():
             return pd.DataFrame()
-        from wb_core.api import Store
+        from wb_core.api import stored_runs, study_record
 
-        with Store(self.db, readonly=True) as s:
-            if s.get_study(self.study) is None:
-                return pd.DataFrame()
-            df = s.to_frame(self.study)
+        df = stored_runs(self.study, self.db)
+        if df.empty and study_record(self.study, self.db) is None:
+            return df  # not kept: the study may be created in a moment
         self._frame = (self.study, df)
         return df
 
@@ -101,14 +100,14 @@ class DashboardState(traitlets.HasTraits):
         """A point a running sweep just stored, added to the open study's runs without rereading them."""
         import pandas as pd
 
-        from wb_core.api import point_record, results_frame
+        from wb_core.api import point_row
 
         if self._frame is None or self._frame[0] != self.study:
             self._frame = None
             self.results()  # read the study once (it holds this point already)
             return
         df = self._frame[1]
-        row = results_frame([point_record(self.study, point)])
+        row = point_row(self.study, point)
         kept = df[df["key"] != point["key"]] if not df.empty else df  # a retried point replaces its failure
         self._frame = (self.study, pd.concat([kept, row], ignore_index=True) if not kept.empty else row)
 
@@ -166,16 +165,9 @@ class DashboardState(traitlets.HasTraits):
 
     def probes(self):
         """The open study's probes (max-rate search points), each naming the run it probed in `probe_of`."""
-        import pandas as pd
+        from wb_core.api import stored_runs
 
-        if not self.study or not Path(self.db).exists():
-            return pd.DataFrame()
-        from wb_core.api import Store
-
-        with Store(self.db, readonly=True) as s:
-            if s.get_study(self.study) is None:
-                return pd.DataFrame()
-            return s.to_frame(self.study, probes=True)
+        return stored_runs(self.study, self.db, probes=True)
 
     def measurements(self):
         """Runs and probes together: what a capacity plan rests on."""
@@ -190,26 +182,21 @@ class DashboardState(traitlets.HasTraits):
         """Keep the Sweep tab's settings (and the model's name) with the open study, for reopening it."""
         if not self.study or not Path(self.db).exists():
             return
-        from wb_core.api import Store
+        from wb_core.api import save_study_settings
 
-        with Store(self.db) as s:
-            s.update_spec(self.study, dashboard=settings)
+        save_study_settings(self.study, settings, self.db)
 
     def study_record(self) -> dict | None:
-        if not self.study or not Path(self.db).exists():
-            return None
-        from wb_core.api import Store
+        from wb_core.api import study_record
 
-        with Store(self.db, readonly=True) as s:
-            return s.get_study(self.study)
+        return study_record(self.study, self.db)
 
     def studies(self) -> list[dict]:
         if not Path(self.db).exists():
             return []
-        from wb_core.api import Store
+        from wb_core.api import studies
 
-        with Store(self.db, readonly=True) as s:
-            return s.list_studies()
+        return studies(self.db)
 
     def refresh(self) -> None:
         """Reread the open study and tell the panels it changed."""

@@ -60,6 +60,11 @@ SPEC_FIELDS = {"batch_sizes": "batch", "seq_lens": "seq_lens", "threads": "threa
                "instances": "scenario_instances", "cores_per_instance": "scenario_cores_per_instance",
                "concurrency": "scenario_concurrency", "rates": "scenario_rates"}
 
+# Axes this tab words with a control of its own (RunConfig fields); every other axis of the table (a
+# backend's own setting) gets a text box under "More settings", made from its declaration.
+OWN_CONTROLS = {"backend", "precision", "batch_size", "seq_len", "shape", "threads", "cores", "streams", "hint",
+                "cpu_pinning", "inter_op_threads", "onednn", "instances", "cores_per_instance", "concurrency", "rate"}
+
 PLACEHOLDER = "runs"
 REDRAW_S = 1.5  # the least time between two live plots while a sweep runs
 WARN_CSS = """<style>
@@ -95,6 +100,13 @@ def settings_from_spec(spec: dict) -> dict:
     for field in ("backends", "precisions"):
         if sweep.get(field):
             out[field] = list(sweep[field])
+    from wb_core.api import sweep_axes
+
+    boxes = {a.spec for a in sweep_axes() if a.name not in OWN_CONTROLS}  # the tab's boxes made from the table
+    axes = {field: ",".join("auto" if v is None else str(v) for v in values)
+            for field, values in sweep.items() if field in boxes and values}
+    if axes:
+        out["axes"] = axes
     if spec.get("search") in ("grid", "smart"):
         out["search"] = spec["search"]
     settings = spec.get("settings") or {}
@@ -180,14 +192,14 @@ class SweepPanel(w.VBox):
     """Runs sweeps of DashboardState.model_path into DashboardState.study."""
 
     def __init__(self, session: DashboardState):
-        from wb_core.api import available_cpus, field_help, list_backends
+        from wb_core.api import available_cpus, field_help, list_backends, sweep_axes
 
         self.session = session
         self.messages = MessageArea()
         cpus = available_cpus()
         self.model_line = w.HTML()
         self.study = text("Study name", tooltip="Results are stored under this name; reusing it resumes.")
-        self.backends = choices("Backends", list(list_backends()), ["openvino"], field_help("backends"))
+        self.backends = choices("Backends", list(list_backends()), list(list_backends())[:1], field_help("backends"))
         self.precisions = choices("Precisions", ["fp32", "bf16", "int8"], ["fp32"], field_help("precisions"))
         self.batch = text("Batch sizes", "1,8", field_help("batch_sizes"))
         self.seq_lens = text("Sequence lengths", "", field_help("seq_lens"), "text models only, e.g. 32,128,384")
@@ -198,6 +210,8 @@ class SweepPanel(w.VBox):
         self.pinning = text("CPU pinning (OV)", "auto", field_help("cpu_pinning"))
         self.inter_op = text("Inter-op threads (TF)", "auto", field_help("inter_op_threads"))
         self.onednn = text("oneDNN (TF)", "auto", field_help("onednn"))
+        other_axes = [a for a in sweep_axes() if a.name not in OWN_CONTROLS]
+        self.axis_boxes = {a.spec: text(a.label, a.text_default, field_help(a.spec)) for a in other_axes}
         self.max_time = number_box("Seconds per point", 2.0)
         self.data = DataSection(self._demo_name)
         self.search = SearchSection()
@@ -248,7 +262,7 @@ class SweepPanel(w.VBox):
                         self.pinning, self.inter_op, self.onednn, self.scenario.instances,
                         self.scenario.cores_per_instance, self.scenario.concurrency, self.scenario.rates,
                         self.search.p99, self.search.how, self.data.source, self.data.path, self.data.drop,
-                        self.data.upload, *self.backends.boxes, *self.precisions.boxes):
+                        self.data.upload, *self.backends.boxes, *self.precisions.boxes, *self.axis_boxes.values()):
             control.observe(self.messages.clear_error, "value")
         session.observe(self._on_model, "model_path")
         self._on_model()
@@ -260,7 +274,8 @@ class SweepPanel(w.VBox):
                                   "the settings above decide)."),
             with_help(self.pinning, "Whether OpenVINO ties its threads to cores: on, off or auto."),
             with_help(self.inter_op, "TensorFlow threads that run independent operations at once, e.g. 1,2."),
-            with_help(self.onednn, "TensorFlow's oneDNN kernels: on, off or auto.")])],
+            with_help(self.onednn, "TensorFlow's oneDNN kernels: on, off or auto."),
+            *[with_help(self.axis_boxes[a.spec], field_help(a.spec)) for a in other_axes]])],
                                titles=("More settings",))
         super().__init__([
             w.HTML(CSS + WARN_CSS), section("Sweep"), self.model_line,
@@ -338,7 +353,8 @@ class SweepPanel(w.VBox):
                 "search": self.search.how.value, "budget": int(self.search.budget.value),
                 "search_p99": self.search.p99.value,
                 **{f"scenario_{k}": getattr(self.scenario, k).value for k in SCENARIO_SETTINGS},
-                "repeats": int(self.scenario.repeats.value)}
+                "repeats": int(self.scenario.repeats.value),
+                "axes": {spec: box.value for spec, box in self.axis_boxes.items()}}
 
     def restore(self, saved: dict) -> None:
         """Put back settings from `settings()` (or from a study's sweep); keys missing are left as they are."""
@@ -351,6 +367,9 @@ class SweepPanel(w.VBox):
         for key in TEXT_SETTINGS:
             if key in saved:
                 getattr(self, key).value = str(saved[key])
+        for spec, value in (saved.get("axes") or {}).items():
+            if spec in self.axis_boxes:
+                self.axis_boxes[spec].value = str(value)
         for key in SCENARIO_SETTINGS:
             if f"scenario_{key}" in saved:
                 getattr(self.scenario, key).value = str(saved[f"scenario_{key}"])
@@ -389,7 +408,8 @@ class SweepPanel(w.VBox):
         values = dict(backends=self.backends.selected(), precisions=self.precisions.selected(),
                       batch_sizes=self.batch.value, threads=self.threads.value, cores=self.cores.value,
                       streams=self.streams.value, hints=self.hints.value, cpu_pinning=self.pinning.value,
-                      inter_op_threads=self.inter_op.value, onednn=self.onednn.value, **self.scenario.values())
+                      inter_op_threads=self.inter_op.value, onednn=self.onednn.value, **self.scenario.values(),
+                      **{spec: box.value for spec, box in self.axis_boxes.items()})
         if self.seq_lens.value.strip():
             values["seq_lens"] = self.seq_lens.value.strip()
         SweepSpec(**values)  # raises ConfigError naming the field

@@ -84,7 +84,10 @@ class MessageArea(w.VBox):
 
     def error(self, exc: BaseException) -> None:
         if isinstance(exc, WorkbenchError):
-            self.show(str(exc), "error")
+            from wb_core.api import setting_label
+
+            # A setting the error names is said as this dashboard labels it, never as a CLI flag.
+            self.show(exc.worded(setting_label) if hasattr(exc, "worded") else str(exc), "error")
             return
         self.show(f"Something went wrong: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
                   "error")

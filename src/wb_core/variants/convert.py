@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from wb_core.backends.registry import backend_formats
+from wb_core.backends.registry import backend_formats, get, loaders, names
 from wb_core.errors import ModelError
 from wb_core.models import InputSpec, detect_format, fingerprint
 from wb_core.paths import cache_dir
@@ -57,8 +57,11 @@ def ensure_savedmodel(path: str | Path, fmt: str | None = None, fp: str | None =
     fmt = fmt or detect_format(path)
     if fmt == "savedmodel":
         return path
-    if fmt not in backend_formats("tensorflow"):
-        raise ModelError(f"The tensorflow backend cannot run a {fmt} model ('{path.name}'); use the openvino backend.")
+    if not loaders(fmt, "savedmodel"):
+        runs_sm = ", ".join(n for n in names() if get(n).loads == "savedmodel") or "none registered"
+        able = " or ".join(n for n in names() if fmt in backend_formats(n))
+        raise ModelError(f"No backend that runs a SavedModel ({runs_sm}) can run a {fmt} model ('{path.name}')"
+                         + (f"; use the {able} backend." if able else "."))
     fp = fp or fingerprint(path)
 
     def build(tmp: Path):
@@ -69,12 +72,17 @@ def ensure_savedmodel(path: str | Path, fmt: str | None = None, fp: str | None =
 
 
 def variant_path(backend: str, path: str | Path, fmt: str, fp: str) -> Path:
-    """The file a backend's worker loads for this model."""
-    from wb_core.backends.registry import get
+    """The file a backend's worker loads for this model (its registry entry's `loads`)."""
+    loads = get(backend).loads
+    if loads in MAKERS:
+        return MAKERS[loads](path, fmt, fp)
+    if loads == fmt:  # a backend that runs the model file as it is
+        return Path(path)
+    raise ModelError(f"The {backend} backend loads {loads} files, which the workbench cannot make from a {fmt} model.")
 
-    if get(backend).loads == "openvino-ir":
-        return ensure_ir(path, fmt, fp)
-    return ensure_savedmodel(path, fmt, fp)
+
+# The files a backend may load (BackendInfo.loads), and how each is made from a model.
+MAKERS = {"openvino-ir": ensure_ir, "savedmodel": ensure_savedmodel}
 
 
 # Inputs read per model content: a search calls the runner many times, and each read costs a child process.

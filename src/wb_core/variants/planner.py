@@ -27,6 +27,7 @@ import numpy as np
 
 from wb_core.accuracy import Metric, reference_targets, resolve_metric
 from wb_core.backends.registry import get as get_backend
+from wb_core.backends.registry import ir_backend
 from wb_core.config import RunConfig
 from wb_core.data import Dataset, ImageOptions, check_inputs, check_references, load_dataset
 from wb_core.errors import ConfigError, WorkbenchError, WorkerError
@@ -214,6 +215,8 @@ class VariantPlanner:
             if self.dataset() is None:
                 return ("int8 skipped: quantizing needs calibration data; pass --data with an .npz, an image folder "
                         "or demo:NAME")
+        if cfg.precision == "bf16" and backend.bf16_via:
+            return f"bf16 skipped: {backend.bf16_via}"
         if cfg.precision == "bf16" and backend.bf16_probe:
             probe = tf_bf16_probe(self.hw)
             if not probe.get("effective"):
@@ -241,7 +244,8 @@ class VariantPlanner:
                 from wb_core.variants.convert import variant_path
 
                 path = variant_path(backend, self.model, self.fmt, self.fp)
-                info = {"variant": "fp32-ir" if get_backend(backend).loads == "openvino-ir" else "savedmodel"}
+                loads = get_backend(backend).loads
+                info = {"variant": "fp32-ir" if loads == "openvino-ir" else loads}
                 if precision == "bf16" and get_backend(backend).bf16_note:
                     info["variant_note"] = get_backend(backend).bf16_note
             info["variant_path"] = str(path)  # the file the worker loaded (layer profiles and exports need it)
@@ -254,7 +258,7 @@ class VariantPlanner:
         metric = self.options.metric
         common = dict(subset_size=self.options.subset_size, output=self.options.output,
                       metric=metric.name if isinstance(metric, Metric) else str(metric))
-        basis = self._basis("openvino")
+        basis = self._basis(ir_backend())  # the INT8 variant is an IR, judged where IRs run
         limit = self.options.guard.limit_for(basis["metric"].name) if basis and "metric" in basis else None
         judged = limit is not None
         started, budget = time.monotonic(), float(self.options.fallback_budget_s)
@@ -296,7 +300,7 @@ class VariantPlanner:
             attempt = {"recipe": actual, "ok": True, "path": path, "info": info,
                        "seconds": info.get("quant_seconds") or round(time.monotonic() - t0, 2)}
             if basis and "metric" in basis:
-                ev = self._evaluate_file(("int8", str(path)), "openvino", path, "int8")
+                ev = self._evaluate_file(("int8", str(path)), ir_backend(), path, "int8")
                 if "outputs" in ev:
                     value = _score(ev, basis["metric"], basis["targets"])
                     attempt.update(accuracy=value, drop=basis["metric"].drop(basis["reference"], value),
@@ -316,7 +320,7 @@ class VariantPlanner:
             self._note(self._failed_int8_note())
         measured = self._accuracy.get(("int8", str(best["path"])))
         if measured is not None:  # the chosen attempt's accuracy is the INT8 variant's: not measured twice
-            self._accuracy[("openvino", "int8", False)] = measured
+            self._accuracy[(ir_backend(), "int8", False)] = measured
         return best["path"], self._int8_info(best)
 
     def _int8_info(self, chosen: dict) -> dict:
@@ -494,7 +498,8 @@ class VariantPlanner:
         data_path = self._eval_data_path()
         out_dir = Path(tempfile.mkdtemp(prefix="wb-eval-"))
         try:
-            res = run_task({"task": "evaluate", "backend": backend, "data": str(data_path), "out_dir": str(out_dir),
+            res = run_task({"task": "wb_core.variants.tasks:task_evaluate", "backend": backend, "data": str(data_path),
+                            "out_dir": str(out_dir),
                             "output": self.options.output,
                             "variants": [{"id": "v", "model_path": str(path), "precision": precision,
                                           "untouched": untouched}]},
@@ -545,7 +550,8 @@ def tf_bf16_probe(hw) -> dict:
     path = cache_dir() / "probes" / f"tf-bf16-{hw.fingerprint}-{version}.json"
     if path.exists():
         return json.loads(path.read_text())
-    res = run_task({"task": "probe_tf_bf16"}, timeout=600, what="checking TensorFlow's bfloat16 support")
+    res = run_task({"task": "wb_core.variants.tasks:task_probe_tf_bf16"}, timeout=600,
+                   what="checking TensorFlow's bfloat16 support")
     out = {"effective": bool(res.get("effective")), "max_abs_diff": res.get("max_abs_diff")}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out))

@@ -61,7 +61,8 @@ def ensure_int8_ir(model: str | Path, fmt: str, model_fp: str, data_path: Path, 
 
     def build(tmp: Path):
         what = f"quantizing '{model}' to INT8" + ("" if settings.recipe == "auto" else f" ({settings.recipe})")
-        res = run_task({"task": "quantize", "ir": str(fp32_ir), "data": str(data_path), "out": str(tmp / "model.xml"),
+        res = run_task({"task": "wb_core.variants.tasks:task_quantize", "ir": str(fp32_ir), "data": str(data_path),
+                        "out": str(tmp / "model.xml"),
                         "subset_size": settings.subset_size, "max_drop": settings.max_drop,
                         "metric": settings.metric, "output": settings.output, "recipe": settings.recipe,
                         "base": settings.base, "limit": settings.limit, "budget_s": settings.budget_s},

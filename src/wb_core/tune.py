@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from wb_core.backends.registry import get, ir_backend
 from wb_core.config import MeasureSettings, RunConfig, SweepSpec, available_cpus
 from wb_core.errors import ConfigError
 
@@ -89,7 +90,7 @@ def tuning_space(fmt: str, hw, has_data: bool, batch_sizes=None) -> tuple[SweepS
 
     notes = []
     precisions = ["fp32"]
-    if infeasible_reason(RunConfig("openvino", precision="bf16"), fmt, hw) is None:
+    if infeasible_reason(RunConfig(ir_backend(), precision="bf16"), fmt, hw) is None:
         precisions.append("bf16")
     else:
         notes.append("BF16 left out: this CPU has no native BF16.")
@@ -98,7 +99,7 @@ def tuning_space(fmt: str, hw, has_data: bool, batch_sizes=None) -> tuple[SweepS
     else:
         notes.append("INT8 left out: quantizing needs calibration data (--data, or --text with --tokenizer).")
     n = len(available_cpus())
-    spec = SweepSpec(backends="openvino", precisions=",".join(precisions),
+    spec = SweepSpec(backends=ir_backend(), precisions=",".join(precisions),
                      batch_sizes=batch_sizes or "1,4,8,16", threads=",".join(map(str, _ladder(n))),
                      streams=",".join(map(str, _ladder(min(n, 4)))))
     return spec, notes
@@ -180,7 +181,8 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     needed = confirm_cost(cost, fmt)
     with Store(db, readonly=True) as store:
         top = [store.run_config(study, k) for k in _leaders(ok, 2)]
-    hints = [RunConfig("openvino", batch_size=b, hint="throughput", untouched=True, seq_len=n or None)
+    runtime = ir_backend()
+    hints = [RunConfig(runtime, batch_size=b, **get(runtime).variant_default, seq_len=n or None)
              for b, n in sorted({(c.batch_size, c.seq_len or 0) for c in top})]
     run_sweep(path, SweepSpec(), db, study, settings=settings, inputs=inputs, precision=prec, configs=hints,
               progress=progress)

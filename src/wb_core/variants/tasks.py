@@ -1,7 +1,8 @@
 """Child-process tasks for precision variants: quantize, evaluate, and the TensorFlow BF16 probe.
 
-They run inside `python -m wb_core.proc.worker` (see worker.TASKS) because they import OpenVINO, NNCF
-or TensorFlow; the parent side is `wb_core.variants.planner`. Each emits one `result` message.
+They run inside `python -m wb_core.proc.worker`, named by the task the parent side sends
+(`wb_core.variants.quantize`, `wb_core.variants.planner`), because they import OpenVINO, NNCF or
+TensorFlow. Each emits one `result` message.
 """
 
 from __future__ import annotations

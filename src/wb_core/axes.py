@@ -1,0 +1,305 @@
+"""The sweep axes as one table: the workbench's own, then each registered backend's.
+
+Everything that lists sweep settings reads this table: the `SweepSpec` and `RunConfig` fields
+(config.py), `SweepSpec.expand` and `size` (the product below), the JSON schema of a spec file
+(`spec_schema`), the CLI's sweep options, the dashboard's controls and help lines, and the search's
+axes. Adding a setting of one backend is an `Axis` in its `BackendInfo(axes=...)`; a setting every
+backend reads is a line in `GENERIC` here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+from wb_core.axis import STAGES, Axis, one_of, whole_numbers
+from wb_core.backends import registry
+from wb_core.errors import ConfigError
+from wb_core.parsing import (
+    MAX_BATCH,
+    MAX_THREADS,
+    PRECISIONS,
+    format_cores,
+    format_shape_map,
+    parse_cores,
+    parse_rates,
+    parse_repeats,
+    parse_shape_map,
+    split_values,
+    unique_values,
+)
+
+
+def _cores(value) -> list:
+    items = split_values(value) if isinstance(value, str) else list(value)
+    return unique_values([c if (c is None or isinstance(c, tuple)) else parse_cores(c) for c in items]) or [None]
+
+
+def _shapes(value) -> list:
+    items = [value] if isinstance(value, str) else list(value)
+    return unique_values([None if v is None else format_shape_map(parse_shape_map(v)) for v in items]) or [None]
+
+
+# The workbench's own axes (backends add theirs: registry.BackendInfo.axes). Stage order decides
+# how `expand` nests them; inside a stage, the order here.
+GENERIC: tuple[Axis, ...] = (
+    Axis("backend", "backends", one_of("backend", registry.names), "Backends to measure with (comma-separated): "
+         "{backends}.", "Backend", "--backend", default=dataclasses.MISSING, sweep_default=(registry.default_backend(),),
+         text_default=registry.default_backend(), annotation="str", stage="backend", every_backend=True),
+    Axis("precision", "precisions", one_of("precision", PRECISIONS), "fp32, bf16, int8 (int8: OpenVINO INT8 variant "
+         "by NNCF).", "Precision", "--precision", default="fp32", sweep_default=("fp32",), text_default="fp32",
+         annotation="str", choices=PRECISIONS, stage="variant", every_backend=True),
+    Axis("cores", "cores", _cores, "Pinning: none, all, firstK, or CPU lists like 0, 0-1, 0+2 (values "
+         "comma-separated).", "Cores", "--cores", text_default="none", annotation="tuple[int, ...] | None",
+         becomes="the worker's CPU affinity", stage="placement", every_backend=True, unparse=format_cores,
+         canonical=lambda v: [int(c) for c in v]),
+    Axis("instances", "instances", whole_numbers("Instances", 4096, auto=False), "Instances started together, "
+         "e.g. 1,2.", "Instances", "--instances", default=1, sweep_default=(1,), text_default="1", annotation="int",
+         ordered=True, stage="placement", every_backend=True),
+    Axis("cores_per_instance", "cores_per_instance", whole_numbers("Cores per instance", 4096), "Cores pinned to "
+         "each instance (disjoint), e.g. 1,2.", "Cores per instance", "--cores-per-instance", ordered=True,
+         stage="placement", every_backend=True),
+    Axis("threads", "threads", whole_numbers("Threads", MAX_THREADS), "Intra-op / inference threads, e.g. 1,2 or "
+         "auto.", "Threads", "--threads", ordered=True, becomes="the runtime's intra-op / inference threads"),
+    Axis("concurrency", "concurrency", whole_numbers("Concurrency", 4096), "Requests in flight, e.g. 1,4; auto: as "
+         "many as the OpenVINO streams (1 without streams).", "Concurrency", "--concurrency", default=1,
+         annotation="int", ordered=True, stage="point", every_backend=True),
+    Axis("rate", "rates", parse_rates, "Poisson arrival rates in requests/s (server scenario).", "Rate", "--rate",
+         text_default="none", annotation="float | None", ordered=True, stage="point", every_backend=True,
+         canonical=float),
+    Axis("seq_len", "seq_lens", whole_numbers("Sequence length", 10**7), "Sequence lengths: sizes of the dynamic "
+         "non-batch dimensions, e.g. 32,128,384 (one sweep axis).", "Sequence length", "--dynamic-size",
+         generated_option=False, text_default="", ordered=True, stage="point", every_backend=True, searched=False),
+    Axis("shape", "shapes", _shapes, "Input shapes as a sweep axis, each NAME=1x3x224x224 (several inputs joined by "
+         "';'), e.g. image=1x3x224x224 and image=1x3x320x320.", "Shape", "--shape", generated_option=False,
+         text_default="", annotation="str | None", stage="point", every_backend=True, searched=False),
+    Axis("batch_size", "batch_sizes", whole_numbers("Batch size", MAX_BATCH, auto=False), "Batch sizes, e.g. "
+         "1,8,32.", "Batch size", "--batch", default=1, sweep_default=(1,), text_default="1", annotation="int",
+         ordered=True, stage="point", every_backend=True),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecOption:
+    """A SweepSpec field that is not an axis (it shapes the whole sweep): parsed and documented here too."""
+
+    name: str
+    parse: object
+    help: str
+    default: object
+    annotation: str
+    schema: dict
+
+
+def _flag(value) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"allow_oversubscribe takes true or false; got {value!r}.")
+    return value
+
+
+SPEC_OPTIONS: tuple[SpecOption, ...] = (
+    SpecOption("allow_oversubscribe", _flag, "Run instances x cores beyond this machine's cores.", False, "bool",
+               {"type": "boolean"}),
+    SpecOption("repeats", parse_repeats, "Rounds per configuration, each in a fresh worker, interleaved in a "
+               "shuffled order; results give the median and a 95% interval.", 1, "int",
+               {"type": ["integer", "string"]}),
+)
+
+
+def all_axes() -> tuple[Axis, ...]:
+    """Every axis: the workbench's and each registered backend's (each once), in nesting order."""
+    seen: dict[str, Axis] = {a.name: a for a in GENERIC}
+    for name in registry.names():
+        for a in registry.get(name).axes:
+            if a.name in seen and seen[a.name] is not a:
+                raise ConfigError(f"The {name} backend declares the axis {a.name}, which another already declares; "
+                                  f"read it through `settings` instead.")
+            seen[a.name] = a
+    return tuple(sorted(seen.values(), key=lambda a: STAGES.index(a.stage)))
+
+
+def axis(name: str) -> Axis:
+    """An axis by its RunConfig field or its SweepSpec field."""
+    for a in all_axes():
+        if name in (a.name, a.spec):
+            return a
+    raise KeyError(name)
+
+
+def sweep_axes() -> tuple[Axis, ...]:
+    """Every sweep axis, in nesting order (what the faces list as options and controls)."""
+    return all_axes()
+
+
+def readers(a: Axis) -> tuple[str, ...]:
+    """The backends that read an axis."""
+    return tuple(b for b in registry.names() if a.every_backend or a.name in registry.get(b).settings)
+
+
+axis_readers = readers
+
+
+def setting_flag(field: str) -> str | None:
+    """The CLI option of a setting (a SweepSpec or RunConfig field), or None: how the CLI words errors."""
+    try:
+        return axis(field).flag or None
+    except KeyError:
+        return None
+
+
+def setting_label(field: str) -> str | None:
+    """The dashboard's label of a setting, or None: how the dashboard words errors."""
+    try:
+        return axis(field).label
+    except KeyError:
+        return None
+
+
+def field_help(name: str) -> str:
+    """The help text of a SweepSpec field (an axis or a spec option), shared by the CLI, dashboard and docs."""
+    for o in SPEC_OPTIONS:
+        if o.name == name:
+            return o.help
+    try:
+        a = axis(name)
+    except KeyError:
+        raise KeyError(name) from None
+    return a.help.format(backends=", ".join(registry.names()))
+
+
+# ---- the product of the axes: what SweepSpec.expand and size build ----
+
+def _read_by(a: Axis, reads: set[str]) -> bool:
+    return a.every_backend or a.name in reads
+
+
+def combinations(spec, backend: str, placements: list[tuple], notes: set) -> Iterator[dict]:
+    """The settings of every point `spec` asks of one backend, as RunConfig keyword arguments.
+
+    Axes the backend does not read stay at their default. An axis with `unless` stays at its
+    default while that other axis holds a value; a value above its `at_most` axis is dropped with
+    its note added to `notes`; an auto value of an axis named by another's `fills_auto` takes that
+    axis's value (else its own default).
+    """
+    reads = set(registry.get(backend).settings)
+    inner = [a for a in all_axes() if a.stage in ("process", "point")]
+    fillers = {a.fills_auto: a.name for a in all_axes() if a.fills_auto}
+    defaults = {a.name: a.default for a in all_axes()}
+
+    def walk(i: int, point: dict) -> Iterator[dict]:
+        if i == len(inner):
+            out = dict(point)
+            for name, value in point.items():
+                if value is None and defaults[name] is not None:  # auto where the field needs a value
+                    out[name] = point.get(fillers.get(name, "")) or defaults[name]
+            yield out
+            return
+        a = inner[i]
+        values = getattr(spec, a.spec) if _read_by(a, reads) else [a.default]
+        if a.unless and point.get(a.unless) is not None:
+            values = [a.default]
+        for v in values:
+            limit = point.get(a.at_most) if a.at_most else None
+            if v and limit and v > limit:
+                notes.add((a.name, v, limit))
+                continue
+            yield from walk(i + 1, {**point, a.name: v})
+
+    for prec in spec.precisions:
+        for n, k, cores in placements:
+            yield from walk(0, {"backend": backend, "precision": prec, "instances": n, "cores_per_instance": k,
+                                "cores": cores})
+
+
+def count(spec, backend: str, placements: int) -> int:
+    """How many points `combinations` yields at most (drops by `at_most` not counted), without building them."""
+    reads = set(registry.get(backend).settings)
+    inner = [a for a in all_axes() if a.stage in ("process", "point")]
+    gated = {a.unless for a in inner if a.unless}
+
+    def walk(i: int, held: frozenset) -> int:
+        if i == len(inner):
+            return 1
+        a = inner[i]
+        values = getattr(spec, a.spec) if _read_by(a, reads) else [a.default]
+        if a.unless in held:
+            return walk(i + 1, held)
+        if a.name in gated:
+            unset = sum(1 for v in values if v is None)
+            return unset * walk(i + 1, held) + (len(values) - unset) * walk(i + 1, held | {a.name})
+        return len(values) * walk(i + 1, held)
+
+    return len(spec.precisions) * placements * walk(0, frozenset())
+
+
+def drop_notes(dropped: set) -> list[str]:
+    """The sentences for values `combinations` dropped (their axis's `at_most_note`)."""
+    out = []
+    for name, value, limit in sorted(dropped):
+        out.append(axis(name).at_most_note.format(value=value, limit=limit, s="s" if limit > 1 else ""))
+    return out
+
+
+def unread_notes(spec) -> list[str]:
+    """A sentence for each backend setting asked for that no backend of the sweep reads (it is dropped)."""
+    out = []
+    for a in all_axes():
+        if a.every_backend or getattr(spec, a.spec) == [a.default]:
+            continue
+        if not any(a.name in registry.get(b).settings for b in spec.backends):
+            given = ", ".join("auto" if v is None else str(v) for v in getattr(spec, a.spec))
+            who = ", ".join(readers(a)) or "no registered backend"
+            out.append(f"{a.label} {given} left out: only {who} read{'s' if len(readers(a)) == 1 else ''} it, and "
+                       f"this sweep measures {', '.join(spec.backends)}.")
+    return out
+
+
+# ---- the JSON schema of a spec file, generated from the table ----
+
+SCALAR = {"type": ["string", "number", "boolean", "null"]}
+MAX_LIST = 10000
+
+_INT_RANGE = {"oneOf": [{"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+                        {"type": "string", "pattern": "^-?[0-9]+:-?[0-9]+$"}]}
+INPUTS_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "dynamic_size": {"type": ["integer", "null"]},
+        "shapes": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "integer"},
+                                                             "minItems": 1, "maxItems": 32}},
+        "int_range": _INT_RANGE,
+        "int_ranges": {"type": "object", "additionalProperties": _INT_RANGE},
+        "text": {"type": "string", "description": "A text file, one sample per line, tokenized into the model's "
+                                                  "inputs (with tokenizer)."},
+        "tokenizer": {"type": "string", "description": "The local tokenizer.json that tokenizes the text."},
+    },
+}
+
+
+def spec_schema(measure_ranges: dict) -> dict:
+    """The JSON Schema of a sweep spec file: every axis, every spec option, the measurement settings
+    (`measure_ranges`: name -> (low, high, whole number, low excluded), MeasureSettings.RANGES) and
+    the input options. Value ranges are checked by the parsers after it."""
+    props: dict = {}
+    for a in all_axes():
+        props[a.spec] = {"description": field_help(a.spec),
+                         "oneOf": [SCALAR, {"type": "array", "items": SCALAR, "maxItems": MAX_LIST}]}
+    for o in SPEC_OPTIONS:
+        props[o.name] = {"description": o.help, **o.schema}
+    props["settings"] = {"type": "object", "additionalProperties": False,
+                         "properties": {name: {"type": "integer" if whole else "number"}
+                                        for name, (_, _, whole, _) in measure_ranges.items()}}
+    props["inputs"] = INPUTS_SCHEMA
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://cpu-inference-workbench.invalid/schemas/sweep_spec.schema.json",
+        "title": "Sweep spec",
+        "description": "A sweep spec file (wb profile --spec): the sweep axes, plus optional measurement settings and "
+                       "input options. Generated from the axes table (wb_core.axes); value ranges are checked by the "
+                       "parsers after this schema.",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": props,
+    }
+

@@ -1,0 +1,123 @@
+"""What a sweep axis is: one declaration that the sweep spec, run configs, schema and faces read.
+
+An `Axis` names a setting once: its RunConfig field (one value per point), its SweepSpec field
+(the values swept), how typed values are parsed, its help text, label and CLI flag, its default,
+whether its values are ordered, what it becomes in the runtime, and the few rules that tie it to
+another axis. The workbench's own axes are in axes.py; a backend declares its own settings in
+backends/registry.py with the same type. This module imports only the parsers and the errors, so
+the registry (a foundation) can use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from wb_core.errors import ConfigError
+from wb_core.parsing import (
+    ints_or_auto,
+    parse_bool_list,
+    parse_choice,
+    parse_positive_ints,
+    split_values,
+    unique_values,
+)
+
+STAGES = ("backend", "variant", "placement", "process", "point")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One sweep axis. `parse` turns what a user gives (text, one value or a list) into the checked
+    list of values; an error is one sentence naming the axis."""
+
+    name: str  # the RunConfig field: one value per point
+    spec: str  # the SweepSpec field: the values swept
+    parse: Callable[[Any], list]
+    help: str  # shared by the CLI option, the dashboard's tooltip and the schema's description
+    label: str  # how the dashboard and messages name it
+    flag: str = ""  # the CLI option
+    generated_option: bool = True  # False: the CLI declares the option itself, with other duties (--dynamic-size)
+    default: Any = None  # RunConfig default: what runs when it is not set; left out of run keys
+    sweep_default: tuple = (None,)  # the values a sweep takes when none are given
+    text_default: str = "auto"  # the sweep default as the CLI and the dashboard write it
+    annotation: str = "int | None"  # the RunConfig field's type
+    ordered: bool = False  # values have an order: a search steps to the next one up or down
+    choices: tuple = ()  # the values a categorical axis takes (shown by the dashboard)
+    becomes: str = ""  # the runtime property or environment variable it sets, in words
+    env: tuple[str, ...] = ()  # environment variables a worker sets from it before importing the runtime
+    stage: str = "process"  # where it nests: backend, variant (the model file), placement, process, point
+    every_backend: bool = False  # read by every backend; otherwise only by those that list it
+    searched: bool = True  # a search may move along it (False: a dimension of the workload, measured as given)
+    unless: str = ""  # an earlier axis: while that one holds a value, this one stays at its default
+    at_most: str = ""  # an earlier axis bounding this one: larger values run as another point, dropped
+    at_most_note: str = ""  # the note for a dropped value: {value}, {limit}, {s} (plural of the limit)
+    fills_auto: str = ""  # an axis whose auto value (None) takes this axis's value at each point
+    unparse: Callable[[Any], Any] | None = None  # a value as a spec file writes it (None: as it is)
+    canonical: Callable[[Any], Any] | None = None  # a non-default value as its run key hashes it
+
+    def __post_init__(self):
+        if self.stage not in STAGES:
+            raise ValueError(f"Axis {self.name}: unknown stage {self.stage!r}; one of {', '.join(STAGES)}.")
+
+    def values(self, given) -> list:
+        """The checked values of `given` (the sweep default when None). An error names this axis
+        (`ConfigError.field`), so that each face can word it: the CLI as its flag, the dashboard as its label."""
+        given = list(self.sweep_default) if given is None else given
+        try:
+            return self.parse(given)
+        except ConfigError as e:
+            if e.field:
+                raise
+            raise ConfigError(e.template, field=self.spec) from None
+
+
+def whole_numbers(what: str, upper: int, auto: bool = True) -> Callable[[Any], list]:
+    """Whole numbers from 1 to `upper` (`1,2,4`); with `auto`, also `auto` for the runtime's choice (None)."""
+
+    def parse(value) -> list:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if auto:
+            return ints_or_auto(value, what, upper)
+        return parse_positive_ints(value, what, upper)
+
+    return parse
+
+
+def one_of(what: str, choices: tuple[str, ...] | Callable[[], tuple[str, ...]]) -> Callable[[Any], list]:
+    """Names from a fixed list (or a callable giving it), lower-cased, at least one."""
+
+    def parse(value) -> list:
+        return parse_choice(value, what, choices() if callable(choices) else choices)
+
+    return parse
+
+
+def one_of_or_none(what: str, choices: tuple[str, ...], none: str = "none") -> Callable[[Any], list]:
+    """Names from a list where `none` (or None) leaves the setting to the runtime."""
+
+    def parse(value) -> list:
+        items = split_values(value) if isinstance(value, str) else list(value)
+        words = [(none if v is None else str(v).strip().lower()) for v in items] or [none]
+        for w in words:
+            if w not in (none, *choices):
+                raise ConfigError(f"Unknown {what} '{w}'; choose from {', '.join((none, *choices))}.")
+        return unique_values([None if w == none else w for w in words])
+
+    return parse
+
+
+def on_off(what: str) -> Callable[[Any], list]:
+    """on, off or auto (True, False or None), from text or a list."""
+
+    def parse(value) -> list:
+        if isinstance(value, str):
+            return parse_bool_list(value, what)
+        out = []
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            out += [v] if v is None or isinstance(v, bool) else parse_bool_list(str(v), what)
+        return unique_values(out) or [None]
+
+    return parse

@@ -1,0 +1,98 @@
+"""ONNX Runtime backend: an InferenceSession on the CPU execution provider, with the intra-op and
+inter-op threads, execution mode and graph optimisation level of the run config; read back what the
+session really holds."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+from wb_core.config import InputOptions, RunConfig
+from wb_core.errors import ConfigError, ModelError
+from wb_core.models import InputSpec, first_line, resolve_shape
+
+PROVIDER = "CPUExecutionProvider"
+EXECUTION_MODES = {"sequential": ort.ExecutionMode.ORT_SEQUENTIAL, "parallel": ort.ExecutionMode.ORT_PARALLEL}
+GRAPH_LEVELS = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+                "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+                "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
+# ONNX tensor element types as numpy dtype names (what the workbench generates inputs for).
+ONNX_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+               "tensor(bfloat16)": "bfloat16", "tensor(bool)": "bool", "tensor(int8)": "int8",
+               "tensor(uint8)": "uint8", "tensor(int16)": "int16", "tensor(uint16)": "uint16",
+               "tensor(int32)": "int32", "tensor(uint32)": "uint32", "tensor(int64)": "int64",
+               "tensor(uint64)": "uint64"}
+
+
+def session_options(cfg: RunConfig) -> ort.SessionOptions:
+    """SessionOptions for a run config; a setting left at None keeps ONNX Runtime's own default."""
+    opts = ort.SessionOptions()
+    if cfg.threads:
+        opts.intra_op_num_threads = int(cfg.threads)
+    if cfg.inter_op_threads:
+        opts.inter_op_num_threads = int(cfg.inter_op_threads)
+    if cfg.execution_mode:
+        opts.execution_mode = EXECUTION_MODES[cfg.execution_mode]
+    if cfg.graph_optimization:
+        opts.graph_optimization_level = GRAPH_LEVELS[cfg.graph_optimization]
+    return opts
+
+
+def _spec(arg) -> InputSpec:
+    shape = tuple(d if isinstance(d, int) and d > 0 else -1 for d in (arg.shape or [])) or (-1,)
+    return InputSpec(name=arg.name, shape=shape, dtype=ONNX_DTYPES.get(arg.type, arg.type))
+
+
+def _word(table: dict, value) -> str:
+    return next((k for k, v in table.items() if v == value), str(value))
+
+
+class OnnxRuntimeSession:
+    def __init__(self, model_path: str, cfg: RunConfig):
+        self.cfg = cfg
+        t0 = time.perf_counter()
+        try:
+            self.session = ort.InferenceSession(str(model_path), sess_options=session_options(cfg),
+                                                providers=[PROVIDER])
+        except Exception as e:
+            raise ModelError(f"ONNX Runtime cannot load '{model_path}': {first_line(e)}") from None
+        self.load_ms = (time.perf_counter() - t0) * 1e3
+        self.inputs = [_spec(a) for a in self.session.get_inputs()]
+        self.outputs = [o.name for o in self.session.get_outputs()]
+
+    def prepare(self, batch_size: int, opts: InputOptions) -> dict:
+        # ONNX Runtime takes any shape its dynamic dimensions allow; a fixed batch dimension cannot change.
+        for spec in self.inputs:
+            resolve_shape(spec, batch_size, opts)
+            if spec.shape and spec.shape[0] > 0 and spec.shape[0] != batch_size:
+                raise ConfigError(f"The model cannot take batch size {batch_size}: its input '{spec.name}' has a "
+                                  f"fixed batch dimension of {spec.shape[0]} ({spec.describe()}).")
+        return {"load_ms": self.load_ms, "compile_ms": 0.0}
+
+    def convert_batches(self, batches: list[dict]) -> list:
+        names = [s.name for s in self.inputs]
+        return [{n: np.ascontiguousarray(b[n]) for n in names} for b in batches]
+
+    def make_infer(self):
+        run, outputs = self.session.run, self.outputs
+
+        def infer(batch):
+            return dict(zip(outputs, run(None, batch)))
+
+        return infer
+
+    def info(self) -> dict:
+        # Read back from the session itself: what it really runs with, not what was asked.
+        opts = self.session.get_session_options()
+        return {
+            "executed_precision": "f32",
+            "ort_version": ort.__version__,
+            "ort_providers": ",".join(self.session.get_providers()),
+            "ort_intra_op_threads": int(opts.intra_op_num_threads),
+            "ort_inter_op_threads": int(opts.inter_op_num_threads),
+            "ort_execution_mode": _word(EXECUTION_MODES, opts.execution_mode),
+            "ort_graph_optimization": _word(GRAPH_LEVELS, opts.graph_optimization_level),
+        }
