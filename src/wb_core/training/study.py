@@ -218,7 +218,8 @@ def run_training(model: str | Path, spec: TrainSpec, db: str | Path, study: str,
         for p in todo:
             if ctx.cancelled:
                 break
-            task = {"task": "wb_core.training.tasks:task_train", "key": key(p), **base, **p.to_dict(), "warmup_steps": spec.warmup_steps,
+            task = {"task": "wb_core.training.tasks:task_train", "key": key(p), **base, **p.to_dict(),
+                    "warmup_steps": spec.warmup_steps,
                     "cores": list(p.cores) if p.cores else None}
             outcome = run_child(task, timeout=timeout_s or LOAD_ALLOWANCE_S, cancel=cancel,
                                 memory_limit_mb=memory_limit_mb)
