@@ -229,8 +229,9 @@ def test_no_import_cycles():
 # wb_core.sweep; tune, which searches, confirms and exports, is a module of its own).
 KNOWN_CIRCLES = [
     # backends/ holds both the layer-0 registry (read by config) and the layer-1 sessions (which
-    # read config and models): the registry belongs in a package of its own.
-    ["wb_core.backends", "wb_core.config", "wb_core.models"],
+    # read config and models): the registry belongs in a package of its own. The axes table reads the
+    # registry (backends declare their own axes) and config reads the table.
+    ["wb_core.axes", "wb_core.backends", "wb_core.config", "wb_core.models"],
 ]
 
 
@@ -357,7 +358,7 @@ API_VERBS = {
     # measure
     "profile", "pipeline_profile", "train_profile", "find_max_rate", "tune", "confirm", "serve_check",
     "layer_profile", "verify_allocation", "convert_to_ir", "inspect_model", "hardware_info", "describe_hardware",
-    "list_backends", "cluster_hosts", "preview_sweep", "default_configs",
+    "list_backends", "cluster_hosts", "preview_sweep", "default_configs", "backend_title", "layer_profiling_backends",
     # read
     "results", "results_with_notes", "load_results", "load_measurements", "stored_runs", "point_row", "studies",
     "study_info", "study_record", "run_config", "stored_layer_profile", "load_serve_checks", "load_comparison",
@@ -393,6 +394,9 @@ API_FACE_HELPERS = {
     # words and files, the same in every face
     "printable", "label", "plural", "rounded", "run_name", "worded", "executed_words", "results_table",
     "write_output_file", "default_db", "cache_dir",
+    # the sweep's axes and options as declared once (the CLI's options, the dashboard's boxes), and a
+    # setting named in an error as the face words it (flag or label)
+    "sweep_axes", "SPEC_OPTIONS", "axis_readers", "setting_flag", "setting_label",
     # the choices a face offers, and the thresholds it names
     "DEMOS", "FORMATS", "OBJECTIVES", "LABELS", "MODES", "SCALES", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
 }
