@@ -197,11 +197,7 @@ def run_pipeline(model: str | Path, source: str | Path, spec: PipelineSpec, db: 
     record = {"kind": "pipeline", "pipeline": spec.to_dict(), "source": plan.source, "source_frames": plan.frames,
               "geometry": geo.to_dict(), "inputs": ctx.inputs.to_dict()}
     with ctx.open(record):
-        todo = ctx.claim(ctx.todo(points, key=key), key=key)
-        ctx.start_progress(len(todo))
-        for p in todo:
-            if ctx.cancelled:
-                break
+        for p in ctx.points_to_measure(points, key=key):
             why = ctx.infeasible(p.infer) or _cores_missing(p, ctx.hardware)
             if why:
                 status, metrics, error = "skipped", {}, why

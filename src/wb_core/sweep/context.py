@@ -423,6 +423,16 @@ class SweepContext:
         return self.timeout_s or point_timeout(self.settings)
 
     # ---- progress and cancellation ----
+    def points_to_measure(self, points: list, key: Callable = lambda c: c.key):
+        """The points not stored yet and claimed by this sweep, one at a time with progress, until
+        the sweep is cancelled (the study loops of pipelines and training)."""
+        todo = self.claim(self.todo(points, key=key), key=key)
+        self.start_progress(len(todo))
+        for p in todo:
+            if self.cancelled:
+                return
+            yield p
+
     def start_progress(self, total: int) -> None:
         if self._progress and total > 0 and self.bar is None:
             from tqdm import tqdm

@@ -213,11 +213,7 @@ def run_training(model: str | Path, spec: TrainSpec, db: str | Path, study: str,
               "data": str(data) if isinstance(data, (str, Path)) else data_fp,
               "loss": info.get("loss"), "optimizer": info.get("optimizer"), "params": info.get("params")}
     with ctx.open(record):
-        todo = ctx.claim(ctx.todo(points, key=key), key=key)
-        ctx.start_progress(len(todo))
-        for p in todo:
-            if ctx.cancelled:
-                break
+        for p in ctx.points_to_measure(points, key=key):
             task = {"task": "wb_core.training.tasks:task_train", "key": key(p), **base, **p.to_dict(),
                     "warmup_steps": spec.warmup_steps,
                     "cores": list(p.cores) if p.cores else None}
