@@ -24,7 +24,7 @@ ROOT = HERE.parent
 # (script, arguments of the full run, arguments of --quick)
 SCRIPTS = [
     ("fidelity.py", [], ["--quick"]),
-    ("onnxruntime_fidelity.py", [], ["--quick"]),
+    ("onnxruntime_fidelity.py", ["--rounds", "5", "--seconds", "4"], ["--quick"]),
     ("text_lengths.py", [], ["--quick"]),
     ("harness_overhead.py", [], ["--rounds", "1", "--seconds", "1"]),
     ("search_efficiency.py", [], ["--quick"]),

@@ -129,3 +129,49 @@ def test_sequence_lengths_are_never_ranked_against_each_other():
     check_reason(at32.reason, df[df["seq_len"] == 32])
     with pytest.raises(Exception, match="no runs at sequence length 64"):
         recommend(df, hardware=HARDWARE, seq_len=64)
+
+
+def test_every_precision_left_out_by_the_guard_gets_its_own_sentence_in_order():
+    # INT8 rows come first in the frame; the notes are in precision order, one per precision.
+    runs = [run(precision="int8", threads=1, thr=6000, accuracy_guard="failed",
+                accuracy_guard_note="INT8 has a cosine similarity to FP32 of 0.081, which misses the accuracy guard "
+                                    "(at least 0.99)."),
+            run(precision="int8", threads=2, thr=7000, accuracy_guard="failed", accuracy_guard_note=None),
+            run(precision="bf16", threads=1, thr=3000, accuracy_guard="failed", accuracy_guard_note=float("nan")),
+            run(precision="fp32", threads=1, thr=1000)]
+    rec = recommend(frame(runs), hardware=HARDWARE)
+    assert rec.best["precision"] == "fp32"
+    left_out = [n for n in rec.notes if "runs were left out" in n]
+    assert left_out == [
+        "BF16 runs were left out (1): they failed the accuracy guard.",
+        "INT8 runs were left out (2): INT8 has a cosine similarity to FP32 of 0.081, which misses the accuracy guard "
+        "(at least 0.99).",
+    ]
+
+
+def test_the_per_length_sentence_names_each_length_and_the_lengths_no_run_meets():
+    from wb_core.analysis.recommend import Constraints
+
+    df = frame([
+        run(threads=1, cores=[0], thr=9000, p99=5.0, seq_len=32),
+        run(threads=1, cores=[0], thr=800, p99=1.0, seq_len=128),
+        run(threads=2, cores=[0, 1], thr=1200, p99=1.5, seq_len=128),
+        run(threads=1, cores=[0], thr=300, p99=1.8, seq_len=384),
+    ])
+    rec = recommend(df, Constraints(max_p99_ms=2.0), hardware=HARDWARE)
+    assert rec.seq_len == 384 and set(rec.per_length) == {128, 384}
+    at128, at384 = rec.per_length[128].best, rec.per_length[384].best
+    assert at128["throughput"] == 1200 and at384["throughput"] == 300
+    note = next(n for n in rec.notes if n.startswith("Sequence length is the workload"))
+    assert note.startswith("Sequence length is the workload, not a setting: runs at different lengths are not ranked "
+                           "against each other; one recommendation per length: "
+                           f"length 128: {run_label(at128)} (1,200 samples/s); "
+                           f"length 384: {run_label(at384)} (300 samples/s). The figures above are for the "
+                           "longest, 384;")
+    assert note.count("No run meets the constraints at length 32: ") == 1 and note.endswith(".")
+    assert "at length 128" not in note and "at length 384" not in note
+    assert rec.reason.endswith(" " + note) and rec.notes.count(note) == 1
+    with pytest.raises(Exception) as err:  # no length meets: one sentence per length
+        recommend(df, Constraints(max_p99_ms=0.5), hardware=HARDWARE)
+    text = str(err.value)
+    assert [m for m in re.findall(r"at length (\d+): ", text)] == ["32", "128", "384"]
