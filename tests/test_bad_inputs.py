@@ -20,6 +20,29 @@ def wb(*args):
     return subprocess.run([sys.executable, "-m", "wb_core", *map(str, args)], capture_output=True, text=True)
 
 
+def wb_here(*args):
+    """`wb` run by its console entry point inside this process: the same code path as `wb()` (argument
+    parsing, the one-line error handler, exit codes) without a new interpreter, for the many
+    refusals that happen before any work. Tests of process-level behaviour (stdin, logs) use `wb()`."""
+    import contextlib
+    import io
+
+    from wb_core.cli.app import main
+
+    out, err, argv = io.StringIO(), io.StringIO(), sys.argv
+    sys.argv = ["wb", *map(str, args)]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main()
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv = argv
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, lenet_dir, lenet_ir):
     return bad_corpus.build(tmp_path_factory.mktemp("corpus"), lenet_dir, lenet_ir)
@@ -99,9 +122,9 @@ def test_path_with_spaces_and_non_ascii_works(lenet_ir, tmp_path, fast):
     (["--onednn", "maybe"], "on, off or auto"),
 ])
 def test_bad_flags(lenet_ir, tmp_path, args, needle):
-    line = one_error_line(wb("profile", lenet_ir, *args, "--db", tmp_path / "r.db", "--quiet", "--max-time", "0.3")
+    line = one_error_line(wb_here("profile", lenet_ir, *args, "--db", tmp_path / "r.db", "--quiet", "--max-time", "0.3")
                           if "--max-time" not in args else
-                          wb("profile", lenet_ir, *args, "--db", tmp_path / "r.db", "--quiet"))
+                          wb_here("profile", lenet_ir, *args, "--db", tmp_path / "r.db", "--quiet"))
     assert needle in line, line
 
 
@@ -119,7 +142,7 @@ def test_bad_spec_yaml(lenet_ir, tmp_path, text, needle):
     spec = tmp_path / "spec.yaml"
     spec.write_text(text)
     marker = tmp_path / "pwned"
-    line = one_error_line(wb("profile", lenet_ir, "--spec", spec, "--db", tmp_path / "r.db", "--quiet"))
+    line = one_error_line(wb_here("profile", lenet_ir, "--spec", spec, "--db", tmp_path / "r.db", "--quiet"))
     assert needle in line, line
     assert not marker.exists()
 
@@ -200,7 +223,7 @@ def test_bad_spec_sections(lenet_ir, tmp_path, text, needle):
     spec = tmp_path / "spec.yaml"
     spec.write_text(text)
     db = tmp_path / "r.db"
-    line = one_error_line(wb("profile", lenet_ir, "--spec", spec, "--db", db, "--quiet"))
+    line = one_error_line(wb_here("profile", lenet_ir, "--spec", spec, "--db", db, "--quiet"))
     assert needle in line, line
     assert not db.exists()
 
