@@ -1,7 +1,7 @@
 """The module graph, read from the imports: no circles, no arrow up a layer, one public face.
 
 Layers, lowest first (a module may import its own layer and those below, never above):
-  0 foundations   version, errors, paths, parsing, axis, axes, config, hardware, backends.registry
+  0 foundations   version, errors, paths, parsing, axis, axes, options, config, hardware, backends.registry
   1 data          models, accuracy, measure, store, text (tokenized text), backends (sessions)
   2 processes     proc, variants, demo, data (datasets, demo data included)
   3 sweeps        sweep, fleet (the executor and the coordinator), pipeline and training studies
@@ -35,7 +35,7 @@ SRC = ROOT / "src" / "wb_core"
 
 LAYERS = [
     {"wb_core.version", "wb_core.errors", "wb_core.paths", "wb_core.streams", "wb_core.config", "wb_core.hardware",
-     "wb_core.stats", "wb_core.parsing", "wb_core.axis", "wb_core.axes", "wb_core.backends.registry",
+     "wb_core.stats", "wb_core.parsing", "wb_core.axis", "wb_core.axes", "wb_core.options", "wb_core.backends.registry",
      "wb_core.backends"},
     # Every backend session module is data-layer code (only the registry is a foundation).
     {"wb_core.models", "wb_core.accuracy", "wb_core.measure", "wb_core.store", "wb_core.text",
@@ -390,6 +390,9 @@ API_FACE_HELPERS = {
     "check_output_file", "check_output_folder", "check_database", "describe_data_source", "describe_text_source",
     "parse_number", "parse_ci_target", "parse_seq_lens", "parse_shape_axis", "parse_formats", "parse_prices",
     "load_spec_file", "field_help", "available_cpus", "oversubscription_warnings",
+    # the settings a face offers, and how it names one that a message or note is about
+    "sweep_axes", "SPEC_OPTIONS", "axis_readers", "backend_title", "layer_profiling_backends",
+    "setting_flag", "setting_label", "word_for_cli", "word_for_dashboard",
     # words and files, the same in every face
     "printable", "label", "plural", "rounded", "run_name", "worded", "executed_words", "results_table",
     "write_output_file", "default_db", "cache_dir",

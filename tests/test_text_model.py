@@ -214,8 +214,11 @@ def test_bad_text_inputs_are_one_sentence(text_setup, db, tmp_path):
     ov.save_model(ov.Model([ops.relu(x)], [x], "plain"), str(plain))
     with pytest.raises(ModelError, match="no token-ids input \\(its inputs: features\\)"):
         run(plain, text=str(text), tokenizer=str(tok))
-    with pytest.raises(ConfigError, match="give both --text FILE and --tokenizer"):
+    with pytest.raises(ConfigError, match="Text and a tokenizer go together") as caught:
         InputOptions(text=str(text))
+    from wb_core.axes import word_for_cli
+
+    assert "give both the text (--text) and its tokenizer.json (--tokenizer)" in word_for_cli(caught.value.template)
     assert not db.exists()  # refused before anything was stored
     bad = subprocess.run([sys.executable, "-m", "wb_core", "profile", str(model), "--dynamic-size", "8", "--text",
                           str(text), "--tokenizer", str(fake), "--db", str(db)], capture_output=True, text=True)

@@ -55,7 +55,8 @@ _REEXPORTS = {
     "RunConfig": "wb_core.config", "load_spec_file": "wb_core.config", "available_cpus": "wb_core.config",
     "field_help": "wb_core.config", "PrecisionOptions": "wb_core.variants.planner", "ImageOptions": "wb_core.data",
     "sweep_axes": "wb_core.axes", "SPEC_OPTIONS": "wb_core.axes", "axis_readers": "wb_core.axes",
-    "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes",
+    "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes", "word_for_cli": "wb_core.axes",
+    "word_for_dashboard": "wb_core.axes",
     # demos
     "DEMOS": "wb_core.demo", "write_demo": "wb_core.demo", "ensure_demo": "wb_core.demo",
     # analysis
@@ -190,7 +191,7 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     from wb_core.variants.planner import PrecisionOptions
 
     path = resolve_model(model)
-    check_timeout(timeout_s, "The worker timeout")
+    check_timeout(timeout_s)
     if (hosts or ship_model) and not cluster:
         raise ConfigError("Choosing hosts or shipping the model needs a cluster address.")
     spec = spec or SweepSpec(backends=backends, precisions=precisions, batch_sizes=batch_sizes, threads=threads,

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, setting
 from wb_core.paths import cache_dir
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
@@ -572,7 +572,8 @@ def check_inputs(x, specs: list, what: str = "data") -> dict[str, np.ndarray]:
             arr = x.get(spec.name.split(":")[0])
         if arr is None:
             raise ConfigError(f"The {what} has no array for input '{spec.name}' (it has: {', '.join(x)}); name an "
-                              f"array after each input, or map them with --data-input {spec.name}=ARRAY.")
+                              f"array after each input, or map them with {setting('data_inputs', 'an input mapping')} "
+                              f"{spec.name}=ARRAY.")
         out[spec.name] = check_input(arr, spec, f"{what} for input '{spec.name}'")
     return out
 

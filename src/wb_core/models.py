@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from wb_core.config import InputOptions, default_int_range
-from wb_core.errors import ConfigError, ModelError
+from wb_core.errors import ConfigError, ModelError, Sentence, setting
 
 FORMATS = ("savedmodel", "keras", "onnx", "openvino")
 
@@ -306,7 +306,7 @@ def resolve_shape(spec: InputSpec, batch_size: int, opts: InputOptions) -> tuple
             if opts.dynamic_size is None:
                 raise ConfigError(
                     f"Input '{spec.name}' has a dynamic dimension {i} ({spec.describe()}); give its size with "
-                    f"--dynamic-size N or --shape {spec.name}=1x..."
+                    f"{setting('seq_lens', 'a sequence length')} N or {setting('shapes', 'a shape')} {spec.name}=1x..."
                 )
             shape[i] = opts.dynamic_size
     elements = 1
@@ -387,8 +387,8 @@ def resolve_int_ranges(specs: list[InputSpec], opts: InputOptions,
         given = opts.range_for(s.name)
         if given is None:
             given, why = default_int_range(s.name, bound)
-            notes.append(f"Integer input '{s.name}' gets values {why}; choose them with --int-range "
-                         f"{s.name}=LOW:HIGH.")
+            notes.append(Sentence(f"Integer input '{s.name}' gets values {why}; choose them with "
+                                  f"{setting('int_ranges', 'an integer range')} {s.name}=LOW:HIGH."))
         lo, hi = given
         if bound and (lo < 0 or hi > bound):
             raise ConfigError(f"The range {lo}:{hi} for input '{s.name}' reaches past the model's embedding table of "
