@@ -1,7 +1,8 @@
 """The module graph, read from the imports: no circles, no arrow up a layer, one public face.
 
 Layers, lowest first (a module may import its own layer and those below, never above):
-  0 foundations   version, errors, paths, parsing, axis, axes, options, config, hardware, backends.registry
+  0 foundations   version, errors, paths, parsing, axis, axes, options, config, hardware, backends.registry,
+                  demo_catalog (the demos' names and paths; demo, which builds them, is layer 2)
   1 data          models, accuracy, measure, store, text (tokenized text), backends (sessions)
   2 processes     proc, variants, demo, data (datasets, demo data included)
   3 sweeps        sweep, fleet (the executor and the coordinator), pipeline and training studies
@@ -35,8 +36,8 @@ SRC = ROOT / "src" / "wb_core"
 
 LAYERS = [
     {"wb_core.version", "wb_core.errors", "wb_core.paths", "wb_core.streams", "wb_core.config", "wb_core.hardware",
-     "wb_core.stats", "wb_core.parsing", "wb_core.axis", "wb_core.axes", "wb_core.options", "wb_core.backends.registry",
-     "wb_core.backends"},
+     "wb_core.stats", "wb_core.parsing", "wb_core.axis", "wb_core.axes", "wb_core.options", "wb_core.demo_catalog",
+     "wb_core.backends.registry", "wb_core.backends"},
     # Every backend session module is data-layer code (only the registry is a foundation).
     {"wb_core.models", "wb_core.accuracy", "wb_core.measure", "wb_core.store", "wb_core.text",
      *{f"wb_core.backends.{p.stem}" for p in (Path(__file__).resolve().parent.parent / "src" / "wb_core" /
@@ -250,6 +251,33 @@ def test_no_import_goes_up_a_layer():
               for a, targets in GRAPH.items() for b in targets
               if layer_of(b) > layer_of(a) and not (a == "wb_core" and b == "wb_core.api")]
     assert not upward, "\n".join(upward)
+
+
+def reaches(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def workers_started_by_foundations(graph: dict[str, set[str]]) -> list[str]:
+    return [f"{a} (layer {layer_of(a)}) reaches {b}" for a in sorted(graph) if layer_of(a) <= 1
+            for b in sorted(reaches(graph, a)) if b == "wb_core.proc" or b.startswith("wb_core.proc.")]
+
+
+def test_a_foundation_never_starts_a_worker():
+    """Foundations and data modules (layers 0 and 1) never reach proc/, directly or through another
+    module: what needs a worker (building a demo, converting a model) lives a layer up, and the facts
+    it works from (the demos' names and paths: demo_catalog) stay below, starting nothing."""
+    assert layer_of("wb_core.demo_catalog") == 0 and layer_of("wb_core.demo") == 2
+    assert not workers_started_by_foundations(GRAPH), "\n".join(workers_started_by_foundations(GRAPH))
+    # the rule sees a worker started through another module: the catalog importing the builder
+    broken = {**GRAPH, "wb_core.demo_catalog": GRAPH["wb_core.demo_catalog"] | {"wb_core.demo"}}
+    assert "wb_core.demo_catalog (layer 0) reaches wb_core.proc.parent" in workers_started_by_foundations(broken)
 
 
 def test_declarations_name_real_modules():

@@ -303,7 +303,7 @@ def test_text_encoder_demo_is_built_here_with_its_tokenizer(tmp_path):
 def test_the_text_demo_measures_its_own_text_by_default(db, fast):
     """Profiling `text-encoder` with no data reads its sample text through its tokenizer, not random ids."""
     from wb_core.api import profile
-    from wb_core.demo import demo_sample_text
+    from wb_core.demo_catalog import demo_sample_text
 
     summary = profile("text-encoder", db=db, study="demo-text", seq_lens="16", settings=fast, return_frame=False,
                       accuracy=False)

@@ -459,7 +459,8 @@ def load_npz(path: Path) -> Dataset:
 
 def demo_dataset(name: str) -> Dataset:
     """The data that belongs to a demo model: its test split, or random images when it has none."""
-    from wb_core.demo import DEMOS, ensure_demo
+    from wb_core.demo import ensure_demo
+    from wb_core.demo_catalog import DEMOS
 
     if name not in DEMOS:
         raise ConfigError(f"Unknown demo dataset '{name}'; choose from {', '.join(DEMOS)}.")
@@ -585,7 +586,7 @@ def describe_data_source(source: str | Path) -> str:
     if not text:
         raise ConfigError("Give the path of an .npz file or of a folder of class subfolders.")
     if text.startswith("demo:"):
-        from wb_core.demo import DEMOS
+        from wb_core.demo_catalog import DEMOS
 
         name = text[len("demo:"):]
         if name not in DEMOS:

@@ -114,7 +114,8 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     from wb_core import hardware
     from wb_core.analysis.recommend import recommend, run_label, with_efficiency
     from wb_core.config import InputOptions
-    from wb_core.demo import default_study_name, demo_dir, demo_name_of, demo_sample_text, resolve_model
+    from wb_core.demo import resolve_model
+    from wb_core.demo_catalog import default_study_name, demo_dir, demo_name_of, demo_sample_text
     from wb_core.models import detect_format
     from wb_core.paths import default_db
     from wb_core.store import Store, load_results

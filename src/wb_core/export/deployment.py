@@ -154,7 +154,7 @@ def model_name(path: str | None, fallback: str) -> str:
 
     if not path or path == "None":
         return fallback
-    from wb_core.demo import demo_name_of
+    from wb_core.demo_catalog import demo_name_of
 
     try:
         demo = demo_name_of(path)

@@ -98,7 +98,7 @@ class PrecisionOptions:
 
 
 def _demo_of(model: Path) -> str | None:
-    from wb_core.demo import demo_name_of
+    from wb_core.demo_catalog import demo_name_of
 
     return demo_name_of(model)
 
@@ -140,7 +140,7 @@ class VariantPlanner:
         return self._dataset
 
     def _demo_has_data(self) -> bool:
-        from wb_core.demo import demo_dir
+        from wb_core.demo_catalog import demo_dir
 
         demo = _demo_of(self.model)
         return bool(demo) and (demo_dir(demo) / "data.npz").exists()
