@@ -54,7 +54,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("model", "--model", "Model path"),
     Option("out", "--out", "Output file"),
     Option("serving_name", "--name", "Model name"),
-    Option("tritonserver", "--tritonserver", "the tritonserver program"),
+    Option("tritonserver", "--tritonserver", "Tritonserver path"),
     Option("port", "--port", "Port"),
     # fleets
     Option("cluster", "--cluster", "Cluster"),

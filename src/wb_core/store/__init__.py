@@ -173,7 +173,7 @@ class Store:
                 return
             if self.db.dialect == "sqlite":  # an empty (0-byte) file: nothing to read yet
                 raise StoreError(f"'{self.path}' is an empty database that holds no studies yet; profile a model "
-                                 f"into it, or choose another ({setting('db', 'Database')}).")
+                                 f"into it, or choose another database ({setting('db', 'Database')}).")
             return
         if self.db.dialect == "sqlite":
             # Only tables of ours (a store, or one another process is creating right now), each complete.
@@ -185,7 +185,7 @@ class Store:
             shown = ", ".join(sorted(tables)[:8]) + (", ..." if len(tables) > 8 else "")
             what = f"application id {app_id:#x}" if app_id else f"tables {shown}"
             raise StoreError(f"'{self.path}' is not a workbench results database (it holds {what}); it was left "
-                             f"untouched: choose another ({setting('db', 'Database')}).")
+                             f"untouched: choose another database ({setting('db', 'Database')}).")
         if not self.readonly and self.db.dialect == "sqlite":
             self.db.set_application_id(APPLICATION_ID)
 
