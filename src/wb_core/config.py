@@ -580,12 +580,13 @@ def check_ci_target(value) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise ConfigError(f"The interval target must be a number such as 0.03 (3%); got {value!r}.")
+        raise ConfigError(f"The interval target must be a number such as 0.03 (3%); got {value!r}.", field="ci")
     if value <= 0:
         raise ConfigError(f"The interval target must be above 0% (an interval of zero width is never reached); "
-                          f"got {100 * value:g}%.")
+                          f"got {100 * value:g}%.", field="ci")
     if value > 1:
-        raise ConfigError(f"The interval target must be at most 100% of the median; got {100 * value:g}%.")
+        raise ConfigError(f"The interval target must be at most 100% of the median; got {100 * value:g}%.",
+                          field="ci")
     return float(value)
 
 

@@ -27,7 +27,7 @@ def busy_notes(df: pd.DataFrame) -> list[str]:
         return []
     return [Sentence(f"{n} point(s) were measured on a busy machine (others used more than {BUSY_OTHER_CPU:g} cores' worth "
             f"of CPU on their cores, or steal above {BUSY_STEAL_PCT:g}%): re-measure them by profiling the same "
-            f"study again with {setting('remeasure_busy', 'busy points re-measured')}.")]
+            f"study again with {setting('remeasure_busy', 'remeasure_busy=True')}.")]
 
 
 def annotated_results(db: str | Path, study: str, notes=()) -> pd.DataFrame:

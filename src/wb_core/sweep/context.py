@@ -347,10 +347,10 @@ class SweepContext:
         if not busy or self.summary.busy:
             return
         self.summary.busy = [p["config"].label() if hasattr(p["config"], "label") else p["key"] for p in busy]
-        self.note(Sentence(f"{len(busy)} point(s) were measured on a busy machine (other processes used more than "
-                  f"{BUSY_OTHER_CPU:g} cores' worth of CPU on their cores, or the hypervisor stole more than "
-                  f"{BUSY_STEAL_PCT:g}%): re-measure them by profiling the same study again with "
-                  f"{setting('remeasure_busy', 'busy points re-measured')}."))
+        self.note(Sentence(f"{len(busy)} point(s) were measured on a busy machine (other processes used more "
+                           f"than {BUSY_OTHER_CPU:g} cores' worth of CPU on their cores, or the hypervisor stole "
+                           f"more than {BUSY_STEAL_PCT:g}%): re-measure them by profiling the same study again "
+                           f"with {setting('remeasure_busy', 'remeasure_busy=True')}."))
 
     # ---- planning ----
     def busy_stored(self) -> set[str]:
