@@ -166,7 +166,7 @@ def test_the_text_demo_gets_the_transformer_recipe_and_keeps_its_embeddings(db, 
     from tokenizers import Tokenizer
 
     from wb_core.api import profile
-    from wb_core.demo import demo_sample_text
+    from wb_core.demo_catalog import demo_sample_text
 
     summary = profile("text-encoder", db=db, study="demo", precisions="fp32,int8", seq_lens="32", settings=fast,
                       output=OUT, return_frame=False)

@@ -1,8 +1,9 @@
 """The module graph, read from the imports: no circles, no arrow up a layer, one public face.
 
 Layers, lowest first (a module may import its own layer and those below, never above):
-  0 foundations   version, errors, paths, parsing, axis, axes, config, hardware, backends.registry
-  1 data          models, accuracy, measure, store, text (tokenized text), backends (sessions)
+  0 foundations   version, errors, paths, parsing, axis, axes, options, config, hardware, backends.registry,
+                  demo_catalog (the demos' names and paths; demo, which builds them, is layer 2)
+  1 data          models, model_inputs, accuracy, measure, store, text (tokenized text), backends (sessions)
   2 processes     proc, variants, demo, data (datasets, demo data included)
   3 sweeps        sweep, fleet (the executor and the coordinator), pipeline and training studies
   4 results       analysis, plots, report, export, fleet.compare and fleet.plots (reading fleet studies),
@@ -17,7 +18,9 @@ relative imports (`from . import x`, `from ..store import y`), `importlib.import
 (an f-string names a module of the package its literal start names), and a declaration string `"wb_core.x:Name"` or
 `"wb_core.x"` (an entry point a worker or a registry loads later). A declaration string may name a
 module of its own package only (a package late-binding its own parts); across packages it is an
-import like any other. Heavy runtimes (OpenVINO, TensorFlow, Keras, NNCF, ONNX, ONNX Runtime) are
+import like any other. An import under `if TYPE_CHECKING:` names a type for annotations and never
+runs: it is no arrow (a backend session types its RunConfig that way), but a face may not make one
+either. Heavy runtimes (OpenVINO, TensorFlow, Keras, NNCF, ONNX, ONNX Runtime) are
 imported only where a worker runs: see WORKER_SIDE.
 """
 
@@ -35,10 +38,10 @@ SRC = ROOT / "src" / "wb_core"
 
 LAYERS = [
     {"wb_core.version", "wb_core.errors", "wb_core.paths", "wb_core.streams", "wb_core.config", "wb_core.hardware",
-     "wb_core.stats", "wb_core.parsing", "wb_core.axis", "wb_core.axes", "wb_core.backends.registry",
-     "wb_core.backends"},
+     "wb_core.stats", "wb_core.parsing", "wb_core.axis", "wb_core.axes", "wb_core.options", "wb_core.demo_catalog",
+     "wb_core.backends.registry", "wb_core.backends"},
     # Every backend session module is data-layer code (only the registry is a foundation).
-    {"wb_core.models", "wb_core.accuracy", "wb_core.measure", "wb_core.store", "wb_core.text",
+    {"wb_core.models", "wb_core.model_inputs", "wb_core.accuracy", "wb_core.measure", "wb_core.store", "wb_core.text",
      *{f"wb_core.backends.{p.stem}" for p in (Path(__file__).resolve().parent.parent / "src" / "wb_core" /
                                              "backends").glob("*.py") if p.stem not in ("registry", "__init__")}},
     {"wb_core.proc", "wb_core.variants", "wb_core.demo", "wb_core.data"},
@@ -113,17 +116,39 @@ def _relative_base(here: str, level: int, is_package: bool) -> str:
     return ".".join(parts[:len(parts) - (level - 1)])
 
 
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """The import statements under `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`): they never run."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (getattr(node.test, "id", None) == "TYPE_CHECKING"
+                                         or getattr(node.test, "attr", None) == "TYPE_CHECKING"):
+            out |= {id(n) for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return out
+
+
 def references(source: str, here: str = "", is_package: bool = False) -> list[tuple[str, str]]:
-    """(kind, module) for every wb_core module a source names: kind is "import" or "declared"."""
+    """(kind, module) for every wb_core module a source names: kind is "import", "declared", or
+    "typing" (an import under `if TYPE_CHECKING:`, for annotations only: it never runs, so it is no
+    arrow of the import graph; the faces may not make one either)."""
     out = []
+    tree = ast.parse(source)
+    typing_only = _type_checking_only(tree)
 
     def add(kind, name):
         target = resolve(name)
         if target and target != here:
             out.append((kind, target))
 
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) in typing_only:
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            if isinstance(node, ast.ImportFrom) and node.level:
+                names = [".".join(filter(None, [_relative_base(here, node.level, is_package), node.module or ""]))]
+            for module in names:
+                if module.split(".")[0] == "wb_core":
+                    for alias in (node.names if isinstance(node, ast.ImportFrom) else [None]):
+                        add("typing", f"{module}.{alias.name}" if alias else module)
+        elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             if node.level:
                 module = ".".join(filter(None, [_relative_base(here, node.level, is_package), module]))
@@ -154,8 +179,9 @@ def imports_of(source: str, here: str = "", is_package: bool = False) -> set[str
 
 
 def edges(name: str, refs) -> set[str]:
-    """A module's arrows: its imports, and what it declares in another package."""
-    return {t for kind, t in refs if kind == "import" or package_of(t) != package_of(name)}
+    """A module's arrows: its imports, and what it declares in another package (imports for type
+    annotations only, under TYPE_CHECKING, are not arrows: they never run)."""
+    return {t for kind, t in refs if kind == "import" or (kind == "declared" and package_of(t) != package_of(name))}
 
 
 REFERENCES = {name: references(path.read_text(), name, path.name == "__init__.py") for name, path in MODULES.items()}
@@ -227,12 +253,21 @@ def test_no_import_cycles():
 # Removed so far: {proc, demo, data, variants} (worker tasks named by their callers, precision tasks
 # in variants/tasks.py), {sweep, fleet, analysis, export} (the fleet registers its sweep runner in
 # wb_core.sweep; tune, which searches, confirms and exports, is a module of its own).
-KNOWN_CIRCLES = [
-    # backends/ holds both the layer-0 registry (read by config) and the layer-1 sessions (which
-    # read config and models): the registry belongs in a package of its own. The axes table reads the
-    # registry (backends declare their own axes) and config reads the table.
-    ["wb_core.axes", "wb_core.backends", "wb_core.config", "wb_core.models"],
-]
+# {config, backends, models} (backends/ held the layer-0 registry, read by config through axes, and
+# the sessions, which read config and models): the sessions now read their input helpers from
+# model_inputs, and the run options' types under TYPE_CHECKING only.
+KNOWN_CIRCLES: list[list[str]] = []
+
+
+def test_type_checking_imports_are_no_arrows():
+    here = "wb_core.backends.openvino"
+    typed = ("from typing import TYPE_CHECKING\nfrom wb_core.errors import ConfigError\n"
+             "if TYPE_CHECKING:\n    from wb_core.config import RunConfig\n    import wb_core.models\n")
+    refs = references(typed, here)
+    assert ("typing", "wb_core.config") in refs and ("typing", "wb_core.models") in refs
+    assert edges(here, refs) == {"wb_core.errors"}
+    runs = "import typing\nif typing.TYPE_CHECKING:\n    pass\nelse:\n    from wb_core.config import RunConfig\n"
+    assert edges(here, references(runs, here)) == {"wb_core.config"}  # the else branch runs
 
 
 def test_no_circle_between_packages():
@@ -251,6 +286,33 @@ def test_no_import_goes_up_a_layer():
               for a, targets in GRAPH.items() for b in targets
               if layer_of(b) > layer_of(a) and not (a == "wb_core" and b == "wb_core.api")]
     assert not upward, "\n".join(upward)
+
+
+def reaches(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def workers_started_by_foundations(graph: dict[str, set[str]]) -> list[str]:
+    return [f"{a} (layer {layer_of(a)}) reaches {b}" for a in sorted(graph) if layer_of(a) <= 1
+            for b in sorted(reaches(graph, a)) if b == "wb_core.proc" or b.startswith("wb_core.proc.")]
+
+
+def test_a_foundation_never_starts_a_worker():
+    """Foundations and data modules (layers 0 and 1) never reach proc/, directly or through another
+    module: what needs a worker (building a demo, converting a model) lives a layer up, and the facts
+    it works from (the demos' names and paths: demo_catalog) stay below, starting nothing."""
+    assert layer_of("wb_core.demo_catalog") == 0 and layer_of("wb_core.demo") == 2
+    assert not workers_started_by_foundations(GRAPH), "\n".join(workers_started_by_foundations(GRAPH))
+    # the rule sees a worker started through another module: the catalog importing the builder
+    broken = {**GRAPH, "wb_core.demo_catalog": GRAPH["wb_core.demo_catalog"] | {"wb_core.demo"}}
+    assert "wb_core.demo_catalog (layer 0) reaches wb_core.proc.parent" in workers_started_by_foundations(broken)
 
 
 def test_declarations_name_real_modules():
@@ -276,8 +338,8 @@ def test_cli_and_ui_use_only_the_api():
     bad = []
     for name, targets in GRAPH.items():
         for face in ("wb_core.cli", "wb_core.ui"):
-            if name == face or name.startswith(face + "."):
-                bad += _face_violations(name, targets, face)
+            if name == face or name.startswith(face + "."):  # annotations too: a face names only API types
+                bad += _face_violations(name, targets | {t for _, t in REFERENCES[name]}, face)
     assert not bad, "\n".join(bad)
 
 
@@ -391,12 +453,12 @@ API_FACE_HELPERS = {
     "check_output_file", "check_output_folder", "check_database", "describe_data_source", "describe_text_source",
     "parse_number", "parse_ci_target", "parse_seq_lens", "parse_shape_axis", "parse_formats", "parse_prices",
     "load_spec_file", "field_help", "available_cpus", "oversubscription_warnings",
+    # the settings a face offers, and how it names one that a message or note is about
+    "sweep_axes", "SPEC_OPTIONS", "axis_readers", "backend_title", "layer_profiling_backends",
+    "setting_flag", "setting_label", "word_for_cli", "word_for_dashboard",
     # words and files, the same in every face
     "printable", "label", "plural", "rounded", "run_name", "worded", "executed_words", "results_table",
     "write_output_file", "default_db", "cache_dir",
-    # the sweep's axes and options as declared once (the CLI's options, the dashboard's boxes), and a
-    # setting named in an error as the face words it (flag or label)
-    "sweep_axes", "SPEC_OPTIONS", "axis_readers", "setting_flag", "setting_label",
     # the choices a face offers, and the thresholds it names
     "DEMOS", "FORMATS", "OBJECTIVES", "LABELS", "MODES", "SCALES", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
 }

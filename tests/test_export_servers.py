@@ -467,8 +467,9 @@ def test_serve_check_refuses_runs_it_cannot_serve(tmp_path, tiny_ir):
         serve_check(db, "t", key)
     (tmp_path / "b").mkdir()
     db2, key2 = _serve_study(tmp_path / "b", tiny_ir, cores=[0], threads=1)
-    with pytest.raises(ConfigError, match="--max-time must be a positive number"):
+    with pytest.raises(ConfigError, match="measuring time must be a positive number") as caught:
         serve_check(db2, "t", key2, max_time=-1)
+    assert caught.value.field == "max_time_s"  # the CLI says --max-time
     # The API and the command say the same sentences.
     from typer.testing import CliRunner
 

@@ -217,7 +217,10 @@ def test_a_point_sharing_its_core_with_a_busy_loop_is_flagged_busy_and_can_be_me
     assert row["status"] == "ok" and list(row["load_cores"]) == [cpu]
     assert row["other_cpu"] > 0.25 and row["busy"]  # the loops had about two thirds of the core
     _flag_follows_numbers(row)
-    assert summary.busy and any("--remeasure-busy" in n for n in summary.notes)
+    from wb_core.axes import word_for_cli, word_for_dashboard
+
+    assert summary.busy and any("--remeasure-busy" in word_for_cli(n) for n in summary.notes)
+    assert not any("--" in word_for_dashboard(n) for n in summary.notes)
     # shown: a column and a note in `wb results`, a section in the report
     import subprocess
     import sys
@@ -321,7 +324,9 @@ def test_an_interval_target_adds_rounds_until_the_budget_is_spent(lenet_ir, db, 
     tight = run_sweep(lenet_ir, spec, db, "tight", settings=fast, ci_target=1e-6, max_rounds=1)
     assert tight.ok == 1 and tight.ci.extra_rounds == 1 and tight.ci.missed == [spec.expand()[0].label()]
     assert not tight.ci.reached and tight.ci.half_widths[tight.ci.missed[0]] > 1e-6
-    assert any("did not" in n and "--max-rounds" in n for n in tight.notes)
+    from wb_core.axes import word_for_cli
+
+    assert any("did not" in n and "--max-rounds" in word_for_cli(n) for n in tight.notes)
     with Store(db) as s:
         rounds = s.rounds("tight")
     assert sorted(r["round"] for r in rounds) == [0, 1, 2, 3]  # 3 first rounds, then 1 extra

@@ -306,9 +306,11 @@ def test_the_recommendation_record_and_its_notes():
     assert rec.notes[-1].endswith(", which is within noise.")  # the paired margin over the next run overlaps 1
     assert not rec.margin.clear
     only_int8 = frame([run(precision="int8", thr=3000.0), run(precision="int8", thr=2000.0, batch=2)])
+    from wb_core.axes import word_for_cli
+
     note = recommend(only_int8, hardware=HARDWARE).notes[-1]
-    assert note == ("Accuracy not measured: the int8 variant's accuracy was never checked "
-                    "(measure it with --data before relying on it).")
+    assert word_for_cli(note) == ("Accuracy not measured: the int8 variant's accuracy was never checked "
+                                  "(measure it with --data before relying on it).")
     with pytest.raises(WorkbenchError, match=r"^The study has no runs yet; profile the model first"):
         recommend(frame([run()]).iloc[0:0])
     with pytest.raises(WorkbenchError, match=r"\(1 failed, 1 skipped\)"):

@@ -78,7 +78,10 @@ def test_overlapping_but_not_equivalent_runs_keep_the_higher_median_and_ask_for_
     ])
     rec = recommend(df, hardware=HARDWARE)
     assert rec.best["threads"] == 2
-    assert "not shown equivalent within +-3%" in rec.reason and "--ci" in rec.reason
+    from wb_core.axes import word_for_cli, word_for_dashboard
+
+    assert "not shown equivalent within +-3%" in rec.reason and "--ci 3%" in word_for_cli(rec.reason)
+    assert "Interval target 3%" in word_for_dashboard(rec.reason)
     check_reason(rec.reason, df)
 
 

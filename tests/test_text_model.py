@@ -214,8 +214,11 @@ def test_bad_text_inputs_are_one_sentence(text_setup, db, tmp_path):
     ov.save_model(ov.Model([ops.relu(x)], [x], "plain"), str(plain))
     with pytest.raises(ModelError, match="no token-ids input \\(its inputs: features\\)"):
         run(plain, text=str(text), tokenizer=str(tok))
-    with pytest.raises(ConfigError, match="give both --text FILE and --tokenizer"):
+    with pytest.raises(ConfigError, match="Text and a tokenizer go together") as caught:
         InputOptions(text=str(text))
+    from wb_core.axes import word_for_cli
+
+    assert "give both the text (--text) and its tokenizer.json (--tokenizer)" in word_for_cli(caught.value.template)
     assert not db.exists()  # refused before anything was stored
     bad = subprocess.run([sys.executable, "-m", "wb_core", "profile", str(model), "--dynamic-size", "8", "--text",
                           str(text), "--tokenizer", str(fake), "--db", str(db)], capture_output=True, text=True)
@@ -300,7 +303,7 @@ def test_text_encoder_demo_is_built_here_with_its_tokenizer(tmp_path):
 def test_the_text_demo_measures_its_own_text_by_default(db, fast):
     """Profiling `text-encoder` with no data reads its sample text through its tokenizer, not random ids."""
     from wb_core.api import profile
-    from wb_core.demo import demo_sample_text
+    from wb_core.demo_catalog import demo_sample_text
 
     summary = profile("text-encoder", db=db, study="demo-text", seq_lens="16", settings=fast, return_frame=False,
                       accuracy=False)

@@ -36,7 +36,8 @@ from wb_core.config import (  # noqa: F401 - public
     parse_seq_lens,
     parse_shape_axis,
 )
-from wb_core.demo import default_study_name, resolve_model
+from wb_core.demo import resolve_model
+from wb_core.demo_catalog import default_study_name
 from wb_core.errors import (  # noqa: F401 - public
     ConfigError,
     ModelError,
@@ -55,9 +56,10 @@ _REEXPORTS = {
     "RunConfig": "wb_core.config", "load_spec_file": "wb_core.config", "available_cpus": "wb_core.config",
     "field_help": "wb_core.config", "PrecisionOptions": "wb_core.variants.planner", "ImageOptions": "wb_core.data",
     "sweep_axes": "wb_core.axes", "SPEC_OPTIONS": "wb_core.axes", "axis_readers": "wb_core.axes",
-    "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes",
+    "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes", "word_for_cli": "wb_core.axes",
+    "word_for_dashboard": "wb_core.axes",
     # demos
-    "DEMOS": "wb_core.demo", "write_demo": "wb_core.demo", "ensure_demo": "wb_core.demo",
+    "DEMOS": "wb_core.demo_catalog", "write_demo": "wb_core.demo", "ensure_demo": "wb_core.demo",
     # analysis
     "Constraints": "wb_core.analysis.recommend", "NoRunMeetsConstraints": "wb_core.analysis.recommend",
     "Recommendation": "wb_core.analysis.recommend", "OBJECTIVES": "wb_core.analysis.recommend",
@@ -95,7 +97,7 @@ _REEXPORTS = {
     # what a sweep will do before it runs, and checking a data path a user typed
     "preview_sweep": "wb_core.sweep.preview", "SweepPreview": "wb_core.sweep.preview",
     "oversubscription_warnings": "wb_core.sweep.preview", "describe_data_source": "wb_core.data",
-    "describe_text_source": "wb_core.text", "demo_name_of": "wb_core.demo", "demo_sample_text": "wb_core.demo",
+    "describe_text_source": "wb_core.text", "demo_name_of": "wb_core.demo_catalog", "demo_sample_text": "wb_core.demo_catalog",
 }
 _MODULES = {"plots": "wb_core.plots", "pipeline_plots": "wb_core.pipeline.plots",
             "training_plots": "wb_core.training.plots"}
@@ -190,7 +192,7 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
     from wb_core.variants.planner import PrecisionOptions
 
     path = resolve_model(model)
-    check_timeout(timeout_s, "The worker timeout")
+    check_timeout(timeout_s)
     if (hosts or ship_model) and not cluster:
         raise ConfigError("Choosing hosts or shipping the model needs a cluster address.")
     spec = spec or SweepSpec(backends=backends, precisions=precisions, batch_sizes=batch_sizes, threads=threads,
@@ -202,7 +204,7 @@ def profile(model: str | Path, *, db: str | Path | None = None, study: str | Non
                              repeats=repeats, **axis_values)
     settings = settings or MeasureSettings(max_time_s=max_time)
     if text is None and tokenizer is None and not (inputs and inputs.text):
-        from wb_core.demo import demo_name_of, demo_sample_text
+        from wb_core.demo_catalog import demo_name_of, demo_sample_text
 
         own = demo_sample_text(demo_name_of(path))
         if own and data in (None, f"demo:{demo_name_of(path)}"):  # a text demo's own data is its sample text
@@ -513,7 +515,8 @@ def train_profile(model: str | Path, *, data=None, db: str | Path | None = None,
     `wb_core.training.recommend_training(df)` says how many cores and threads to give each job.
     """
     from wb_core.data import ImageOptions
-    from wb_core.demo import DEMOS, ensure_demo
+    from wb_core.demo import ensure_demo
+    from wb_core.demo_catalog import DEMOS
     from wb_core.training import TrainSpec, run_training
 
     # A demo trains from its compiled Keras file (what `profile` runs is its SavedModel).

@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
+from wb_core import options
 from wb_core.axis import STAGES, Axis, one_of, whole_numbers
 from wb_core.backends import registry
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, worded
 from wb_core.parsing import (
     MAX_BATCH,
     MAX_THREADS,
@@ -140,19 +141,33 @@ axis_readers = readers
 
 
 def setting_flag(field: str) -> str | None:
-    """The CLI option of a setting (a SweepSpec or RunConfig field), or None: how the CLI words errors."""
+    """The CLI option of a setting (a SweepSpec or RunConfig field, or an entry of options.OPTIONS), or
+    None: how the CLI words errors and notes."""
     try:
         return axis(field).flag or None
     except KeyError:
-        return None
+        o = options.option(field)
+        return o.flag if o else None
 
 
 def setting_label(field: str) -> str | None:
-    """The dashboard's label of a setting, or None: how the dashboard words errors."""
+    """The dashboard's label of a setting (the axes table, then options.OPTIONS), or None: how the
+    dashboard words errors and notes."""
     try:
         return axis(field).label
     except KeyError:
-        return None
+        o = options.option(field)
+        return o.label if o else None
+
+
+def word_for_cli(text) -> str:
+    """A message or note as the CLI says it: each setting it names as its flag."""
+    return worded(text, setting_flag)
+
+
+def word_for_dashboard(text) -> str:
+    """A message or note as the dashboard says it: each setting it names as its label."""
+    return worded(text, setting_label)
 
 
 def field_help(name: str) -> str:

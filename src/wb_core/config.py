@@ -152,8 +152,8 @@ class InputOptions:
 
     def __post_init__(self):
         if (self.text is None) != (self.tokenizer is None):
-            raise ConfigError("Text and a tokenizer go together: give both --text FILE and --tokenizer "
-                              "tokenizer.json.")
+            raise ConfigError(f"Text and a tokenizer go together: give both the text ({setting('text', 'Text file')}) "
+                              f"and its tokenizer.json ({setting('tokenizer', 'Tokenizer')}).")
         if self.dynamic_size is not None:
             object.__setattr__(self, "dynamic_size", check_number(
                 self.dynamic_size, f"The size for dynamic dimensions ({setting('seq_lens', 'the sequence length')})", 1,
@@ -260,7 +260,8 @@ class InputOptions:
         """Shapes and ranges must name inputs the model has."""
         names = {s.name for s in specs} | {s.name.split(":")[0] for s in specs}
         have = ", ".join(s.name for s in specs)
-        for what, given in ((setting("shapes", "A shape"), self.shapes), ("--int-range", self.int_ranges)):
+        for what, given in ((setting("shapes", "A shape"), self.shapes),
+                            (setting("int_ranges", "An integer range"), self.int_ranges)):
             for name in given:
                 if name not in names:
                     raise ConfigError(f"{what} names input '{name}', which the model does not have "
@@ -506,7 +507,8 @@ class SweepSpec:
         if n > MAX_POINTS:
             lengths = [f"{len(v)} {k}" for k, v in self.axis_lengths().items() if len(v) > 1]
             raise ConfigError(f"The sweep asks for {n:,} configurations ({' x '.join(lengths)}); the limit is "
-                              f"{MAX_POINTS:,}: narrow the axes, or use --search smart with a --budget.")
+                              f"{MAX_POINTS:,}: narrow the axes, or use the smart search ({setting('search', 'How to search')} "
+                              f"smart) with a budget ({setting('budget', 'Budget')}).")
 
     def axis_lengths(self) -> dict[str, list]:
         return {a.spec: getattr(self, a.spec) for a in axes.all_axes()}
@@ -578,12 +580,13 @@ def check_ci_target(value) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise ConfigError(f"The interval target must be a number such as 0.03 (3%); got {value!r}.")
+        raise ConfigError(f"The interval target must be a number such as 0.03 (3%); got {value!r}.", field="ci")
     if value <= 0:
         raise ConfigError(f"The interval target must be above 0% (an interval of zero width is never reached); "
-                          f"got {100 * value:g}%.")
+                          f"got {100 * value:g}%.", field="ci")
     if value > 1:
-        raise ConfigError(f"The interval target must be at most 100% of the median; got {100 * value:g}%.")
+        raise ConfigError(f"The interval target must be at most 100% of the median; got {100 * value:g}%.",
+                          field="ci")
     return float(value)
 
 
@@ -595,16 +598,19 @@ def parse_ci_target(text) -> float | None:
     try:
         pct = float(t)
     except ValueError:
-        raise ConfigError(f"--ci must be a percentage such as 3%; got {str(text)!r}.") from None
+        raise ConfigError(f"{setting('ci', 'The interval target')} must be a percentage such as 3%; "
+                          f"got {str(text)!r}.") from None
     return check_ci_target(pct / 100)
 
 
 def check_max_rounds(value) -> int:
     """The budget of extra rounds a `--ci` target may add: a whole number of at least one round."""
     if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
-        raise ConfigError(f"The extra-round budget (--max-rounds) must be a whole number of rounds; got {value!r}.")
+        raise ConfigError(f"{setting('max_rounds', 'The extra-round budget')} must be a whole number of rounds; "
+                          f"got {value!r}.")
     if value < 1:
-        raise ConfigError(f"The extra-round budget (--max-rounds) must allow at least one round; got {int(value)}.")
+        raise ConfigError(f"{setting('max_rounds', 'The extra-round budget')} must allow at least one round; "
+                          f"got {int(value)}.")
     if value > MAX_EXTRA_ROUNDS:
         raise ConfigError(f"The extra-round budget of {int(value)} is beyond the supported maximum of "
                           f"{MAX_EXTRA_ROUNDS}.")

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, setting
 from wb_core.paths import cache_dir
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
@@ -459,7 +459,8 @@ def load_npz(path: Path) -> Dataset:
 
 def demo_dataset(name: str) -> Dataset:
     """The data that belongs to a demo model: its test split, or random images when it has none."""
-    from wb_core.demo import DEMOS, ensure_demo
+    from wb_core.demo import ensure_demo
+    from wb_core.demo_catalog import DEMOS
 
     if name not in DEMOS:
         raise ConfigError(f"Unknown demo dataset '{name}'; choose from {', '.join(DEMOS)}.")
@@ -572,7 +573,8 @@ def check_inputs(x, specs: list, what: str = "data") -> dict[str, np.ndarray]:
             arr = x.get(spec.name.split(":")[0])
         if arr is None:
             raise ConfigError(f"The {what} has no array for input '{spec.name}' (it has: {', '.join(x)}); name an "
-                              f"array after each input, or map them with --data-input {spec.name}=ARRAY.")
+                              f"array after each input, or map them with {setting('data_inputs', 'an input mapping')} "
+                              f"{spec.name}=ARRAY.")
         out[spec.name] = check_input(arr, spec, f"{what} for input '{spec.name}'")
     return out
 
@@ -584,7 +586,7 @@ def describe_data_source(source: str | Path) -> str:
     if not text:
         raise ConfigError("Give the path of an .npz file or of a folder of class subfolders.")
     if text.startswith("demo:"):
-        from wb_core.demo import DEMOS
+        from wb_core.demo_catalog import DEMOS
 
         name = text[len("demo:"):]
         if name not in DEMOS:

@@ -13,6 +13,8 @@
 Each Keras demo is a directory holding `saved_model/` (what the workbench profiles), `model.keras`
 and, where it has labels, `data.npz`; the text demo holds `model.xml` (+ `.bin`), `tokenizer.json`,
 `corpus.txt` and `sample.txt`. Building runs in a child process (the Keras demos import TensorFlow).
+The facts about the demos (names, descriptions, where each is cached, a path's demo and study
+name) are in `demo_catalog`, a foundation that starts nothing; this module builds them.
 """
 
 from __future__ import annotations
@@ -22,23 +24,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from wb_core.demo_catalog import BUILD_VERSION, DEMOS, MAIN_FILES, demo_dir
 from wb_core.errors import ModelError
-from wb_core.paths import cache_dir
 
-DEMOS = {
-    "lenet-digits": "LeNet-5 trained on scikit-learn's digits (8x8x1 input, 10 classes)",
-    "mobilenet-v2": "MobileNetV2 architecture, random weights (224x224x3 input, 1000 classes)",
-    "text-encoder": "BERT-style 2-layer encoder, random weights, with a WordPiece tokenizer trained here "
-                    "(input_ids, attention_mask, token_type_ids)",
-}
-# The file the workbench profiles, inside each demo's directory.
-MAIN_FILES = {"text-encoder": "model.xml"}
 TEXT_VOCAB = 2000
-BUILD_VERSION = 1  # bump to rebuild cached demos when the recipe changes
-
-
-def demo_dir(name: str) -> Path:
-    return cache_dir() / "demos" / f"{name}-v{BUILD_VERSION}"
 
 
 def ensure_demo(name: str) -> Path:
@@ -84,50 +73,7 @@ def resolve_model(model: str | Path) -> Path:
     return Path(model)
 
 
-def demo_name_of(path: str | Path) -> str | None:
-    p = Path(path).resolve()
-    for name in DEMOS:
-        if p in (demo_dir(name).resolve(), (demo_dir(name) / MAIN_FILES.get(name, "saved_model")).resolve()):
-            return name
-    return None
-
-
-def demo_sample_text(name: str | None) -> tuple[Path, Path] | None:
-    """(sample text, tokenizer) of a demo that ships text, else None: its own data, as an image
-    demo's is its test split."""
-    if name != "text-encoder":
-        return None
-    folder = demo_dir(name)
-    return folder / "sample.txt", folder / "tokenizer.json"
-
-
 # ---- the builders (run inside a child process: they import TensorFlow) ----
-
-# File or folder names that say nothing about the model: the folder above names it instead.
-GENERIC_MODEL_NAMES = {"saved_model", "savedmodel", "model", "models", "export", "exported", "serving",
-                       "frozen", "openvino", "ir", "onnx", "keras", "tf", "output", "outputs", "unpacked",
-                       "uploads"}
-
-
-def _generic(name: str) -> bool:
-    return not name or name.lower() in GENERIC_MODEL_NAMES or name.isdigit() or name.lower().startswith("upload-")
-
-
-def default_study_name(model: str | Path) -> str:
-    """`lenet-digits` for a demo, else the model's file or folder name, or the name of the nearest
-    folder above it when that name is generic: `resnet/saved_model` and `resnet/1/model.xml` give `resnet`."""
-    p = Path(model)
-    demo = demo_name_of(p)
-    if demo:
-        return demo
-    name = p.stem if p.suffix and not p.is_dir() else p.name
-    if not _generic(name):
-        return name
-    for parent in list(p.absolute().parents)[:3]:
-        if not _generic(parent.name):
-            return parent.name
-    return name or "model"
-
 
 def task_demo(task: dict) -> None:
     """Worker side of ensure_demo: build one demo into `out`."""

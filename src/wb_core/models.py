@@ -8,42 +8,24 @@ process asks a child for it (see `wb_core.proc.parent`); ONNX and IR are read wi
 from __future__ import annotations
 
 import hashlib
-import re
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from wb_core.config import InputOptions, default_int_range
-from wb_core.errors import ConfigError, ModelError
+from wb_core.errors import ConfigError, ModelError, Sentence, setting
+from wb_core.model_inputs import (  # noqa: F401 - first_line and ov_inputs are read from here too
+    InputSpec,
+    first_line,
+    ov_inputs,
+    ov_read_error,
+    resolve_shape,
+)
 
 FORMATS = ("savedmodel", "keras", "onnx", "openvino")
 
-MAX_INPUT_BYTES = 8 << 30  # one generated input batch; beyond this a shape is a typo, not a plan
 _FLOAT_DTYPES = {"float32", "float16", "float64", "bfloat16"}
 _INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    """One model input. `shape` uses -1 for a dynamic dimension; dimension 0 is the batch."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["shape"] = list(self.shape)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> InputSpec:
-        return cls(name=d["name"], shape=tuple(d["shape"]), dtype=d["dtype"])
-
-    def describe(self) -> str:
-        dims = "x".join("?" if d < 0 else str(d) for d in self.shape) or "scalar"
-        return f"{self.name}: {dims} {self.dtype}"
 
 
 def detect_format(path: str | Path) -> str:
@@ -102,26 +84,6 @@ def fingerprint(path: str | Path) -> str:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest()[:16]
-
-
-def ov_inputs(model) -> list[InputSpec]:
-    """InputSpecs of an openvino.Model."""
-    specs = []
-    for i, port in enumerate(model.inputs):
-        try:
-            name = port.get_any_name()
-        except RuntimeError:
-            name = f"input_{i}"
-        ps = port.get_partial_shape()
-        shape = tuple(-1 if d.is_dynamic else d.get_length() for d in ps) if ps.rank.is_static else (-1,)
-        specs.append(InputSpec(name=name, shape=shape, dtype=_ov_dtype(port.get_element_type())))
-    return specs
-
-
-def _ov_dtype(t) -> str:
-    name = t.get_type_name() if hasattr(t, "get_type_name") else str(t)
-    return {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64", "i64": "int64",
-            "i32": "int32", "i8": "int8", "u8": "uint8", "boolean": "bool"}.get(name, name)
 
 
 def ov_outputs(model) -> list[str]:
@@ -200,56 +162,6 @@ def read_ov_model(path: str | Path):
         raise ov_read_error(path, e) from None
 
 
-# What OpenVINO's reader says (after its C++ file and line) -> what is wrong, in words.
-_OV_READ_ERRORS = (
-    (r"Incorrect weights in bin file|weights.*(?:out of|exceed)|Empty weights data",
-     "its weights file '{bin}' does not match it (cut short, or from another model); copy both files again"),
-    (r"Error parsing|pugi|not well.formed|XML",
-     "it is not a complete IR file (its XML is broken{where}); save or copy the model again"),
-    (r"doesn't contain the operation with type: (?P<op>\S+)",
-     "it uses an operation '{op}' that this OpenVINO does not know; save it again with this OpenVINO version"),
-    (r"unsupported opset: (?P<opset>\S+)",
-     "it was saved with operation set '{opset}', which this OpenVINO does not know; save it again with this "
-     "OpenVINO version"),
-    (r"While validating node|Argument has \d+ outputs|edge",
-     "its layers are not wired together correctly (an edge points to a missing layer or port); export it again"),
-    (r"Unable to read the model|Please check that model format",
-     "it is not a valid {kind} model (none of OpenVINO's readers understands its content); export or copy it "
-     "again"),
-    (r"[Mm]odel file .* is not found|cannot open|No such file|does not exist",
-     "the file or its weights cannot be opened; check that both the .xml and the .bin are there and readable"),
-)
-
-
-def ov_read_error(path: str | Path, e: BaseException | str) -> ModelError:
-    """OpenVINO's reader error as one plain sentence naming the file and what is wrong with it.
-
-    OpenVINO's messages start with its own C++ source paths ("Exception from src/...", "Check '...'
-    failed at src/..."); those mean nothing to the person whose model it is.
-    """
-    text = str(e)
-    p = Path(path)
-    for pattern, words in _OV_READ_ERRORS:
-        m = re.search(pattern, text)
-        if m:
-            at = re.search(r"at offset (\d+)", text)
-            kind = {".onnx": "ONNX", ".xml": "OpenVINO IR", ".pb": "TensorFlow", ".tflite": "TensorFlow Lite"}.get(
-                p.suffix.lower(), "model")
-            fields = {"bin": p.with_suffix(".bin").name, "where": f" near byte {at.group(1)}" if at else "", "kind": kind,
-                      **{k: v.strip("'\".,:") for k, v in m.groupdict().items()}}
-            return ModelError(f"OpenVINO cannot read the model '{p}': {words.format(**fields)}.")
-    detail = _last_line(text)
-    return ModelError(f"OpenVINO cannot read the model '{p}': {detail.rstrip('.')}.")
-
-
-def _last_line(text: str, limit: int = 200) -> str:
-    """OpenVINO puts the message last, under lines naming its own sources."""
-    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    plain = [ln for ln in lines if not ln.startswith(("Exception from ", "Check ", "Traceback", "File "))
-             and "src/" not in ln and ".cpp:" not in ln]
-    return (plain[-1] if plain else "the file is not a model it reads")[:limit]
-
-
 def check_ov_model(model, path) -> None:
     """Refuse a model with no inputs or no layers (nothing but parameters, constants and results)."""
     if not model.inputs:
@@ -276,48 +188,6 @@ def check_onnx_opsets(path) -> None:
                              f"({newest}); export it with opset {newest} or lower.")
         if imp.domain in ("", "ai.onnx") and imp.version < 1:
             raise ModelError(f"ONNX model '{path}' imports opset {imp.version}, which does not exist.")
-
-
-def first_line(e: BaseException | str, limit: int = 300) -> str:
-    """The first meaningful line of an exception message, short enough for one sentence."""
-    text = str(e).strip()
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("Check ", "Traceback", "File ")) and "src/" not in line[:40]:
-            return line[:limit]
-    return (text.splitlines()[0] if text else type(e).__name__)[:limit]
-
-
-def resolve_shape(spec: InputSpec, batch_size: int, opts: InputOptions) -> tuple[int, ...]:
-    """Concrete shape for one input at a batch size, filling dynamic dimensions from the options."""
-    if batch_size < 1:
-        raise ConfigError(f"Batch size must be at least 1; got {batch_size}.")
-    shape = list(opts.shapes.get(spec.name) or opts.shapes.get(spec.name.split(":")[0]) or spec.shape)
-    if len(shape) != len(spec.shape) and spec.shape != (-1,):
-        raise ConfigError(
-            f"Shape {tuple(shape)} given for input '{spec.name}' has {len(shape)} dimensions; the model expects "
-            f"{len(spec.shape)} ({spec.describe()})."
-        )
-    if not shape:
-        return ()
-    shape[0] = batch_size
-    for i in range(1, len(shape)):
-        if shape[i] < 0:
-            if opts.dynamic_size is None:
-                raise ConfigError(
-                    f"Input '{spec.name}' has a dynamic dimension {i} ({spec.describe()}); give its size with "
-                    f"--dynamic-size N or --shape {spec.name}=1x..."
-                )
-            shape[i] = opts.dynamic_size
-    elements = 1
-    for d in shape:
-        elements *= d
-    if elements * 4 > MAX_INPUT_BYTES:
-        raise ConfigError(
-            f"Input '{spec.name}' at batch size {batch_size} would be {tuple(shape)} = {elements * 4 / 2**30:,.1f} GiB, "
-            f"too large to generate (limit {MAX_INPUT_BYTES / 2**30:g} GiB)."
-        )
-    return tuple(shape)
 
 
 def make_batches(specs: list[InputSpec], batch_size: int, opts: InputOptions, pool_size: int = 32,
@@ -387,8 +257,8 @@ def resolve_int_ranges(specs: list[InputSpec], opts: InputOptions,
         given = opts.range_for(s.name)
         if given is None:
             given, why = default_int_range(s.name, bound)
-            notes.append(f"Integer input '{s.name}' gets values {why}; choose them with --int-range "
-                         f"{s.name}=LOW:HIGH.")
+            notes.append(Sentence(f"Integer input '{s.name}' gets values {why}; choose them with "
+                                  f"{setting('int_ranges', 'an integer range')} {s.name}=LOW:HIGH."))
         lo, hi = given
         if bound and (lo < 0 or hi > bound):
             raise ConfigError(f"The range {lo}:{hi} for input '{s.name}' reaches past the model's embedding table of "

@@ -50,7 +50,7 @@ def check_number(value, name: str, low: float, high: float, *, integer: bool = F
     return value
 
 
-def check_timeout(timeout_s, name: str = "--timeout") -> float | None:
+def check_timeout(timeout_s, name: str = setting("timeout_s", "The worker timeout")) -> float | None:
     """A worker inactivity timeout in seconds (None: the default); NaN and infinity are refused."""
     if timeout_s is None:
         return None

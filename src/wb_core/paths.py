@@ -33,43 +33,47 @@ def _writable_folder(folder: Path) -> Path | None:
         return None
 
 
-def check_output_file(path: str | Path, flag: str = "--out") -> Path:
-    """A file the command will write, checked before any work: not a folder, in a place that can be written."""
-    from wb_core.errors import ConfigError
+def check_output_file(path: str | Path, flag: str | None = None) -> Path:
+    """A file the command will write, checked before any work: not a folder, in a place that can be written.
 
+    `flag`: how messages name the setting (default: the `out` setting, which each face words its way)."""
+    from wb_core.errors import ConfigError, setting
+
+    flag = flag or setting("out", "The output file")
     p = Path(path).expanduser()
     if p.is_dir():
-        raise ConfigError(f"{flag} '{p}' is a folder; give a file name, e.g. {flag} {p / 'plots.html'}.")
+        raise ConfigError(f"{flag} '{p}' is a folder; give a file name, e.g. {p / 'plots.html'}.")
     if p.exists() and not p.is_file():
         raise ConfigError(f"{flag} '{p}' is not a regular file; give a file name.")
     parent = p.parent if str(p.parent) else Path(".")
     if parent.exists() and not parent.is_dir():
-        raise ConfigError(f"{flag} '{p}' lies under '{parent}', which is a file; choose another {flag}.")
+        raise ConfigError(f"{flag} '{p}' lies under '{parent}', which is a file; choose another.")
     if _writable_folder(parent) is None or (p.exists() and not os.access(p, os.W_OK)):
-        raise ConfigError(f"{flag} '{p}' is in a place this user cannot write to; choose another {flag}.")
+        raise ConfigError(f"{flag} '{p}' is in a place this user cannot write to; choose another.")
     return p
 
 
-def check_output_folder(path: str | Path, flag: str = "--out") -> Path:
+def check_output_folder(path: str | Path, flag: str | None = None) -> Path:
     """A folder the command will write into, checked before any work: not a file, writable."""
-    from wb_core.errors import ConfigError
+    from wb_core.errors import ConfigError, setting
 
+    flag = flag or setting("out", "The output folder")
     p = Path(path).expanduser()
     if p.exists() and not p.is_dir():
         raise ConfigError(f"{flag} '{p}' is a file; give a folder to write into.")
     if _writable_folder(p) is None:
-        raise ConfigError(f"{flag} '{p}' is in a place this user cannot write to; choose another {flag}.")
+        raise ConfigError(f"{flag} '{p}' is in a place this user cannot write to; choose another.")
     return p
 
 
-def write_output_file(path: str | Path, text: str, flag: str = "--out") -> Path:
+def write_output_file(path: str | Path, text: str, flag: str | None = None) -> Path:
     """Write `text` to a checked output file, creating its folders; a failure is one sentence."""
-    from wb_core.errors import ConfigError
+    from wb_core.errors import ConfigError, setting
 
     p = check_output_file(path, flag)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")
     except OSError as e:
-        raise ConfigError(f"Cannot write {flag} '{p}': {e.strerror or e}.") from None
+        raise ConfigError(f"Cannot write {flag or setting('out', 'the output file')} '{p}': {e.strerror or e}.") from None
     return p

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wb_core.errors import ConfigError, ModelError
+from wb_core.errors import ConfigError, ModelError, setting
 from wb_core.paths import cache_dir
 
 MAX_LINES = 100_000
@@ -150,7 +150,8 @@ def prepare_text(text: str | Path, tokenizer: str | Path, specs, lengths: list[i
     lines = read_lines(text)
     lengths = sorted({int(n) for n in lengths})
     if not lengths:
-        raise ConfigError("Text needs a sequence length: give --dynamic-size N (or several, a sweep axis).")
+        raise ConfigError(f"Text needs a sequence length: give {setting('seq_lens', 'a sequence length')} N (or several, "
+                          f"a sweep axis).")
     names = ",".join(f"{s.name}:{s.dtype}" for s in specs)
     key = _digest("\n".join(lines).encode(), Path(tokenizer).read_bytes(), names.encode(),
                   ",".join(map(str, lengths)).encode())

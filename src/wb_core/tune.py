@@ -24,7 +24,7 @@ from pathlib import Path
 
 from wb_core.backends.registry import get, ir_backend
 from wb_core.config import MeasureSettings, RunConfig, SweepSpec, available_cpus
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, Sentence, joined, setting
 
 WORKER_START_S = 1.5  # an OpenVINO worker's start, model load and compile, on a small model
 TF_START_S = 5.0  # a TensorFlow worker's import
@@ -97,7 +97,8 @@ def tuning_space(fmt: str, hw, has_data: bool, batch_sizes=None) -> tuple[SweepS
     if has_data:
         precisions.append("int8")
     else:
-        notes.append("INT8 left out: quantizing needs calibration data (--data, or --text with --tokenizer).")
+        notes.append(Sentence(f"INT8 left out: quantizing needs calibration data ({setting('data', 'Data')}, or "
+                              f"{setting('text', 'Text file')} with {setting('tokenizer', 'Tokenizer')})."))
     n = len(available_cpus())
     spec = SweepSpec(backends=ir_backend(), precisions=",".join(precisions),
                      batch_sizes=batch_sizes or "1,4,8,16", threads=",".join(map(str, _ladder(n))),
@@ -113,7 +114,8 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     from wb_core import hardware
     from wb_core.analysis.recommend import recommend, run_label, with_efficiency
     from wb_core.config import InputOptions
-    from wb_core.demo import default_study_name, demo_dir, demo_name_of, demo_sample_text, resolve_model
+    from wb_core.demo import resolve_model
+    from wb_core.demo_catalog import default_study_name, demo_dir, demo_name_of, demo_sample_text
     from wb_core.models import detect_format
     from wb_core.paths import default_db
     from wb_core.store import Store, load_results
@@ -129,7 +131,8 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     cost = round_cost(settings, fmt)
     if budget < cost:
         raise ConfigError(f"A time budget of {budget:g} s is too small for one round of one configuration (about "
-                          f"{cost:.0f} s each here); give at least {cost:.0f} s, e.g. --time 3m.")
+                          f"{cost:.0f} s each here); give at least {cost:.0f} s ({setting('time_budget', 'Time budget')}), "
+                          f"e.g. 3m.")
     say = on_progress or (lambda _msg: None)
     db = db or default_db()
     study = study or f"{default_study_name(path)}-tune"
@@ -143,8 +146,8 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     spec, notes = tuning_space(fmt, hw, has_data, batch_sizes)
     if text is not None and dynamic_size is None and _dynamic_length(path):
         dynamic_size = DEFAULT_SEQ_LEN
-        notes.append(f"Sequence length {DEFAULT_SEQ_LEN} (text is padded or truncated to it): give your workload's "
-                     f"length with --dynamic-size N.")
+        notes.append(Sentence(f"Sequence length {DEFAULT_SEQ_LEN} (text is padded or truncated to it): give your "
+                              f"workload's length ({setting('seq_lens', 'Sequence length')})."))
     inputs = InputOptions(dynamic_size=dynamic_size, text=None if text is None else str(text),
                           tokenizer=None if tokenizer is None else str(tokenizer))
     prec = PrecisionOptions(data=data, subset_size=calib_size)
@@ -166,7 +169,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     ok = df[df["status"] == "ok"] if not df.empty else df
     if ok.empty:
         answer = (f"No configuration of {path.name} ran successfully in {time.monotonic() - t0:.0f} s; "
-                  f"see `wb results --study {study}` for the errors.")
+                  f"the results of study '{study}' say why.")
         return TuneResult(study=study, answer=answer, elapsed_s=time.monotonic() - t0, budget_s=budget, notes=notes)
     # What a round really costs on this machine now, from the time between points (preparing the
     # variants came before the first): a busy machine takes longer than the estimate, and a point
@@ -222,7 +225,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
                              allow_unmeasured_accuracy=False)
     else:
         notes.append(f"No time left to confirm against the runtime's defaults ({left():.0f} s left, "
-                     f"about {needed:.0f} s needed): run `wb confirm --study {study}`.")
+                     f"about {needed:.0f} s needed): confirm study '{study}' when there is time.")
 
     # 5. Export and answer.
     final = conf["recommended"] if conf and conf.get("recommended") is not None else rec.best
@@ -286,7 +289,7 @@ def _answer(path, final: dict, rec, conf, export_path, elapsed: float, budget: f
     if conf:
         text += " " + conf["verdict"]
     else:
-        text += " " + rec.reason
+        text = joined([text, rec.reason])
     if export_path:
-        text += f" The deployment settings are in {export_path}."
-    return text + f" Tuning took {elapsed:.0f} s of the {budget:.0f} s budget."
+        text = joined([text, f"The deployment settings are in {export_path}."])
+    return joined([text, f"Tuning took {elapsed:.0f} s of the {budget:.0f} s budget."])

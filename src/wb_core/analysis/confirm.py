@@ -15,7 +15,7 @@ import dataclasses
 from pathlib import Path
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, setting
 from wb_core.stats import Ratio, ratio
 
 SAME_VARIANT = "the same variant under OpenVINO's THROUGHPUT hint"
@@ -53,7 +53,7 @@ def check_model_unchanged(info: dict, model: str | Path | None, study: str) -> P
     path = Path(model or info["model_path"])
     if not path.exists():
         raise ConfigError(f"The model file {path} that study '{study}' measured is no longer there; give its new "
-                          f"place (--model PATH).")
+                          f"place ({setting('model', 'Model path')}).")
     if fingerprint(path) != info.get("model_fingerprint"):
         raise ConfigError(f"The model at {path} has changed since study '{study}' measured it (its content differs); "
                           f"profile it again in a new study.")
@@ -112,7 +112,7 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
         df = store.to_frame(study)
     if df.empty or not (df.get("status") == "ok").any():
         raise ConfigError(f"Study '{study}' has no successful runs to confirm; profile the model first "
-                          f"(`wb results --study {study}` shows what happened).")
+                          f"(its results show what happened).")
     path = check_model_unchanged(info, model, study)
     hw = info.get("hardware")
     rec = recommend(with_efficiency(df, hw), constraints, objective, runners_up=1, hardware=hw,

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.errors import ConfigError, WorkbenchError, setting
 
 
 @dataclass
@@ -47,7 +47,8 @@ def single_instance_curve(df: pd.DataFrame, p99_ms: float | None = None) -> pd.D
     if p99_ms is not None:
         ok = ok[ok.latency_ms_p99 <= p99_ms]
     if ok.empty:
-        raise WorkbenchError("No pinned single-instance points to plan from; profile with --cores first1,first2,... "
+        raise WorkbenchError(f"No pinned single-instance points to plan from; profile with {setting('cores', 'Cores')} "
+                             "first1,first2,... "
                              + ("under the p99 target." if p99_ms is not None else "."))
     best = ok.sort_values("throughput", ascending=False).groupby(ok.n_cores.astype(int)).head(1)
     best = best.assign(k=best.n_cores.astype(int)).set_index("k").sort_index()
@@ -215,7 +216,7 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroo
             if (row.get("instances") or 1) > 1:
                 why = f"ran {int(row['instances'])} instances, and capacity is planned from single-instance points"
             raise WorkbenchError(f"Run {row['key']} {why}, so a capacity plan for it would come from another run "
-                                 f"({other.source_key}); export that run with --run {other.source_key}, or relax "
+                                 f"({other.source_key}); export that run ({setting('run', 'Run')} {other.source_key}), or relax "
                                  "the p99 target.") from None
     from wb_core.hardware import detect
 

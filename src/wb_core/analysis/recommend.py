@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.errors import ConfigError, Sentence, WorkbenchError, joined, setting
 from wb_core.stats import Ratio, ratio
 
 OBJECTIVES = ("throughput", "latency", "throughput_per_core")
@@ -319,10 +319,11 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
     if unmeasured.any() and not allow_unmeasured_accuracy and not unmeasured.all():
         top = rank(allowed, objective).iloc[0]
         if bool(unmeasured.loc[top.name]):
-            notes.append(f"{run_label(top)} would give {_objective_value(top, objective)}, but the accuracy of its "
-                         f"{top['precision']} variant was never measured (without --data it is quantized on random "
-                         f"calibration data); runs of known accuracy are preferred: measure accuracy with --data, "
-                         f"or allow unmeasured accuracy.")
+            notes.append(Sentence(f"{run_label(top)} would give {_objective_value(top, objective)}, but the accuracy "
+                                  f"of its {top['precision']} variant was never measured (without "
+                                  f"{setting('data', 'data')} it is quantized on random calibration data); runs of "
+                                  f"known accuracy are preferred: measure accuracy with {setting('data', 'data')}, "
+                                  f"or allow unmeasured accuracy."))
         allowed = allowed[~unmeasured]
     ranked = rank(allowed, objective)
     tied = _tied(ranked, objective)
@@ -337,8 +338,9 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
         ranked = pd.concat([ranked.loc[[pick]], ranked.drop(index=pick)])
     unsettled = [i for i in tied if i not in equivalent]
     if unsettled:
-        notes.append(f"{len(unsettled)} run(s) overlap the best within noise but are not shown equivalent within "
-                     f"{pm}: the highest median is kept; measure more rounds (--ci 0.03, or `wb tune`) to settle it.")
+        notes.append(Sentence(f"{len(unsettled)} run(s) overlap the best within noise but are not shown equivalent "
+                              f"within {pm}: the highest median is kept; measure more rounds (an interval target such "
+                              f"as {setting('ci', 'Interval target')} 3%) to settle it."))
     best = ranked.iloc[0]
     margin = None
     beyond = [i for i in ranked.index if i not in tied]
@@ -352,12 +354,12 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
                 text = f"It beats {run_label(nxt)}, the next run beyond noise, by {margin.percent()}"
             notes.append(text + ("." if margin.clear else ", which is within noise."))
     if bool(_accuracy_unknown(ranked.iloc[[0]]).iloc[0]):
-        notes.append(f"Accuracy not measured: the {best['precision']} variant's accuracy was never checked "
-                     f"(measure it with --data before relying on it).")
+        notes.append(Sentence(f"Accuracy not measured: the {best['precision']} variant's accuracy was never checked "
+                              f"(measure it with {setting('data', 'data')} before relying on it)."))
     rest = ranked.iloc[1:1 + max(0, runners_up)]
     reason = _reason(best, ranked, top, objective, constraints, len(allowed), len(ok), len(equivalent))
     if notes:
-        reason += " " + " ".join(notes)
+        reason = joined([reason, *notes])
     return Recommendation(best=_record(best), reason=reason, runners_up=[_record(r) for _, r in rest.iterrows()],
                           objective=objective, constraints=constraints, candidates=len(allowed),
                           tied=[_record(ranked.loc[i]) for i in equivalent] if len(equivalent) > 1 else [],
@@ -556,12 +558,12 @@ def _per_length(df: pd.DataFrame, lengths: list[int], **kw) -> Recommendation:
             "each other; one recommendation per length: "
             + "; ".join(f"length {n}: {run_label(r.best)} ({_objective_value(r.best, r.objective)})"
                         for n, r in per.items())
-            + f". The figures above are for the longest, {max(per)}; choose a length with --seq-len N, or weigh "
-              f"a mix with --seq-mix.")
+            + f". The figures above are for the longest, {max(per)}; choose a length "
+              f"({setting('at_seq_len', 'Sequence length')}), or weigh a mix ({setting('seq_mix', 'Sequence-length mix')}).")
     if failures:
         note += " No run meets the constraints " + "; ".join(failures) + "."
-    main.notes.append(note)
-    main.reason += " " + note
+    main.notes.append(Sentence(note))
+    main.reason = joined([main.reason, note])
     main.per_length = per
     return main
 

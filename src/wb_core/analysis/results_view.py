@@ -13,6 +13,7 @@ import pandas as pd
 
 from wb_core.analysis.precision import slowdown_notes, vs_fp32
 from wb_core.analysis.recommend import tied_with_best
+from wb_core.errors import Sentence, setting
 from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
 from wb_core.store import Store, load_results
 
@@ -24,9 +25,9 @@ def busy_notes(df: pd.DataFrame) -> list[str]:
     n = int((df["busy"].astype(object).map(lambda v: v is True or v == 1) & (df["status"] == "ok")).sum())
     if not n:
         return []
-    return [f"{n} point(s) were measured on a busy machine (others used more than {BUSY_OTHER_CPU:g} cores' worth "
-            f"of CPU on their cores, or steal above {BUSY_STEAL_PCT:g}%): re-measure them with the same "
-            f"`wb profile ...` command plus --remeasure-busy."]
+    return [Sentence(f"{n} point(s) were measured on a busy machine (others used more than {BUSY_OTHER_CPU:g} cores' worth "
+            f"of CPU on their cores, or steal above {BUSY_STEAL_PCT:g}%): re-measure them by profiling the same "
+            f"study again with {setting('remeasure_busy', 'remeasure_busy=True')}.")]
 
 
 def annotated_results(db: str | Path, study: str, notes=()) -> pd.DataFrame:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from wb_core.config import RunConfig
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, setting
 
 CONFIG_COLUMNS = [f for f in RunConfig.__dataclass_fields__ if f != "seq_len"]
 
@@ -66,8 +66,8 @@ def mix_lengths(df: pd.DataFrame, mix: dict[int, float]) -> tuple[pd.DataFrame, 
     """One row per configuration measured at every length of `mix` (successful runs only), with the
     mixed figures; and the notes on configurations left out."""
     if "seq_len" not in df.columns or df["seq_len"].dropna().empty:
-        raise ConfigError("This study has no sequence-length axis (seq_len); profile with several --dynamic-size "
-                          "lengths to weigh a mix.")
+        raise ConfigError(f"This study has no sequence-length axis (seq_len); profile with several sequence "
+                          f"lengths ({setting('seq_lens', 'Sequence length')}) to weigh a mix.")
     ok = df[(df["status"] == "ok") & df["throughput"].notna() & df["latency_ms_p99"].notna()] \
         if "status" in df.columns else df
     ok = ok[ok["seq_len"].notna()]

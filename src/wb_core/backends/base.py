@@ -8,10 +8,11 @@ affinity and thread variables before the runtime sizes its thread pools.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from wb_core.config import InputOptions, RunConfig
-from wb_core.models import InputSpec
+if TYPE_CHECKING:  # types only: backends/ does not import config or models at run time
+    from wb_core.config import InputOptions, RunConfig
+    from wb_core.model_inputs import InputSpec
 
 
 class BackendSession(Protocol):

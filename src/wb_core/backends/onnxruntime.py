@@ -5,13 +5,16 @@ session really holds."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnxruntime as ort
 
-from wb_core.config import InputOptions, RunConfig
 from wb_core.errors import ConfigError, ModelError
-from wb_core.models import InputSpec, first_line, resolve_shape
+from wb_core.model_inputs import InputSpec, first_line, resolve_shape
+
+if TYPE_CHECKING:  # types only: backends/ does not import config at run time
+    from wb_core.config import InputOptions, RunConfig
 
 PROVIDER = "CPUExecutionProvider"
 EXECUTION_MODES = {"sequential": ort.ExecutionMode.ORT_SEQUENTIAL, "parallel": ort.ExecutionMode.ORT_PARALLEL}

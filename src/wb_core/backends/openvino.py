@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import collections
 import time
+from typing import TYPE_CHECKING
 
 import openvino as ov
 
-from wb_core.config import InputOptions, RunConfig
 from wb_core.errors import ConfigError
-from wb_core.models import first_line, ov_inputs, ov_read_error, resolve_shape
+from wb_core.model_inputs import first_line, ov_inputs, ov_read_error, resolve_shape
+
+if TYPE_CHECKING:  # types only: backends/ does not import config at run time
+    from wb_core.config import InputOptions, RunConfig
 
 OV_PRECISION = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 comes from the IR, not a hint
 # Ops whose runtime precision tells what the heavy math ran in.

@@ -282,7 +282,7 @@ register(BackendInfo(
              "kserve": Serving("tensorflow", format_version="2", server="kserve-tensorflow-serving")},
     loads="savedmodel",
     int8_via=("TensorFlow models reach INT8 through the OpenVINO INT8 variant (NNCF post-training "
-              "quantization); profile int8 with --backend openvino"),
+              "quantization); profile int8 with the OpenVINO backend"),
     bf16_note="SavedModel run with oneDNN bfloat16 auto mixed precision",
     bf16_probe=True,
     title="TensorFlow",
@@ -318,8 +318,8 @@ register(BackendInfo(
     serving={"triton": "onnxruntime", "kserve": "onnx"},
     loads="onnx",
     int8_via=("ONNX Runtime's own INT8 path is not measured here; ONNX models reach INT8 through the OpenVINO INT8 "
-              "variant (NNCF post-training quantization): profile int8 with --backend openvino"),
-    bf16_via="ONNX Runtime's CPU execution provider has no BF16 mode; profile bf16 with --backend openvino",
+              "variant (NNCF post-training quantization): profile int8 with the OpenVINO backend"),
+    bf16_via="ONNX Runtime's CPU execution provider has no BF16 mode; profile bf16 with the OpenVINO backend",
     title="ONNX Runtime",
     defaults=(("ONNX Runtime, default threads", {}),),
 ))

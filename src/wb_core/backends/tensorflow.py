@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
-from wb_core.config import InputOptions, RunConfig
 from wb_core.errors import ModelError
-from wb_core.models import InputSpec, first_line, resolve_shape
+from wb_core.model_inputs import InputSpec, first_line, resolve_shape
+
+if TYPE_CHECKING:  # types only: backends/ does not import config at run time
+    from wb_core.config import InputOptions, RunConfig
 
 
 def signature_inputs(fn) -> list[InputSpec]:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli.app import app, number
+from wb_core.cli.app import app, number, said
 from wb_core.cli.app import fail as _fail
 
 OBJECTIVE_HELP = "throughput, latency or throughput_per_core."
@@ -58,7 +58,7 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
         typer.echo(f"Best for the mix: {run_label(rec.best)}  (keys {rec.best['mix_keys']})")
     else:
         typer.echo(f"Best: {run_label(rec.best)}  (key {rec.key})")
-    typer.echo(rec.reason)
+    typer.echo(said(rec.reason))
     for i, r in enumerate(rec.runners_up, start=2):
         typer.echo(f"  {i}. {run_label(r)}: p99 {r['latency_ms_p99']:.3g} ms, {r['throughput']:,.0f} samples/s "
                    f"(key {r['key']})")
@@ -207,7 +207,7 @@ def export(study: str = typer.Option(..., "--study"),
         for rel in list(res.files) + res.model_files:
             typer.echo(f"  {base / rel}")
         for note in res.notes:
-            typer.echo(f"    note ({fmt_name}): {note}")
+            typer.echo(f"    note ({fmt_name}): {said(note)}")
 
 
 @app.command("serve-check")

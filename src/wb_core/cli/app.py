@@ -35,7 +35,7 @@ def report_summary(summary) -> None:
     """A study's summary line, then its notes and first failures on stderr; exit 1 when nothing ran."""
     typer.echo(summary.line())
     for note in summary.notes:
-        typer.echo(f"  note: {printable(note)}", err=True)
+        typer.echo(f"  note: {printable(said(note))}", err=True)
     for e in summary.errors[:10]:
         typer.echo(f"  failed: {printable(e)}", err=True)
     if summary.failed and not summary.ok:
@@ -52,7 +52,16 @@ def worded(e: BaseException) -> str:
     """An error as the CLI says it: the setting it is about is said as its flag (--threads, --dynamic-size)."""
     from wb_core.api import setting_flag
 
-    return e.worded(setting_flag, prefix=True) if isinstance(e, ConfigError) else str(e)
+    if isinstance(e, WorkbenchError):
+        return e.worded(setting_flag, prefix=isinstance(e, ConfigError))
+    return str(e)
+
+
+def said(text) -> str:
+    """A note or reason from the core as the CLI says it: each setting it names as its flag."""
+    from wb_core.api import word_for_cli
+
+    return word_for_cli(text)
 
 
 def one_line(msg) -> str:

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from wb_core.api import field_help
-from wb_core.cli.app import app, count, number, report_summary
+from wb_core.cli.app import app, count, number, report_summary, said
 from wb_core.cli.app import fail as _fail
 
 
@@ -182,7 +182,7 @@ def profile(
 
         inputs = dataclasses.replace(inputs, text=str(text) if text else inputs.text,
                                      tokenizer=str(tokenizer) if tokenizer else inputs.tokenizer)
-    check_timeout(timeout, "--timeout")
+    check_timeout(timeout)
     ci_target = parse_ci_target(ci)
     if ci_target is not None:
         check_max_rounds(max_rounds)
@@ -311,4 +311,4 @@ def _print_table(df, notes=()) -> None:
     view = view.astype(object).where(view.notna(), "-")
     typer.echo(view.to_string(index=False))
     for note in notes:
-        typer.echo(f"note: {note}")
+        typer.echo(f"note: {said(note)}")

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli.app import app
+from wb_core.cli.app import app, said
 
 
 @app.command()
@@ -29,6 +29,6 @@ def tune(model: str = typer.Argument(..., help="Model path (SavedModel dir, .ker
     res = _tune(model, time_budget=time_budget, db=db, study=study, data=data, text=text, tokenizer=tokenizer,
                 dynamic_size=dynamic_size, export_dir=out, on_progress=lambda m: typer.echo(f"- {m}"))
     for note in res.notes:
-        typer.echo(f"Note: {note}")
+        typer.echo(f"Note: {said(note)}")
     typer.echo("")
-    typer.echo(res.answer)
+    typer.echo(said(res.answer))

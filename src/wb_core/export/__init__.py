@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.errors import ConfigError, WorkbenchError, setting
 from wb_core.export.common import ExportResult
 from wb_core.export.deployment import DeploymentConfig, load_schema, validate
 from wb_core.export.formats import EXPORTERS, FORMATS, parse_formats, render
@@ -103,7 +103,8 @@ def check_name(name: str) -> str:
     if serving_name(text) == "model" and text.lower() != "model" and not any(c.isascii() and c.isalnum()
                                                                            for c in text):
         raise ConfigError(f"The model name '{name}' has no Latin letters or digits, and Kubernetes (KServe) and the "
-                          f"model servers take only a-z, 0-9 and '-' in names; give one such as --name my-model.")
+                          f"model servers take only a-z, 0-9 and '-' in names; give one such as "
+                          f"{setting('serving_name', 'Model name')} my-model.")
     return text
 
 
@@ -117,7 +118,8 @@ def with_capacity(dep: DeploymentConfig, db: str | Path, study: str, target_rate
     from wb_core.store import Store, load_measurements
 
     if p99_ms is None:
-        raise ConfigError("--target-rate needs a latency target: add --max-p99-ms.")
+        raise ConfigError(f"{setting('target_rate', 'A target rate')} needs a latency target: add "
+                          f"{setting('max_p99_ms', 'a p99 limit')}.")
     with Store(db, readonly=True) as s:
         checks = s.serve_checks(study)
     dep.capacity = capacity(load_measurements(db, study), target_rate, p99_ms, machine_cores=machine_cores,

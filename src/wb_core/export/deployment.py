@@ -154,7 +154,7 @@ def model_name(path: str | None, fallback: str) -> str:
 
     if not path or path == "None":
         return fallback
-    from wb_core.demo import demo_name_of
+    from wb_core.demo_catalog import demo_name_of
 
     try:
         demo = demo_name_of(path)
@@ -257,7 +257,7 @@ def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None
                       "sockets": hw.get("sockets"), "numa_nodes": hw.get("numa_nodes"),
                       "flags": sorted(k for k, v in (hw.get("flags") or {}).items() if v)},
             versions={str(k): str(v) for k, v in (study.get("versions") or {}).items()},
-            reason=reason),
+            reason=None if reason is None else str(reason)),  # plain text: a Sentence is no YAML type
     )
 
 

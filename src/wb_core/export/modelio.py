@@ -20,7 +20,7 @@ class Tensor:
 
 
 def _dtype(t) -> str:
-    from wb_core.models import _ov_dtype
+    from wb_core.model_inputs import _ov_dtype
 
     return _ov_dtype(t)
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.errors import ConfigError, WorkbenchError, setting
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS serve_checks (
@@ -308,7 +308,8 @@ def _settings(info: dict, max_time: float | None):
     s = MeasureSettings(**{k: v for k, v in raw.items() if k in known})
     if max_time is not None:
         if not (isinstance(max_time, (int, float)) and max_time > 0 and max_time == max_time):
-            raise ConfigError(f"--max-time must be a positive number of seconds; got {max_time!r}.")
+            raise ConfigError(f"{setting('max_time_s', 'The measuring time')} must be a positive number of seconds; "
+                              f"got {max_time!r}.")
         s = MeasureSettings(**{**s.__dict__, "max_time_s": float(max_time)})
     return s
 
@@ -333,7 +334,8 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
     from wb_core.store import Store
 
     if port is not None and not (isinstance(port, int) and 1 <= port <= 65534):
-        raise ConfigError(f"--port must be a port number from 1 to 65534 (gRPC takes the next one); got {port}.")
+        raise ConfigError(f"{setting('port', 'The port')} must be a port number from 1 to 65534 (gRPC takes the next "
+                          f"one); got {port}.")
     dep = deployment_for_study(db, study, run_key=run_key)
     if not openvino_run(dep):
         from wb_core.backends.registry import serving_backends

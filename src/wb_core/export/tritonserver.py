@@ -31,11 +31,12 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.errors import ConfigError, WorkbenchError, setting
 
+GIVEN = setting("tritonserver", "the tritonserver path")
 INSTALL_HINT = ("install one with `pip install --no-deps nvidia-pytriton==0.7.0` (a real tritonserver 2.51 with its "
-                "Python backend; --no-deps because its numpy<2 pin conflicts with this project), or give "
-                "--tritonserver PATH")
+                "Python backend; --no-deps because its numpy<2 pin conflicts with this project), or give its path "
+                f"({GIVEN})")
 # Triton's error when a model's backend library is not installed (model_lifecycle.cc, 2.51).
 MISSING_BACKEND = re.compile(r"unable to find backend library for backend '([^']+)'")
 
@@ -53,7 +54,7 @@ def find_tritonserver(explicit: str | Path | None = None) -> TritonInstall:
     """The tritonserver to use: `explicit`, $WB_TRITONSERVER, `tritonserver` on PATH, or nvidia-pytriton's."""
     candidates = []
     if explicit:
-        candidates.append(("--tritonserver", Path(explicit)))
+        candidates.append((GIVEN, Path(explicit)))
     elif os.environ.get("WB_TRITONSERVER"):
         candidates.append(("WB_TRITONSERVER", Path(os.environ["WB_TRITONSERVER"])))
     else:
@@ -65,7 +66,7 @@ def find_tritonserver(explicit: str | Path | None = None) -> TritonInstall:
             root = Path(list(spec.submodule_search_locations)[0]) / "tritonserver"
             candidates.append(("nvidia-pytriton", root / "bin" / "tritonserver"))
     for source, binary in candidates:
-        if source in ("--tritonserver", "WB_TRITONSERVER") and not binary.is_file():
+        if source in (GIVEN, "WB_TRITONSERVER") and not binary.is_file():
             raise ConfigError(f"The tritonserver given by {source} ('{binary}') does not exist.")
         if not binary.is_file() or not os.access(binary, os.X_OK):
             continue
@@ -97,8 +98,8 @@ def check_port_free(port: int) -> None:
         try:
             s.bind(("127.0.0.1", int(port)))
         except OSError:
-            raise ConfigError(f"Port {port} on 127.0.0.1 is in use; choose another --port, or leave it out to use "
-                              "free ports.") from None
+            raise ConfigError(f"Port {port} on 127.0.0.1 is in use; choose another ({setting('port', 'Port')}), or "
+                              "leave it out to use free ports.") from None
 
 
 def python_env() -> dict[str, str]:
@@ -284,7 +285,7 @@ class TritonServer:
         reason = first_error(self.log())
         if reason and ("already in use" in reason.lower() or "failed to start" in reason.lower()):
             return (f"tritonserver could not open its ports ({self.http_port}, {self.grpc_port}): {reason}; choose "
-                    "another --port, or leave it out to use free ports.")
+                    f"another port ({setting('port', 'Port')}), or leave it out to use free ports.")
         head = f"tritonserver {what}" + (f" (exit code {code})" if code is not None else "")
         return f"{head}: {reason}." if reason else f"{head}; its log is {self.log_path}."
 

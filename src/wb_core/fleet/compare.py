@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from wb_core.analysis.recommend import Constraints, NoRunMeetsConstraints, recommend, run_label, with_efficiency
-from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.errors import ConfigError, WorkbenchError, setting
 
 COMPARE_COLUMNS = ("hardware_fingerprint", "cpu_model", "hosts", "usable_cpus", "best_key", "best_config",
                    "throughput", "latency_ms_p99", "cores_used", "throughput_per_core", "copies_per_host",
@@ -92,7 +92,7 @@ def compare_host_types(df: pd.DataFrame, hosts: list[dict], constraints: Constra
     """
     if "hardware_fingerprint" not in df.columns or df["hardware_fingerprint"].isna().all():
         raise WorkbenchError("This study was not measured on a fleet (its runs name no hardware type); "
-                             "profile with --cluster to compare hosts.")
+                             f"profile on a cluster ({setting('cluster', 'Cluster')}) to compare hosts.")
     prices = prices or {}
     types = host_types(hosts).set_index("hardware_fingerprint") if hosts else pd.DataFrame()
     hw_of = {}

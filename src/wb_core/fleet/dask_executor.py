@@ -18,7 +18,7 @@ import queue
 import time
 import uuid
 
-from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.errors import ConfigError, WorkbenchError, setting
 from wb_core.fleet.hosts import Host
 
 PROBE_TIMEOUT_S = 30.0  # a worker that does not say who it is within this is left out of the study
@@ -112,7 +112,7 @@ class DaskExecutor:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ConfigError(f"Several workers of the cluster at {self.address} call themselves {', '.join(dupes)}; "
-                              f"give each its own --name (or WB_HOST_LABEL).")
+                              f"start each with its own name (`dask worker --name`, or WB_HOST_LABEL).")
         self.notes = [f"Host(s) {', '.join(silent)} of the cluster at {self.address} did not answer within "
                       f"{PROBE_TIMEOUT_S:g} s and were left out of this study."] if silent else []
         if self.wanted:
@@ -128,7 +128,7 @@ class DaskExecutor:
         if odd:
             raise WorkbenchError(f"Hosts of the cluster at {self.address} run another version of the workbench than "
                                  f"this one ({__version__}): {', '.join(odd)}; install the same version everywhere, "
-                                 f"or leave them out with --hosts.")
+                                 f"or leave them out with {setting('hosts', 'Hosts')}.")
         return sorted(found, key=lambda h: h.name)
 
     def _probe_all(self) -> tuple[dict, list[str]]:

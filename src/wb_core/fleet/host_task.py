@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig
-from wb_core.errors import ModelError
+from wb_core.errors import ModelError, setting
 
 
 def run_job(job: dict, emit: Callable[[dict], None], shipped=None) -> dict:
@@ -31,7 +31,8 @@ def run_job(job: dict, emit: Callable[[dict], None], shipped=None) -> dict:
         path = job["path"]
     if not os.path.exists(path):
         raise ModelError(f"The model '{path}' is not on this host. Put the model (and WB_CACHE_DIR, where "
-                         f"converted models live) on a path every host shares, or ship it (--ship-model).")
+                         f"converted models live) on a path every host shares, or ship it "
+                         f"({setting('ship_model', 'Ship the model to each host')}).")
     members = [RunConfig.from_dict(d) for d in job["members"]]
     points: list[dict] = []
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, setting
 
 RECORD = struct.Struct("<ii")
 DONE = -1  # a producer has finished (frames field: its index)
@@ -61,8 +61,8 @@ class SlotQueue:
         nbytes = int(np.prod((slots, batch) + tuple(frame_shape))) * np.dtype(dtype).itemsize
         if nbytes > MAX_BYTES:
             raise ConfigError(f"The queue would need {nbytes / 2**30:.1f} GiB of shared memory ({slots} batches of "
-                              f"{batch} frames of {'x'.join(map(str, frame_shape))}); use a smaller batch or "
-                              f"--queue-depth.")
+                              f"{batch} frames of {'x'.join(map(str, frame_shape))}); use a smaller batch or queue depth "
+                              f"({setting('queue_depth', 'Queue depth')}).")
         base = os.environ.get("WB_SHM_DIR") or ("/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
         folder = Path(tempfile.mkdtemp(prefix="wb-pipeline-", dir=base))
         with open(folder / "slots.bin", "wb") as f:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from wb_core.data import IMAGE_SUFFIXES, SCALES, ImageOptions, _image_geometry
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, setting
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".avi", ".mov", ".webm", ".m4v", ".mpg", ".mpeg", ".ts", ".y4m", ".flv")
 MAX_FILES = 1_000_000
@@ -62,12 +62,13 @@ def frame_geometry(opts: ImageOptions, spec) -> Geometry:
     layout, size, channels = _image_geometry(opts, shape)
     if size is None:
         raise ConfigError(f"The model's input {spec.describe()} has no fixed height and width; give the size "
-                          f"frames are resized to with --image-size HxW.")
+                          f"frames are resized to ({setting('image_size', 'Image size')}, HxW).")
     geo = Geometry(height=size[0], width=size[1], channels=channels, layout=layout, scale=opts.scale)
     want = shape[1:]
     if any(w > 0 and w != g for w, g in zip(want, geo.frame_shape)):
         raise ConfigError(f"Preprocessing makes frames of {geo.describe()} but the model expects input "
-                          f"{spec.describe()}; change --image-size, --channels or --layout to match.")
+                          f"{spec.describe()}; change {setting('image_size', 'the image size')}, "
+                          f"{setting('channels', 'the channels')} or {setting('layout', 'the layout')} to match.")
     if np.dtype("float32" if spec.dtype == "bfloat16" else spec.dtype).kind != "f":
         raise ConfigError(f"Preprocessing makes float32 frames but the model expects input {spec.describe()}.")
     return geo

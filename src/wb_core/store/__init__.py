@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from wb_core.config import CONFIG_COLUMNS, format_cores
-from wb_core.errors import StoreError
+from wb_core.errors import StoreError, setting
 from wb_core.store.sql import connect
 
 METRIC_COLUMNS = ("latency_ms_p50", "latency_ms_p90", "latency_ms_p95", "latency_ms_p99", "latency_ms_mean",
@@ -173,7 +173,7 @@ class Store:
                 return
             if self.db.dialect == "sqlite":  # an empty (0-byte) file: nothing to read yet
                 raise StoreError(f"'{self.path}' is an empty database that holds no studies yet; profile a model "
-                                 f"into it (wb profile MODEL --db {self.path}) or choose another --db.")
+                                 f"into it, or choose another database ({setting('db', 'Database')}).")
             return
         if self.db.dialect == "sqlite":
             # Only tables of ours (a store, or one another process is creating right now), each complete.
@@ -185,7 +185,7 @@ class Store:
             shown = ", ".join(sorted(tables)[:8]) + (", ..." if len(tables) > 8 else "")
             what = f"application id {app_id:#x}" if app_id else f"tables {shown}"
             raise StoreError(f"'{self.path}' is not a workbench results database (it holds {what}); it was left "
-                             f"untouched: choose another --db.")
+                             f"untouched: choose another database ({setting('db', 'Database')}).")
         if not self.readonly and self.db.dialect == "sqlite":
             self.db.set_application_id(APPLICATION_ID)
 
@@ -324,7 +324,7 @@ class Store:
             if existing["model_fingerprint"] != model_fingerprint:
                 raise StoreError(
                     f"Study '{name}' in '{self.path}' was made with a different model "
-                    f"({existing['model_path']}); choose another --study name."
+                    f"({existing['model_path']}); choose another study name ({setting('study', 'Study name')})."
                 )
             old = existing.get("spec") or {}
             if spec_field:

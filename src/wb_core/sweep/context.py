@@ -24,7 +24,7 @@ from pathlib import Path
 from wb_core import hardware
 from wb_core.backends.registry import backend_formats, default_backend, runtime_distributions
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, check_timeout
-from wb_core.errors import ConfigError, WorkbenchError, printable
+from wb_core.errors import ConfigError, Sentence, WorkbenchError, printable, setting
 from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
 from wb_core.models import detect_format, fingerprint, resolve_int_ranges
 from wb_core.stats import summarize
@@ -104,7 +104,8 @@ def check_inputs(specs, inputs: InputOptions, settings: MeasureSettings, configs
 
     names = [s.name for s in specs]
     known = set(names) | {n.split(":")[0] for n in names}
-    for what, given in (("--shape", inputs.shapes), ("--int-range", inputs.int_ranges)):
+    for what, given in ((setting("shapes", "A shape"), inputs.shapes),
+                        (setting("int_ranges", "An integer range"), inputs.int_ranges)):
         for name in given:
             if name not in known:
                 raise ConfigError(f"{what} names input '{name}', which the model does not have; its inputs are "
@@ -124,7 +125,8 @@ def check_inputs(specs, inputs: InputOptions, settings: MeasureSettings, configs
             lo, hi = rng
             if lo < bounds[0] or hi > bounds[1]:
                 raise ConfigError(f"Integer range {lo}:{hi} does not fit input '{s.name}' of type {s.dtype} "
-                                  f"({bounds[0]}:{bounds[1]}); give --int-range {s.name}=LOW:HIGH inside it.")
+                                  f"({bounds[0]}:{bounds[1]}); give {setting('int_ranges', 'an integer range')} "
+                                  f"{s.name}=LOW:HIGH inside it.")
     check_lengths_against_shapes(specs, inputs, configs)
     sample_bytes = 0
     from wb_core.config import with_point_shapes
@@ -145,7 +147,8 @@ def check_inputs(specs, inputs: InputOptions, settings: MeasureSettings, configs
     for c in configs:
         if c.rate and c.rate * settings.max_time_s < MIN_REQUESTS:
             raise ConfigError(f"Rate {c.rate:g} requests/s would send fewer than {MIN_REQUESTS} requests in the "
-                              f"{settings.max_time_s:g} s measuring time; raise --rate or --max-time.")
+                              f"{settings.max_time_s:g} s measuring time; raise {setting('rates', 'the rate')} or "
+                              f"{setting('max_time_s', 'the measuring time')}.")
 
 
 def check_lengths_against_shapes(specs, inputs: InputOptions, configs: list[RunConfig]) -> None:
@@ -172,12 +175,14 @@ def check_lengths_against_shapes(specs, inputs: InputOptions, configs: list[RunC
                 if i < len(fixed) and fixed[i] > 0 and fixed[i] != c.seq_len:
                     raise ConfigError(
                         f"The shape {s.name}={'x'.join(map(str, fixed))} fixes the sequence length of '{s.name}' "
-                        f"to {fixed[i]}, but --dynamic-size asks for {given}; give the length one way: "
-                        f"--dynamic-size alone, or --shape for every input.")
+                        f"to {fixed[i]}, but {setting('seq_lens', 'the sequence length')} asks for {given}; give the "
+                        f"length one way: {setting('seq_lens', 'the sequence length')} alone, or "
+                        f"{setting('shapes', 'a shape')} for every input.")
                 sized = sized or fixed[i] < 0
     if not sized:
-        raise ConfigError(f"--dynamic-size {given} sizes dynamic dimensions, but none of the model's inputs has one "
-                          f"left ({', '.join(s.describe() for s in specs)}); leave --dynamic-size out.")
+        seq = setting("seq_lens", "the sequence length")
+        raise ConfigError(f"{seq} {given} sizes dynamic dimensions, but none of the model's inputs has one "
+                          f"left ({', '.join(s.describe() for s in specs)}); leave {seq} out.")
 
 
 def point_timeout(settings: MeasureSettings) -> float:
@@ -208,7 +213,7 @@ class SweepContext:
         self.settings = settings or MeasureSettings()
         self.inputs = inputs or InputOptions()
         self.on_point, self.cancel = on_point, cancel
-        self.memory_limit_mb, self.timeout_s = memory_limit_mb, check_timeout(timeout_s, "The worker timeout")
+        self.memory_limit_mb, self.timeout_s = memory_limit_mb, check_timeout(timeout_s)
         if memory_limit_mb is not None:
             from wb_core.config import check_number
 
@@ -269,11 +274,13 @@ class SweepContext:
                 if input_role(s.name) == "ids" and len(shape) == 2 and shape[1] > 0:
                     lengths = {shape[1]}
         if not lengths:
-            raise ConfigError("Text needs a sequence length to pad or truncate to: give --dynamic-size N (or several, "
-                              "e.g. 32,128,384, as a sweep axis).")
+            raise ConfigError(f"Text needs a sequence length to pad or truncate to: give "
+                              f"{setting('seq_lens', 'a sequence length')} N (or several, e.g. 32,128,384, as a sweep "
+                              f"axis).")
         prec = precision or PrecisionOptions()
         if prec.data is not None:
-            raise ConfigError("Give the text (--text) or the data (--data), not both: the text is the data.")
+            raise ConfigError(f"Give the text ({setting('text', 'Text file')}) or the data ({setting('data', 'Data')}), "
+                              f"not both: the text is the data.")
         ts = prepare_text(self.inputs.text, self.inputs.tokenizer, self.input_specs, sorted(lengths),
                           self.details.get("embedding_rows"))
         self.inputs = dataclasses.replace(self.inputs, samples=str(ts.path))
@@ -340,10 +347,10 @@ class SweepContext:
         if not busy or self.summary.busy:
             return
         self.summary.busy = [p["config"].label() if hasattr(p["config"], "label") else p["key"] for p in busy]
-        self.note(f"{len(busy)} point(s) were measured on a busy machine (other processes used more than "
-                  f"{BUSY_OTHER_CPU:g} cores' worth of CPU on their cores, or the hypervisor stole more than "
-                  f"{BUSY_STEAL_PCT:g}%): re-measure them with the same `wb profile ...` command plus "
-                  f"--remeasure-busy (api.profile(..., remeasure_busy=True)).")
+        self.note(Sentence(f"{len(busy)} point(s) were measured on a busy machine (other processes used more "
+                           f"than {BUSY_OTHER_CPU:g} cores' worth of CPU on their cores, or the hypervisor stole "
+                           f"more than {BUSY_STEAL_PCT:g}%): re-measure them by profiling the same study again "
+                           f"with {setting('remeasure_busy', 'remeasure_busy=True')}."))
 
     # ---- planning ----
     def busy_stored(self) -> set[str]:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
-from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.errors import ConfigError, Sentence, WorkbenchError, setting
 from wb_core.proc.parent import run_child
 from wb_core.proc.supervisor import StartBarrier, Supervisor
 from wb_core.sweep.context import SweepContext, SweepSummary, point_timeout
@@ -213,8 +213,8 @@ class CiOutcome:
         if self.missed:
             out += ("; " if self.reached else "") + (f"{len(self.missed)} leading configuration(s) did not reach "
                                                      f"it (the round budget ran out): {named(self.missed)}; raise "
-                                                     f"--max-rounds to go on")
-        return out + "."
+                                                     f"{setting('max_rounds', 'the extra-round budget')} to go on")
+        return Sentence(out + ".")
 
 
 def _pm(half: float | None) -> str:

@@ -20,7 +20,7 @@ import zipfile
 import ipywidgets as w
 
 from wb_core.ui.state import DashboardState
-from wb_core.ui.widgets import CSS, MessageArea, button, guarded, section, text, with_help
+from wb_core.ui.widgets import CSS, MessageArea, button, guarded, said, section, text, with_help
 from wb_core.ui.words import run_name
 
 # The formats as people know them (the file they get in brackets); a format added later falls back
@@ -160,7 +160,7 @@ class ExportPanel(w.VBox):
         parts = [f"<b>{html.escape(name)}</b><div class='wb-pre'>{html.escape(body)}</div>"
                  for name, body in self._files.items()]
         if result.notes:
-            parts.append("<b>Notes</b><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in result.notes) + "</ul>")
+            parts.append("<b>Notes</b><ul>" + "".join(f"<li>{html.escape(said(n))}</li>" for n in result.notes) + "</ul>")
         self.preview.value = "".join(parts)
         self.download.value = self._download_link()
         self.serve_result.value = serve_checks_html(self.session.db, self.session.study, self._dep.measurement.run_key)
@@ -242,7 +242,7 @@ class ExportPanel(w.VBox):
                       "write them to a folder below, or run <code>wb export --bundle</code>.</i></div>")
         name, data, notes = zip_bundle(dep, fmt, with_models=True)
         link = download_link(name, data, f"Download {name}")
-        return link + "".join(f"<div><i>{html.escape(n)}</i></div>" for n in notes)
+        return link + "".join(f"<div><i>{html.escape(said(n))}</i></div>" for n in notes)
 
     def _on_write(self, *_):
         from wb_core.api import export

@@ -126,13 +126,13 @@ class DashboardState(traitlets.HasTraits):
         """The recommended run of the open study under `constraints` as a Pick (NoRunMeetsConstraints
         when none meets them). Runs whose accuracy guard failed are never picked. `by` names what
         asked, for the note."""
-        from wb_core.api import recommend, rounded, run_name, with_efficiency, worded
+        from wb_core.api import recommend, rounded, run_name, with_efficiency, word_for_dashboard, worded
 
         df = self.results()
         hw = (self.study_record() or {}).get("hardware")
         ok = df[~guard_failed(df)] if not df.empty else df
         rec = recommend(with_efficiency(ok, hw), constraints, objective, hardware=hw)
-        return Pick(key=str(rec.best["key"]), name=run_name(rec.best), reason=worded(rec.reason, df),
+        return Pick(key=str(rec.best["key"]), name=run_name(rec.best), reason=worded(word_for_dashboard(rec.reason), df),
                     constraints=constraints, objective=objective, left_out=left_out_sentence(df), note=by,
                     runners_up=tuple(f"{run_name(r)}: p99 latency {rounded(r['latency_ms_p99'], 'latency')} ms, "
                                      f"{rounded(r['throughput'], 'throughput')} samples/s" for r in rec.runners_up))

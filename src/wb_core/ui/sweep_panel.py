@@ -32,6 +32,7 @@ from wb_core.ui.widgets import (
     choices,
     guarded,
     number_box,
+    said,
     section,
     text,
     with_help,
@@ -557,7 +558,7 @@ class SweepPanel(w.VBox):
         else:
             self._set_progress(self.progress.value)
         # The runner's notes, less its busy-machine note (it names command-line flags): said below in words.
-        notes = " ".join(n for n in getattr(summary, "notes", [])[:3] if "busy machine" not in n)
+        notes = " ".join(said(n) for n in getattr(summary, "notes", [])[:3] if "busy machine" not in n)
         busy = self.show_busy()
         notes = f"{notes} {busy}".strip()
         if summary.cancelled:

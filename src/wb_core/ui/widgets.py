@@ -52,9 +52,16 @@ CSS = """
 """
 
 
+def said(text) -> str:
+    """A note or message from the core as the dashboard says it: each setting it names as its label."""
+    from wb_core.api import word_for_dashboard
+
+    return word_for_dashboard(text)
+
+
 def message_html(text: str, kind: str = "info") -> str:
-    """An inline message box; kind is info, ok or error."""
-    return f'<div class="wb-msg wb-msg-{kind}">{html.escape(str(text))}</div>'
+    """An inline message box; kind is info, ok or error. A setting the text names is said as its label."""
+    return f'<div class="wb-msg wb-msg-{kind}">{html.escape(said(text))}</div>'
 
 
 class MessageArea(w.VBox):

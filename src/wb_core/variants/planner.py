@@ -30,7 +30,7 @@ from wb_core.backends.registry import get as get_backend
 from wb_core.backends.registry import ir_backend
 from wb_core.config import RunConfig
 from wb_core.data import Dataset, ImageOptions, check_inputs, check_references, load_dataset
-from wb_core.errors import ConfigError, WorkbenchError, WorkerError
+from wb_core.errors import ConfigError, Sentence, WorkbenchError, WorkerError, setting
 from wb_core.paths import cache_dir
 from wb_core.proc.parent import run_task
 from wb_core.variants.guard import FAILED, Guard
@@ -98,7 +98,7 @@ class PrecisionOptions:
 
 
 def _demo_of(model: Path) -> str | None:
-    from wb_core.demo import demo_name_of
+    from wb_core.demo_catalog import demo_name_of
 
     return demo_name_of(model)
 
@@ -140,7 +140,7 @@ class VariantPlanner:
         return self._dataset
 
     def _demo_has_data(self) -> bool:
-        from wb_core.demo import demo_dir
+        from wb_core.demo_catalog import demo_dir
 
         demo = _demo_of(self.model)
         return bool(demo) and (demo_dir(demo) / "data.npz").exists()
@@ -213,7 +213,8 @@ class VariantPlanner:
             if backend.int8_via:
                 return f"int8 skipped: {backend.int8_via}"
             if self.dataset() is None:
-                return ("int8 skipped: quantizing needs calibration data; pass --data with an .npz, an image folder "
+                # stored with the point and read by every face: the setting in plain words
+                return ("int8 skipped: quantizing needs calibration data; give data: an .npz, an image folder "
                         "or demo:NAME")
         if cfg.precision == "bf16" and backend.bf16_via:
             return f"bf16 skipped: {backend.bf16_via}"
@@ -477,8 +478,9 @@ class VariantPlanner:
 
     def _note_output(self, names: list[str]) -> None:
         if len(names) > 1 and not self.options.output:
-            self._note(f"Accuracy reads the model's first output '{names[0]}' of {len(names)} "
-                       f"({', '.join(names)}); choose another with --output NAME.")
+            self._note(Sentence(f"Accuracy reads the model's first output '{names[0]}' of {len(names)} "
+                                f"({', '.join(names)}); choose another with {setting('output', 'the output name')} "
+                                f"NAME."))
 
     def _evaluate(self, backend: str, precision: str, untouched: bool = False) -> dict:
         path, _ = self._variant(backend, precision)
