@@ -43,9 +43,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
 # WB_NO_SKIPS=1: a skipped default test fails the run (tests/conftest.py lists the CPU-dependent skips allowed).
-# Two pytest-xdist workers: most tests wait on a worker process, a server or the browser, so one alone
-# leaves a 2-CPU machine half idle.
-TEST_WORKERS ?= 2
+# Three pytest-xdist workers: most tests wait on a worker process, a server or the browser, so one alone
+# leaves a 2-CPU machine half idle, and a third keeps both CPUs busy through those waits (measured in
+# docs/testing.md, quiet and with one CPU kept busy by other work).
+TEST_WORKERS ?= 3
 test: $(STAMP) browser postgres lint
 	WB_NO_SKIPS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 

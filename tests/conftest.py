@@ -24,7 +24,7 @@ FAST = MeasureSettings(warmup_s=0.1, window_s=0.1, max_time_s=0.6, min_windows=3
 
 
 def pytest_configure(config):
-    """With pytest-xdist (`make test` runs `-n 2`), the controller builds the shared demo models once
+    """With pytest-xdist (`make test` runs `-n 3`), the controller builds the shared demo models once
     before the workers start, so two workers never build the same model side by side."""
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
