@@ -29,7 +29,6 @@ from wb_core.parsing import (  # noqa: F401 - public
     MIN_RATE,
     NUMBER_FORMS,
     NUMBER_SUFFIXES,
-    OV_HINTS,
     PRECISIONS,
     available_cpus,
     check_number,
@@ -50,9 +49,6 @@ from wb_core.parsing import (  # noqa: F401 - public
     split_values,
     unique_values,
 )
-from wb_core.parsing import fmt_cpus as _fmt_cpus  # noqa: F401 - older name
-from wb_core.parsing import ints_or_auto as _ints_or_none  # noqa: F401 - older name
-from wb_core.parsing import unique_values as _unique  # noqa: F401 - older name
 
 
 @dataclass(frozen=True)
@@ -312,7 +308,6 @@ def _text_range(value):
     return value
 
 
-# Fields of RunConfig that identify a point; their order is the public column order.
 # Fields of RunConfig that identify a point; their order is the public column order.
 CONFIG_COLUMNS = ("backend", "precision", "batch_size", "threads", "inter_op_threads", "streams",
                   "cores", "instances", "concurrency")

@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from wb_core.errors import ConfigError, setting
 
 PRECISIONS = ("fp32", "bf16", "int8")
-OV_HINTS = ("none", "latency", "throughput")
 MAX_BATCH = 65536
 MAX_THREADS = 4096
 MAX_POINTS = 20000  # configurations one sweep may plan
