@@ -3,7 +3,7 @@
     python benchmarks/run_all.py [--quick] [--only fidelity,noise] [--out BENCHMARKS.md]
 
 Each script runs in its own process with the arguments below (sized so that the whole run fits in
-about 20 minutes on a quiet 2-core machine); `--quick` gives each its smoke-test size instead.
+about an hour on a quiet 2-core machine); `--quick` gives each its smoke-test size instead.
 BENCHMARKS.md holds the machine's description, the command to reproduce, and every table.
 """
 
@@ -21,22 +21,27 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# (script, arguments of the full run, arguments of --quick)
+# (section title, script, arguments of the full run, arguments of --quick)
 SCRIPTS = [
-    ("fidelity.py", [], ["--quick"]),
-    ("onnxruntime_fidelity.py", ["--rounds", "5", "--seconds", "4"], ["--quick"]),
-    ("text_lengths.py", [], ["--quick"]),
-    ("harness_overhead.py", [], ["--rounds", "1", "--seconds", "1"]),
-    ("search_efficiency.py", [], ["--quick"]),
-    ("value_of_tuning.py", [], ["--quick"]),
-    ("noise.py", [], ["--quick"]),
-    ("sweep_cost.py", ["--max-time", "3"], ["--max-time", "1"]),
-    ("instances.py", ["--max-time", "2"], ["--max-time", "1", "--models", "lenet-digits"]),
-    ("precision_throughput.py", ["--rounds", "3"], ["--rounds", "1", "--seconds", "1", "--batch", "1"]),
-    ("int8_recipes.py", [], ["--quick"]),
-    ("serving.py", [], ["--quick"]),
-    ("pipeline.py", [], ["--quick"]),
-    ("training.py", [], ["--quick"]),
+    ("Fidelity", "fidelity.py", [], ["--quick"]),
+    ("ONNX Runtime fidelity", "onnxruntime_fidelity.py", ["--rounds", "5", "--seconds", "4"], ["--quick"]),
+    ("Text lengths", "text_lengths.py", [], ["--quick"]),
+    ("Harness overhead", "harness_overhead.py", [], ["--rounds", "1", "--seconds", "1"]),
+    ("Search efficiency", "search_efficiency.py", [], ["--quick"]),
+    ("Value of tuning", "value_of_tuning.py", [], ["--quick"]),
+    ("Noise", "noise.py", [], ["--quick"]),
+    ("Sweep cost", "sweep_cost.py", ["--max-time", "3"], ["--max-time", "1"]),
+    ("Instances", "instances.py", ["--max-time", "2"], ["--max-time", "1", "--models", "lenet-digits"]),
+    ("Precision throughput", "precision_throughput.py", ["--rounds", "3"],
+     ["--rounds", "1", "--seconds", "1", "--batch", "1"]),
+    ("INT8 recipes", "int8_recipes.py", [], ["--quick"]),
+    ("Serving", "serving.py", [], ["--quick"]),
+    ("Pipeline", "pipeline.py", [], ["--quick"]),
+    ("Training", "training.py", [], ["--quick"]),
+    # The fleet rehearsal at three sizes: where the coordinator's event latency starts to climb.
+    ("Fleet at scale, 10 workers", "fleet_scale.py", ["--workers", "10"], ["--workers", "8", "--points", "100"]),
+    ("Fleet at scale, 25 workers", "fleet_scale.py", ["--workers", "25"], ["--workers", "10", "--points", "100"]),
+    ("Fleet at scale, 50 workers", "fleet_scale.py", ["--workers", "50"], ["--workers", "12", "--points", "100"]),
 ]
 
 
@@ -87,12 +92,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
     a = ap.parse_args()
     only = {s.removesuffix(".py") for s in a.only.split(",") if s}
-    chosen = [s for s in SCRIPTS if not only or s[0].removesuffix(".py") in only]
+    chosen = [s for s in SCRIPTS if not only or s[1].removesuffix(".py") in only]
     started = _dt.datetime.now().astimezone()
     machine = machine_section()
     sections, failed = [], []
     t0 = time.perf_counter()
-    for script, full, quick in chosen:
+    for title, script, full, quick in chosen:
         args = quick if a.quick else full
         load_before = os.getloadavg()
         code, out, secs = run_script(script, args)
@@ -101,7 +106,7 @@ def main() -> None:
             failed.append(script)
         command = shlex.join(["python", f"benchmarks/{script}", *args])
         status = "" if code == 0 else f" **(failed with exit code {code})**"
-        sections.append(f"## {script.removesuffix('.py').replace('_', ' ').capitalize()}\n\n"
+        sections.append(f"## {title}\n\n"
                         f"`{command}` ({secs:.0f} s){status}\n\n{table_machine(load_before, load_after)}\n\n"
                         f"```text\n{out.strip()}\n```\n")
     total = time.perf_counter() - t0
