@@ -61,7 +61,7 @@ def compare(model: str, video: Path, a, workers: list[int], db: Path) -> tuple[P
 
     ir = convert_to_ir(model)
     image = ImageOptions(scale=a.scale or SCALE.get(model, "unit"))
-    geo = frame_geometry(image, inspect_model(ir)["inputs"][0])
+    geo = frame_geometry(image, inspect_model(ir).inputs[0])
     arms = ["plain", "serial"] + [f"pre{w}" for w in workers]
     secs: dict[str, list[float]] = {k: [] for k in arms}
     rows: dict[str, list[dict]] = {k: [] for k in arms}

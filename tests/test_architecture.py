@@ -38,6 +38,7 @@ SRC = ROOT / "src" / "wb_core"
 
 LAYERS = [
     {"wb_core.version", "wb_core.errors", "wb_core.paths", "wb_core.streams", "wb_core.config", "wb_core.hardware",
+     "wb_core.run_options",
      "wb_core.stats", "wb_core.parsing", "wb_core.axis", "wb_core.axes", "wb_core.options", "wb_core.demo_catalog",
      "wb_core.backends.registry", "wb_core.backends"},
     # Every backend session module is data-layer code (only the registry is a foundation).
@@ -62,8 +63,8 @@ WORKER_MODULES = re.compile(r"^wb_core\.(proc\.worker|\w+\.\w*tasks|backends\.(?
 WORKER_SIDE = {
     ("wb_core.demo", "build_demo"): "called by demo.task_demo, inside the worker",
     ("wb_core.demo", "build_text_encoder"): "called by build_demo, inside the worker",
-    ("wb_core.models", "read_ov_model"): "called by worker tasks (inspect, layers) and by the serve check (below)",
-    ("wb_core.models", "check_onnx_opsets"): "called by the worker's inspect task",
+    ("wb_core.models", "read_ov_model"): "called by worker tasks (describe, layers) and by the serve check (below)",
+    ("wb_core.models", "check_onnx_opsets"): "called by the worker's describe task",
     ("wb_core.variants.recipes", "nncf_arguments"): "called by variants.tasks.task_quantize",
 }
 IN_PARENT = {
@@ -441,9 +442,10 @@ API_VERBS = {
 API_TYPES = {
     # what the verbs take
     "SweepSpec", "MeasureSettings", "InputOptions", "PrecisionOptions", "ImageOptions", "RunConfig", "Constraints",
+    "RunOptions",
     # what they return
-    "SweepSummary", "SweepPreview", "Recommendation", "Allocation", "CapacityPlan", "LayerProfile", "LayerDiff",
-    "ServeCheckResult",
+    "ModelDescription", "SweepSummary", "SweepPreview", "Recommendation", "Allocation", "CapacityPlan", "LayerProfile",
+    "LayerDiff", "ServeCheckResult",
     # what they raise
     "WorkbenchError", "ConfigError", "ModelError", "StoreError", "WorkerError", "NoRunMeetsConstraints",
 }

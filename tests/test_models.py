@@ -8,7 +8,7 @@ import pytest
 from wb_core.config import InputOptions
 from wb_core.errors import ConfigError, ModelError
 from wb_core.models import InputSpec, detect_format, fingerprint, make_batches, resolve_shape
-from wb_core.variants.convert import inspect_inputs
+from wb_core.variants.description import describe_model
 
 
 def test_detects_each_format(lenet_dir, lenet_ir):
@@ -46,7 +46,7 @@ def test_fingerprint_follows_content(tmp_path, lenet_ir_copy):
 
 
 def test_inspect_ir_inputs(lenet_ir):
-    (spec,) = inspect_inputs(lenet_ir)
+    (spec,) = describe_model(lenet_ir).inputs
     assert spec.shape[1:] == (8, 8, 1) and spec.dtype == "float32"
 
 
@@ -54,7 +54,7 @@ def test_truncated_onnx_is_a_clear_error(tmp_path):
     p = tmp_path / "broken.onnx"
     p.write_bytes(b"\x08\x07\x12\x07garbage" * 10)
     with pytest.raises(Exception) as e:
-        inspect_inputs(p)
+        describe_model(p)
     assert "broken.onnx" in str(e.value)
 
 

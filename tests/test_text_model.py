@@ -285,7 +285,7 @@ def test_shapes_are_a_sweep_axis(db, fast, tmp_path):
 def test_text_encoder_demo_is_built_here_with_its_tokenizer(tmp_path):
     from tokenizers import Tokenizer
 
-    from wb_core.variants.convert import inspect_details
+    from wb_core.variants.description import describe_model
 
     res = CliRunner().invoke(app, ["demo-model", "text-encoder", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
@@ -294,7 +294,12 @@ def test_text_encoder_demo_is_built_here_with_its_tokenizer(tmp_path):
     tok = Tokenizer.from_file(str(d / "tokenizer.json"))
     enc = tok.encode("The river flows past the old mill.")
     assert enc.tokens[0] == "[CLS]" and enc.tokens[-1] == "[SEP]" and "[UNK]" not in enc.tokens
-    assert inspect_details(d / "model.xml")["embedding_rows"]["input_ids"] == tok.get_vocab_size()
+    described = describe_model(d / "model.xml")
+    assert described.embedding_rows["input_ids"] == tok.get_vocab_size()
+    # what a tokenizer fills, read from the input names the demo's builder gives
+    assert described.text_roles == {"input_ids": "ids", "attention_mask": "attention_mask",
+                                    "token_type_ids": "type_ids"}
+    assert described.family == "transformer", described.family_reason
     lines = (d / "sample.txt").read_text().splitlines()
     lengths = [len(e.ids) for e in tok.encode_batch(lines)]
     assert len(lines) >= 64 and min(lengths) < 32 and max(lengths) > 128  # short questions and long documents

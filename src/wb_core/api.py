@@ -17,10 +17,12 @@ Keep:      save_study_settings, save_layer_profile (what a face stores with a st
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wb_core.backends.registry import default_backend
 from wb_core.config import (  # noqa: F401 - public
@@ -48,13 +50,18 @@ from wb_core.errors import (  # noqa: F401 - public
 )
 from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT  # noqa: F401 - public
 from wb_core.paths import cache_dir, check_output_file, check_output_folder, default_db, write_output_file  # noqa: F401 - public
+from wb_core.run_options import RunOptions
 from wb_core.sweep.context import SweepSummary  # noqa: F401 - public
+
+if TYPE_CHECKING:
+    from wb_core.variants.description import ModelDescription
 
 # Re-exported names -> the module that owns them (loaded on first use).
 _REEXPORTS = {
     # configuration
     "RunConfig": "wb_core.config", "load_spec_file": "wb_core.config", "available_cpus": "wb_core.config",
-    "field_help": "wb_core.config", "PrecisionOptions": "wb_core.variants.planner", "ImageOptions": "wb_core.data",
+    "field_help": "wb_core.config", "PrecisionOptions": "wb_core.variants.planner",
+    "ModelDescription": "wb_core.variants.description", "ImageOptions": "wb_core.data",
     "sweep_axes": "wb_core.axes", "SPEC_OPTIONS": "wb_core.axes", "axis_readers": "wb_core.axes",
     "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes", "word_for_cli": "wb_core.axes",
     "word_for_dashboard": "wb_core.axes",
@@ -118,142 +125,119 @@ def __dir__():
     return sorted(__all__)
 
 
-def profile(model: str | Path, *, db: str | Path | None = None, study: str | None = None,
-            backends=default_backend(), precisions="fp32", batch_sizes="1", threads="auto",
-            inter_op_threads="auto", streams="auto", cores="none", concurrency="auto", hints="none",
-            onednn="auto", cpu_pinning="auto", instances="1", cores_per_instance="auto", rates="none",
-            seq_lens=None, allow_oversubscribe: bool = False, spec: SweepSpec | None = None,
-            max_time: float = 10.0, settings: MeasureSettings | None = None,
-            inputs: InputOptions | None = None, progress: bool = False,
+def profile(model: str | Path, spec: SweepSpec | None = None, *, settings: MeasureSettings | None = None,
+            inputs: InputOptions | None = None, precision_options=None, run: RunOptions | None = None,
+            db: str | Path | None = None, study: str | None = None, progress: bool = False,
             on_point: Callable[[dict], None] | None = None, cancel: threading.Event | None = None,
-            return_frame: bool = True, data=None, preprocess: Callable | None = None, metric="auto",
-            calib_size: int = 300, max_accuracy_drop: float | None = None, accuracy: bool = True,
-            output: str | None = None, input_map: dict | None = None,
-            precision_options=None, search: str = "grid", p99_ms: float | None = None,
-            budget: int | None = None, cluster: str | None = None, hosts=None, ship_model: bool = False,
-            timeout_s: float | None = None, memory_limit_mb: int | None = None, repeats: int = 1,
-            text: str | Path | None = None, tokenizer: str | Path | None = None, shapes=None,
-            remeasure_busy: bool = False, ci_target: float | None = None, max_rounds: int = 10,
-            accuracy_guard: float | str = "auto", int8_recipe: str = "auto", fallback_budget_s: float = 600.0,
-            **axis_values):
+            return_frame: bool = True, **shorthand):
     """Sweep a model (a path or a demo name) and return its results as a DataFrame.
+
+    What to sweep is a `SweepSpec` (`spec`; e.g. from `load_spec_file`); how each point is measured,
+    `settings` (a `MeasureSettings`); what feeds the model, `inputs` (an `InputOptions`); the data,
+    metric, accuracy guard and INT8 recipe of the precision variants, `precision_options` (a
+    `PrecisionOptions`); how the study runs (grid or smart search, interval target, cluster, worker
+    limits), `run` (a `RunOptions`). The model is read once (`inspect_model`) and that description
+    is what every later step reads. Points already stored in the study are skipped.
+
+    Any field of those five may also be given by name, which is shorter in a notebook:
+    `profile("lenet-digits", batch_sizes="1,8", threads="1,2", max_time=2, data="demo:lenet-digits")`.
+    A sweep axis takes a list or a comma-separated string (`cores="none,0,0-1"`); one given by name
+    replaces that axis of `spec`. `max_time` is `MeasureSettings.max_time_s`; `text`/`tokenizer` are
+    `InputOptions` fields; `calib_size` and `accuracy_guard` are `PrecisionOptions.subset_size` and
+    `guard`. A backend's own settings go by their SweepSpec names (`sweep_axes()`), e.g.
+    `execution_modes="sequential,parallel"`. `seq_lens="32,128,384"` sweeps the sequence length of a
+    text model; `shapes` sweeps input shapes (["image=1x3x224x224", "image=1x3x320x320"]).
 
     The frame has the columns `wb results` shows (`vs_fp32`, `tied_with_best` included) and, in
     `df.attrs["notes"]`, the notes the CLI prints: the text summary, which output accuracy reads,
     points measured on a busy machine, precisions that ran slower than FP32.
 
-    Every sweep argument takes a list or a comma-separated string, e.g. `threads="1,2"`,
-    `cores="none,0,0-1"`, `batch_sizes=[1, 8]`; `instances`/`cores_per_instance` start N pinned
-    copies together, `rates` drives Poisson arrivals (server scenario). A ready `spec` (a
-    SweepSpec, e.g. from `load_spec_file`) replaces the sweep arguments. Points already stored in
-    the study are skipped. `timeout_s`: seconds a silent worker is given before it is killed.
-    `seq_lens` (e.g. "32,128,384") sweeps the size of the dynamic non-batch dimensions (the
-    sequence length of a text model), one `seq_len` column. `shapes` sweeps input shapes, one
-    `shape` column: a list like ["image=1x3x224x224", "image=1x3x320x320"] or the CLI's form
-    "image=1x3x224x224,1x3x320x320" (several inputs: ';' within one value). A backend's own settings
-    are passed by their SweepSpec names (`sweep_axes()`), e.g. `execution_modes="sequential,parallel"`.
-
     Precision variants and accuracy (see docs/precision-and-accuracy.md): `data` is a path (.npz,
     image folder, `demo:NAME`), a `wb_core.data.Dataset`, `(x, y)`, an array, a dict of arrays named
     after the model's inputs (plus optional `y`), an iterable of samples or of such dicts, or a
-    callable returning any of these; `input_map` maps model inputs to differently named arrays;
-    `preprocess` runs on every sample; `metric` is top1, top5, mse, cosine, max_abs, auto or a
-    callable `(outputs, labels) -> float` (higher is better). Without labels, accuracy is each
-    variant's metric against the FP32 variant's outputs (cosine by default). `output` names the
-    output accuracy reads (default: the first). `max_accuracy_drop` switches INT8 to
-    accuracy-aware quantization. `accuracy_guard` ("auto": cosine to FP32 >= 0.99, top-1 within 1
-    point; a number: the largest drop allowed; "off") marks INT8 and BF16 variants that miss it as
-    "accuracy failed", never recommended; `int8_recipe` ("auto": the model family's) is the first
-    INT8 recipe tried and `fallback_budget_s` the time later recipes may take (see
-    wb_core.variants.recipes). `precision_options` (a PrecisionOptions) overrides them all.
-    `cluster` (a Dask scheduler address) runs the study on that cluster's hosts (or only `hosts`),
-    once per hardware type; `ship_model` sends the model to hosts that do not share its path.
+    callable returning any of these. Without labels, accuracy is each variant's metric against the
+    FP32 variant's outputs (cosine by default). The accuracy guard ("auto": cosine to FP32 >= 0.99,
+    top-1 within 1 point) marks INT8 and BF16 variants that miss it as "accuracy failed", never
+    recommended.
 
     Real text: `text` (a file, one sample per line) and `tokenizer` (a local tokenizer.json) fill
-    the model's token inputs by name (input_ids, attention_mask, token_type_ids), padded or
-    truncated to each sequence length; the text is then the measured inputs, the INT8 calibration
-    data and the accuracy data (against the FP32 outputs), in place of `data`.
-
-    `search="smart"` measures only part of the grid, climbing towards the highest throughput whose
-    p99 stays under `p99_ms`, in at most `budget` configurations (see `wb_core.sweep.search`).
+    the model's token inputs by name, padded or truncated to each sequence length; the text is then
+    the measured inputs, the INT8 calibration data and the accuracy data, in place of `data`.
 
     `repeats=N` measures every configuration in N interleaved rounds, each in a fresh worker; the
     results then carry the median, a 95% interval and the CV of throughput and p99 per config.
-
-    Every point records what else ran on its cores while it was measured (`other_cpu`: cores'
-    worth of CPU used by other processes; `steal_pct`: the hypervisor's steal) and is flagged
-    `busy` beyond a threshold (see docs/noise.md). `remeasure_busy=True` measures the points (or
-    rounds) stored as busy again; otherwise a stored point counts as done.
-
-    `ci_target=0.03` measures in rounds (at least 3), then adds rounds to the leading configs
-    (those whose throughput intervals overlap the best's) until each one's 95% interval is within
-    +-3% of its median, or `max_rounds` extra rounds are spent; the summary says which reached it.
+    Every point records what else ran on its cores while it was measured and is flagged `busy`
+    beyond a threshold (see docs/noise.md).
     """
-    from wb_core.variants.planner import PrecisionOptions
+    from wb_core.variants.description import describe_model
 
+    spec, settings, inputs, precision, run = _profile_request(spec, settings, inputs, precision_options, run,
+                                                              shorthand)
     path = resolve_model(model)
-    check_timeout(timeout_s)
-    if (hosts or ship_model) and not cluster:
-        raise ConfigError("Choosing hosts or shipping the model needs a cluster address.")
-    spec = spec or SweepSpec(backends=backends, precisions=precisions, batch_sizes=batch_sizes, threads=threads,
-                             inter_op_threads=inter_op_threads, streams=streams, cores=cores, concurrency=concurrency,
-                             hints=hints, onednn=onednn, cpu_pinning=cpu_pinning, instances=instances,
-                             cores_per_instance=cores_per_instance, rates=rates,
-                             seq_lens=parse_seq_lens(seq_lens), allow_oversubscribe=allow_oversubscribe,
-                             shapes=_shape_axis(shapes),
-                             repeats=repeats, **axis_values)
-    settings = settings or MeasureSettings(max_time_s=max_time)
-    if text is None and tokenizer is None and not (inputs and inputs.text):
+    if inputs.text is None and inputs.tokenizer is None:
         from wb_core.demo_catalog import demo_name_of, demo_sample_text
 
         own = demo_sample_text(demo_name_of(path))
-        if own and data in (None, f"demo:{demo_name_of(path)}"):  # a text demo's own data is its sample text
-            text, tokenizer, data = own[0], own[1], None
-    if text is not None or tokenizer is not None:
-        import dataclasses
-
-        inputs = dataclasses.replace(inputs or InputOptions(), text=None if text is None else str(text),
-                                     tokenizer=None if tokenizer is None else str(tokenizer))
-    if inputs is not None and inputs.text:
-        import dataclasses
-
+        if own and precision.data in (None, f"demo:{demo_name_of(path)}"):  # a text demo's own data is its text
+            inputs = dataclasses.replace(inputs, text=str(own[0]), tokenizer=str(own[1]))
+            precision = dataclasses.replace(precision, data=None)
+    if inputs.text:
         from wb_core.streams import stream_to_file
 
         # Standard input or a pipe is read once, here: every sweep context after reads the copy.
         inputs = dataclasses.replace(inputs, text=str(stream_to_file(inputs.text, "The text")))
+    if run.cluster and spec.repeats > 1:
+        raise ConfigError("Repeated rounds run on this machine; leave out the cluster, or measure once.")
     db = db or default_db()
     study = study or default_study_name(path)
-    prec = precision_options or PrecisionOptions(data=data, preprocess=preprocess, metric=metric,
-                                                 subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
-                                                 accuracy=accuracy, output=output, input_map=dict(input_map or {}),
-                                                 guard=accuracy_guard, int8_recipe=int8_recipe,
-                                                 fallback_budget_s=fallback_budget_s)
-    check_ci_target(ci_target)
-    if ci_target is not None:
-        check_max_rounds(max_rounds)
-    if cluster and (remeasure_busy or ci_target is not None):
-        raise ConfigError("Re-measuring busy points and interval targets run on this machine; leave out the cluster.")
-    if cluster and spec.repeats > 1:
-        raise ConfigError("Repeated rounds run on this machine; leave out the cluster, or measure once.")
-    if search == "grid" and p99_ms is None and budget is None:
+    described = describe_model(path, run.timeout_s)  # read once: every step after reads this description
+    common = dict(settings=settings, inputs=inputs, on_point=on_point, progress=progress, cancel=cancel,
+                  precision=precision, timeout_s=run.timeout_s, memory_limit_mb=run.memory_limit_mb,
+                  remeasure_busy=run.remeasure_busy, ci_target=run.ci_target, max_rounds=run.max_rounds)
+    if not run.searches:
         from wb_core.fleet.cli_support import open_executor
         from wb_core.sweep.local import run_sweep
 
-        with open_executor(cluster, hosts, ship_model) as executor:
-            summary = run_sweep(path, spec, db, study, settings=settings, inputs=inputs, on_point=on_point,
-                                progress=progress, cancel=cancel, precision=prec, executor=executor,
-                                timeout_s=timeout_s, memory_limit_mb=memory_limit_mb, remeasure_busy=remeasure_busy,
-                                ci_target=ci_target, max_rounds=max_rounds)
+        with open_executor(run.cluster, run.hosts, run.ship_model) as executor:
+            summary = run_sweep(described, spec, db, study, executor=executor, **common)
     else:
         from wb_core.sweep.search import run_search
 
-        if cluster:
-            raise ConfigError("The smart search runs on this machine; leave out the cluster, or search with a grid.")
-        summary = run_search(path, spec, db, study, search=search, p99_ms=p99_ms, budget=budget, settings=settings,
-                             inputs=inputs, on_point=on_point, progress=progress, cancel=cancel, precision=prec,
-                             timeout_s=timeout_s, memory_limit_mb=memory_limit_mb, remeasure_busy=remeasure_busy,
-                             ci_target=ci_target, max_rounds=max_rounds)
+        summary = run_search(described, spec, db, study, search=run.search, p99_ms=run.p99_ms, budget=run.budget,
+                             **common)
     return _frame(db, study, summary) if return_frame else summary
+
+
+# Shorthand names that differ from the field they set: name -> (which object, its field).
+_SHORTHAND_ALIASES = {"max_time": ("settings", "max_time_s"), "calib_size": ("precision", "subset_size"),
+                      "accuracy_guard": ("precision", "guard")}
+
+
+def _profile_request(spec, settings, inputs, precision, run, shorthand: dict):
+    """The five objects `profile` runs on, with every keyword given by name set on the one that declares it."""
+    from wb_core.variants.planner import PrecisionOptions
+
+    objects = {"spec": spec or SweepSpec(), "settings": settings or MeasureSettings(),
+               "inputs": inputs or InputOptions(), "precision": precision or PrecisionOptions(),
+               "run": run or RunOptions()}
+    fields = {kind: {f.name for f in dataclasses.fields(obj)} for kind, obj in objects.items()}
+    given: dict[str, dict] = {kind: {} for kind in objects}
+    for name, value in shorthand.items():
+        kind, field_name = _SHORTHAND_ALIASES.get(name, (None, name))
+        kind = kind or next((k for k, names in fields.items() if name in names), None)
+        if kind is None:
+            import difflib
+
+            known = sorted(set().union(*fields.values()) | set(_SHORTHAND_ALIASES))
+            close = difflib.get_close_matches(name, known, n=1)
+            raise TypeError(f"profile() got an unexpected keyword argument '{name}'"
+                            + (f"; did you mean '{close[0]}'?" if close else "."))
+        if kind == "spec":
+            if value is None:
+                continue  # the axis's default
+            value = parse_seq_lens(value) if name == "seq_lens" else _shape_axis(value) if name == "shapes" else value
+        given[kind][field_name] = value
+    return tuple(dataclasses.replace(obj, **given[kind]) if given[kind] else obj for kind, obj in objects.items())
 
 
 def _frame(db, study: str, summary):
@@ -349,13 +333,12 @@ def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, s
                  on_progress=on_progress, calib_size=calib_size, progress=progress)
 
 
-def inspect_model(model: str | Path):
-    """Format and inputs of a model (a path or a demo name)."""
-    from wb_core.models import detect_format
-    from wb_core.variants.convert import inspect_inputs
+def inspect_model(model: str | Path, timeout_s: float | None = None) -> ModelDescription:
+    """A model (a path or a demo name) read once: format, fingerprint, inputs, outputs, family and
+    text roles (a `ModelDescription`). `profile` reads the same description and hands it on."""
+    from wb_core.variants.description import describe_model
 
-    path = resolve_model(model)
-    return {"path": str(path), "format": detect_format(path), "inputs": inspect_inputs(path)}
+    return describe_model(resolve_model(model), timeout_s)
 
 
 def hardware_info():
@@ -660,7 +643,7 @@ __all__ = sorted([
     "profile", "pipeline_profile", "train_profile", "find_max_rate", "serve_check", "results_with_notes",
     "inspect_model", "hardware_info", "describe_hardware", "list_backends", "backend_title", "layer_profiling_backends",
     "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
-    "load_results", "load_measurements", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions",
+    "load_results", "load_measurements", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "RunOptions",
     "resolve_model", "default_db", "cache_dir", "check_output_file", "check_output_folder", "write_output_file",
     "parse_seq_lens", "parse_shape_axis", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
     "WorkerError", "check_number", "check_timeout", "printable",

@@ -121,6 +121,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     from wb_core.store import Store, load_results
     from wb_core.sweep.local import run_sweep
     from wb_core.sweep.search import run_search
+    from wb_core.variants.description import describe_model
     from wb_core.variants.planner import PrecisionOptions
 
     t0 = time.monotonic()
@@ -134,6 +135,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
                           f"{cost:.0f} s each here); give at least {cost:.0f} s ({setting('time_budget', 'Time budget')}), "
                           f"e.g. 3m.")
     say = on_progress or (lambda _msg: None)
+    described = describe_model(path)  # read once: every sweep below measures this description
     db = db or default_db()
     study = study or f"{default_study_name(path)}-tune"
     demo = demo_name_of(path)
@@ -144,7 +146,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     has_data = data is not None or text is not None or bool(demo and (demo_dir(demo) / "data.npz").exists())
     hw = hardware.detect()
     spec, notes = tuning_space(fmt, hw, has_data, batch_sizes)
-    if text is not None and dynamic_size is None and _dynamic_length(path):
+    if text is not None and dynamic_size is None and _dynamic_length(described):
         dynamic_size = DEFAULT_SEQ_LEN
         notes.append(Sentence(f"Sequence length {DEFAULT_SEQ_LEN} (text is padded or truncated to it): give your "
                               f"workload's length ({setting('seq_lens', 'Sequence length')})."))
@@ -161,7 +163,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     # Preparing the variants (conversion, quantization) comes first: the search stops at its share
     # of the budget, but never before one configuration is measured.
     stop = Deadline(time.monotonic() + budget * SEARCH_SHARE, lambda: bool(points))
-    summary = run_search(path, spec, db, study, search="smart", budget=n_search, settings=settings, inputs=inputs,
+    summary = run_search(described, spec, db, study, search="smart", budget=n_search, settings=settings, inputs=inputs,
                          precision=prec, cancel=stop, progress=progress,
                          on_point=lambda _p: points.append(time.monotonic()))
     notes += [n for n in summary.notes if n not in notes]
@@ -187,7 +189,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     runtime = ir_backend()
     hints = [RunConfig(runtime, batch_size=b, **get(runtime).variant_default, seq_len=n or None)
              for b, n in sorted({(c.batch_size, c.seq_len or 0) for c in top})]
-    run_sweep(path, SweepSpec(), db, study, settings=settings, inputs=inputs, precision=prec, configs=hints,
+    run_sweep(described, SweepSpec(), db, study, settings=settings, inputs=inputs, precision=prec, configs=hints,
               progress=progress)
     ok = load_results(db, study).query("status == 'ok'")
     leaders = _leaders(ok, 2)
@@ -200,7 +202,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         extra = max(1, int(rounds_time / per_round) - 2)
         say(f"Measuring the {len(leaders)} leader(s) and the THROUGHPUT hint in rounds until they separate or "
             f"fall within +-3% (at most {2 + extra} more rounds).")
-        s2 = run_sweep(path, SweepSpec(repeats=3), db, study, settings=settings, inputs=inputs, precision=prec,
+        s2 = run_sweep(described, SweepSpec(repeats=3), db, study, settings=settings, inputs=inputs, precision=prec,
                        configs=configs, ci_target=0.03, max_rounds=max(1, extra),
                        cancel=Deadline(time.monotonic() + rounds_time), progress=progress)
         notes += [n for n in s2.notes if n not in notes]
@@ -238,13 +240,10 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
                       budget_s=budget, notes=notes)
 
 
-def _dynamic_length(path) -> bool:
+def _dynamic_length(description) -> bool:
     """The model's token-ids input has a dynamic sequence dimension."""
-    from wb_core.text import input_role
-    from wb_core.variants.convert import inspect_inputs
-
-    return any(input_role(s.name) == "ids" and len(s.shape) == 2 and (s.shape[1] is None or s.shape[1] < 1)
-               for s in inspect_inputs(path))
+    return any(description.text_roles.get(s.name) == "ids" and len(s.shape) == 2 and
+               (s.shape[1] is None or s.shape[1] < 1) for s in description.inputs)
 
 
 class Deadline:

@@ -39,13 +39,21 @@ def demo_model(name: str = typer.Argument(..., help="lenet-digits, mobilenet-v2 
 
 @app.command()
 def inspect(model: str = typer.Argument(..., help="Model path or demo name.")):
-    """Show a model's format and inputs."""
+    """Show a model's format, inputs, outputs and family."""
     from wb_core.api import inspect_model
 
     info = inspect_model(model)
-    typer.echo(f"{info['path']} ({info['format']})")
-    for spec in info["inputs"]:
+    typer.echo(f"{info.path} ({info.format})")
+    for spec in info.inputs:
         typer.echo(f"  {spec.describe()}")
+    if info.outputs:
+        typer.echo(f"  outputs: {', '.join(info.outputs)}")
+    if info.family:
+        typer.echo(f"  family: {info.family} ({info.family_reason})")
+    if info.quantized:
+        typer.echo(f"  weights quantized already: {info.quantized}")
+    if info.is_text:
+        typer.echo(f"  text inputs: {', '.join(f'{n} ({r})' for n, r in info.text_roles.items())}")
 
 
 def with_axis_options(command):
@@ -152,6 +160,7 @@ def profile(
     from wb_core.api import (
         InputOptions,
         MeasureSettings,
+        RunOptions,
         SweepSpec,
         check_max_rounds,
         check_timeout,
@@ -200,10 +209,10 @@ def profile(
         _fail("The smart search runs on this machine; leave out --cluster, or search with a grid.")
     prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,
                                       output, data_input, accuracy_guard, int8_recipe, fallback_budget)
-    summary = run_profile(path, spec=spec, db=db, study=study, settings=settings, inputs=inputs, progress=not quiet,
-                          return_frame=False, precision_options=prec, search=search, p99_ms=p99_ms, budget=budget,
-                          cluster=cluster, hosts=hosts, ship_model=ship_model, timeout_s=timeout,
-                          remeasure_busy=remeasure_busy, ci_target=ci_target, max_rounds=max_rounds)
+    run = RunOptions(search=search, p99_ms=p99_ms, budget=budget, cluster=cluster, hosts=hosts, ship_model=ship_model,
+                     timeout_s=timeout, remeasure_busy=remeasure_busy, ci_target=ci_target, max_rounds=max_rounds)
+    summary = run_profile(path, spec, settings=settings, inputs=inputs, precision_options=prec, run=run, db=db,
+                          study=study, progress=not quiet, return_frame=False)
     if not quiet:
         _print_table(*results_with_notes(study, db))
     report_summary(summary)

@@ -22,6 +22,7 @@ a coordinator that was killed leaves leases that its restart takes over (see Sto
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import math
 import queue
@@ -35,6 +36,7 @@ from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import WorkbenchError
 from wb_core.fleet.hosts import Host, by_type
 from wb_core.sweep.context import SweepContext, SweepSummary
+from wb_core.variants.description import ModelDescription
 
 # A group whose host dies this many times is not tried again (it may be what kills them).
 MAX_ATTEMPTS = 3
@@ -69,7 +71,7 @@ class _Plan:
     pending: dict[tuple[str, str], RunConfig] = field(default_factory=dict)  # (type, cfg.key) -> cfg
 
 
-def run_fleet_sweep(executor, model: str | Path, spec: SweepSpec, db: str | Path, study: str,
+def run_fleet_sweep(executor, model: str | Path | ModelDescription, spec: SweepSpec, db: str | Path, study: str,
                     settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
                     on_point: Callable[[dict], None] | None = None, progress: bool = False,
                     cancel: threading.Event | None = None, memory_limit_mb: int | None = None,
@@ -81,7 +83,10 @@ def run_fleet_sweep(executor, model: str | Path, spec: SweepSpec, db: str | Path
     coordinator; the hosts load them from the same (shared or shipped) paths.
     """
     configs = list(configs) if configs is not None else spec.expand()
-    ctx = SweepContext(Path(model).resolve(), db, study, configs, settings=settings, inputs=inputs,
+    # The hosts load the model by its path: an absolute one.
+    model = (dataclasses.replace(model, path=model.path.resolve()) if isinstance(model, ModelDescription)
+             else Path(model).resolve())
+    ctx = SweepContext(model, db, study, configs, settings=settings, inputs=inputs,
                        precision=precision, on_point=on_point, progress=progress, cancel=cancel,
                        memory_limit_mb=memory_limit_mb, timeout_s=timeout_s)
     hosts = executor.hosts()

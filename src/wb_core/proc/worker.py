@@ -188,40 +188,8 @@ def task_max_rate(task: dict) -> None:
     emit({"type": "max_rate", "closed_loop_rate": capacity, "best": best, "p99_target_ms": p99_target})
 
 
-def task_inspect(task: dict) -> None:
-    from wb_core.backends.registry import reader
-    from wb_core.models import ov_inputs, read_ov_model
-
-    fmt = task["format"]
-    read = reader(fmt)  # a backend's own reader (a SavedModel's signature); the others go through OpenVINO
-    if read is not None:
-        specs = read(task["path"])
-    elif fmt == "keras":
-        model = _load_keras(task["path"])
-        from wb_core.models import InputSpec
-
-        specs = [InputSpec(name=t.name, shape=tuple(-1 if d is None else int(d) for d in t.shape),
-                           dtype=str(t.dtype).replace("<dtype: '", "").replace("'>", ""))
-                 for t in model.inputs]
-    else:
-        from wb_core.models import check_onnx_opsets, check_ov_model, embedding_rows, ov_outputs, quantized_weights
-
-        if fmt == "onnx":
-            check_onnx_opsets(task["path"])
-        model = read_ov_model(task["path"])
-        check_ov_model(model, task["path"])
-        specs = ov_inputs(model)
-        if not specs:
-            from wb_core.errors import ModelError
-
-            raise ModelError(f"Model '{task['path']}' has no inputs; the workbench measures models that take input.")
-        emit({"type": "result", "inputs": [s.to_dict() for s in specs], "outputs": ov_outputs(model),
-              "embedding_rows": embedding_rows(model), "quantized": quantized_weights(model)})
-        return
-    emit({"type": "result", "inputs": [s.to_dict() for s in specs]})
-
-
-def _load_keras(path: str):
+def load_keras_model(path: str):
+    """A Keras file, loaded without its compile state and refusing pickled Python code."""
     import keras
 
     from wb_core.errors import ModelError
@@ -243,13 +211,13 @@ def task_convert(task: dict) -> None:
 
     fmt, path, out = task["format"], task["path"], task["out"]
     if task.get("target") == "savedmodel":
-        model = _load_keras(path)
+        model = load_keras_model(path)
         model.export(out, verbose=False)
         emit({"type": "result", "path": out})
         return
     try:
         if fmt == "keras":
-            src = _load_keras(path)
+            src = load_keras_model(path)
         else:
             src = path
         model = ov.convert_model(src)
@@ -302,7 +270,7 @@ def task_selftest(task: dict) -> None:
     emit({"type": "result", "ok": True})
 
 
-TASKS = {"measure": task_measure, "instance": task_instance, "max_rate": task_max_rate, "inspect": task_inspect,
+TASKS = {"measure": task_measure, "instance": task_instance, "max_rate": task_max_rate,
          "convert": task_convert, "layers": task_layers, "selftest": task_selftest}
 
 

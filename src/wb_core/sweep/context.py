@@ -29,7 +29,7 @@ from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
 from wb_core.models import detect_format, fingerprint, resolve_int_ranges
 from wb_core.stats import summarize
 from wb_core.store import Store
-from wb_core.variants.convert import inspect_details, inspect_inputs
+from wb_core.variants.description import ModelDescription, describe_model
 from wb_core.variants.planner import PrecisionOptions, VariantPlanner
 
 # Seconds without a message before a worker is declared hung, on top of the measuring time.
@@ -195,8 +195,10 @@ class SweepContext:
     Preflight (format, fingerprint, inputs, shapes for every batch size, the variant planner and
     its data check) runs in the constructor, before anything is written: a model that cannot be
     read or data that cannot feed it stop the study with nothing stored. `open()` then creates or
-    checks the study record. `input_specs`: the model's inputs when the caller has read them
-    already (a training study's check of the model does), so no worker is started to read them.
+    checks the study record. `model` is a path, or the `ModelDescription` the caller read already
+    (the API and tune read a model once for everything after); `input_specs`: the model's inputs
+    when the caller has read them its own way (a training study's check of the model does). Either
+    way no worker is started to read the model again.
     `random_inputs=False`: the workers feed data of their own (decoded frames, training data), so
     the checks and notes about the random inputs a sweep draws do not apply.
     """
@@ -208,7 +210,7 @@ class SweepContext:
                  memory_limit_mb: int | None = None, timeout_s: float | None = None,
                  summary: SweepSummary | None = None, repeats: int = 1, remeasure_busy: bool = False,
                  input_specs: list | None = None, random_inputs: bool = True):
-        self.model = Path(model)
+        self.model = model.path if isinstance(model, ModelDescription) else Path(model)
         self.db, self.study = db, study
         self.settings = settings or MeasureSettings()
         self.inputs = inputs or InputOptions()
@@ -232,25 +234,25 @@ class SweepContext:
         self._heartbeat_stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
         configs = list(configs)
-        self.format = detect_format(self.model)
-        self.fingerprint = fingerprint(self.model)
-        self.hardware = hardware.detect()
-        if input_specs is not None:  # read already, by a task that checked the model further
-            self.input_specs = list(input_specs)
-            self.details = {"inputs": [s.to_dict() for s in self.input_specs]}
+        if isinstance(model, ModelDescription):  # read once already, by the API or tune
+            self.description = model
+        elif input_specs is not None:  # read already, by a task that checked the model further
+            self.description = ModelDescription(path=self.model, format=detect_format(self.model),
+                                                fingerprint=fingerprint(self.model), inputs=tuple(input_specs))
         else:
-            self.details = inspect_details(self.model, timeout_s)
-            self.input_specs = inspect_inputs(self.model, timeout_s)
+            self.description = describe_model(self.model, timeout_s)
+        self.format, self.fingerprint = self.description.format, self.description.fingerprint
+        self.input_specs = list(self.description.inputs)
+        self.hardware = hardware.detect()
         if self.inputs.text:
             precision = self._prepare_text(configs, precision)
         if random_inputs:
             self.inputs, input_notes = resolve_int_ranges(self.input_specs, self.inputs,
-                                                          self.details.get("embedding_rows"))
+                                                          self.description.embedding_rows)
             for note in input_notes if not self.inputs.samples else ():  # text fills every input
                 self.note(note)
             check_inputs(self.input_specs, self.inputs, self.settings, configs)
-        self.planner = VariantPlanner(self.model, self.format, self.fingerprint, precision, self.hardware,
-                                      self.input_specs, details=self.details)
+        self.planner = VariantPlanner(self.description, precision, self.hardware)
         self.planner.input_options = self.inputs  # random inputs for the accuracy guard take the sweep's sizes
         self.planner.check_data(configs)  # data that cannot feed the model stops the study here too
 
@@ -282,7 +284,7 @@ class SweepContext:
             raise ConfigError(f"Give the text ({setting('text', 'Text file')}) or the data ({setting('data', 'Data')}), "
                               f"not both: the text is the data.")
         ts = prepare_text(self.inputs.text, self.inputs.tokenizer, self.input_specs, sorted(lengths),
-                          self.details.get("embedding_rows"))
+                          self.description.embedding_rows)
         self.inputs = dataclasses.replace(self.inputs, samples=str(ts.path))
         for n in ts.notes:
             self.note(n)

@@ -23,7 +23,7 @@ from wb_core.sweep.context import SweepContext, SweepSummary, point_timeout
 from wb_core.variants.planner import PrecisionOptions
 
 
-def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
+def run_sweep(model, spec: SweepSpec, db: str | Path, study: str,
               settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
               on_point: Callable[[dict], None] | None = None, progress: bool = False,
               cancel: threading.Event | None = None, memory_limit_mb: int | None = None,
@@ -32,6 +32,8 @@ def run_sweep(model: str | Path, spec: SweepSpec, db: str | Path, study: str,
               remeasure_busy: bool = False, ci_target: float | None = None,
               max_rounds: int = 10) -> SweepSummary:
     """Measure every config of `spec` (or the given `configs`) not yet stored in `study`.
+
+    `model`: a path, or the `ModelDescription` read already (then the model is not read again).
 
     `timeout_s`: seconds a worker may stay silent before it is declared hung and killed
     (default: a load allowance plus twice the measuring time).

@@ -12,7 +12,7 @@ from wb_core.sweep.context import SweepContext, point_timeout
 from wb_core.sweep.local import worker_task
 
 
-def find_max_rate(model: str | Path, config: RunConfig, p99_ms: float, db: str | Path, study: str,
+def find_max_rate(model, config: RunConfig, p99_ms: float, db: str | Path, study: str,
                   settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
                   steps: int = 7, precision=None, on_point: Callable[[dict], None] | None = None,
                   probe_of: str | None = None) -> dict:

@@ -342,7 +342,7 @@ class SearchSummary(SweepSummary):
                        f"p99 {b.p99_ms:.3g} ms).")
 
 
-def run_search(model: str | Path, spec, db: str | Path, study: str, search: str = "smart",
+def run_search(model, spec, db: str | Path, study: str, search: str = "smart",
                p99_ms: float | None = None, budget: int | None = None, objective: str = "throughput",
                threshold: float = DEFAULT_THRESHOLD, settings=None, inputs=None,
                on_point: Callable[[dict], None] | None = None, progress: bool = False, cancel=None,

@@ -189,9 +189,9 @@ def run_training(model: str | Path, spec: TrainSpec, db: str | Path, study: str,
             raise ConfigError(f"Cores {format_cores(c)} are not available to this process.")
     input_shape = None
     if isinstance(data, (str, Path)) and Path(str(data)).is_dir() and not (image and image.size):
-        from wb_core.variants.convert import inspect_inputs
+        from wb_core.variants.description import describe_model
 
-        input_shape = tuple(inspect_inputs(model, timeout_s)[0].shape)  # folder images take the model's size
+        input_shape = tuple(describe_model(model, timeout_s).inputs[0].shape)  # folder images take the model's size
     data_path, data_fp = training_data(data, image, input_shape)
     base = {"model_path": str(model), "data": str(data_path) if data_path else None}
     points = spec.expand()

@@ -239,7 +239,8 @@ class ExportPanel(w.VBox):
             name, data = bundle(self._files, f"{dep.serving_name}-{fmt}.zip")
             return (download_link(name, data, f"Download {name} (without the model files)")
                     + f"<div><i>The model files ({size / 2**20:,.0f} MB) are too large for a browser download: "
-                      "write them to a folder below, or run <code>wb export --bundle</code>.</i></div>")
+                      "give a <b>Folder on the server</b> below, keep <b>Include the model files</b> ticked and press "
+                      "<b>Write files</b>.</i></div>")
         name, data, notes = zip_bundle(dep, fmt, with_models=True)
         link = download_link(name, data, f"Download {name}")
         return link + "".join(f"<div><i>{html.escape(said(n))}</i></div>" for n in notes)

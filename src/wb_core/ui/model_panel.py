@@ -38,9 +38,12 @@ def hardware_html() -> str:
     return table.replace("</table>", f"<tr><td><b>ISA flags</b></td><td>{flags}</td></tr></table>")
 
 
-def inputs_html(info: dict) -> str:
-    rows = [("Path", info["path"]), ("Format", info["format"])]
-    rows += [(f"Input {i + 1}", spec.describe()) for i, spec in enumerate(info["inputs"])]
+def inputs_html(info) -> str:
+    """A model's description (`inspect_model`) as label/value rows."""
+    rows = [("Path", str(info.path)), ("Format", info.format)]
+    rows += [(f"Input {i + 1}", spec.describe()) for i, spec in enumerate(info.inputs)]
+    if info.family:
+        rows.append(("Family", f"{info.family} ({info.family_reason})"))
     return key_values(rows)
 
 
@@ -157,5 +160,5 @@ class ModelPanel(w.VBox):
         info = inspect_model(model)
         self.model_info.value = inputs_html(info)
         self.session.model_label = name
-        self.session.model_path = info["path"]
-        self.messages.show(f"Ready: {name} ({info['format']}). Go to the Sweep tab to profile it.", "ok")
+        self.session.model_path = str(info.path)
+        self.messages.show(f"Ready: {name} ({info.format}). Go to the Sweep tab to profile it.", "ok")

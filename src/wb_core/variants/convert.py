@@ -15,7 +15,7 @@ from pathlib import Path
 
 from wb_core.backends.registry import backend_formats, get, loaders, names
 from wb_core.errors import ModelError
-from wb_core.models import InputSpec, detect_format, fingerprint
+from wb_core.models import detect_format, fingerprint
 from wb_core.paths import cache_dir
 from wb_core.proc.parent import run_task
 
@@ -83,26 +83,3 @@ def variant_path(backend: str, path: str | Path, fmt: str, fp: str) -> Path:
 
 # The files a backend may load (BackendInfo.loads), and how each is made from a model.
 MAKERS = {"openvino-ir": ensure_ir, "savedmodel": ensure_savedmodel}
-
-
-# Inputs read per model content: a search calls the runner many times, and each read costs a child process.
-_INPUTS: dict[tuple[str, str], dict] = {}
-
-
-def inspect_inputs(path: str | Path, timeout_s: float | None = None) -> list[InputSpec]:
-    """The model's inputs (name, shape with -1 for dynamic dims, dtype), read in a child process."""
-    return [InputSpec.from_dict(d) for d in inspect_details(path, timeout_s)["inputs"]]
-
-
-def inspect_details(path: str | Path, timeout_s: float | None = None) -> dict:
-    """What a child process reads from a model: `inputs` (dicts), and for ONNX and IR models also
-    `outputs` (names), `embedding_rows` (integer input -> rows of the table it indexes) and
-    `quantized` ('int8' for a model quantized beforehand)."""
-    path = Path(path)
-    fmt = detect_format(path)
-    key = (str(path.resolve()), fingerprint(path))
-    if key not in _INPUTS:
-        res = run_task({"task": "inspect", "format": fmt, "path": str(path)}, timeout=timeout_s or 600,
-                       what=f"reading the inputs of '{path}'")
-        _INPUTS[key] = {k: res.get(k) for k in ("inputs", "outputs", "embedding_rows", "quantized")}
-    return _INPUTS[key]

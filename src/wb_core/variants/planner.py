@@ -33,6 +33,7 @@ from wb_core.data import Dataset, ImageOptions, check_inputs, check_references, 
 from wb_core.errors import ConfigError, Sentence, WorkbenchError, WorkerError, setting
 from wb_core.paths import cache_dir
 from wb_core.proc.parent import run_task
+from wb_core.variants.description import ModelDescription
 from wb_core.variants.guard import FAILED, Guard
 from wb_core.variants.quantize import DEFAULT_SUBSET, QuantizeSettings, ensure_int8_ir
 from wb_core.variants.recipes import DEFAULT_BUDGET_S, DESCRIPTIONS, RECIPES, order_for
@@ -106,12 +107,11 @@ def _demo_of(model: Path) -> str | None:
 class VariantPlanner:
     """Builds, caches and describes the precision variants of one model during one sweep."""
 
-    def __init__(self, model: Path, fmt: str, fp: str, options: PrecisionOptions | None, hw,
-                 inputs: list | None = None, details: dict | None = None):
-        self.model, self.fmt, self.fp, self.hw = Path(model), fmt, fp, hw
-        self.inputs = inputs  # the model's InputSpecs when the caller has read them already
+    def __init__(self, description: ModelDescription, options: PrecisionOptions | None, hw):
+        self.description = description  # read once in preflight: format, fingerprint, inputs, outputs, ...
+        self.model, self.fmt, self.fp, self.hw = description.path, description.format, description.fingerprint, hw
+        self.inputs = list(description.inputs)
         self.options = options or PrecisionOptions()
-        self.details = details or {}  # what inspection read: outputs, embedding rows, pre-quantization
         self.notes: list[str] = []
         self._dataset: Dataset | None = None
         self._data_file: tuple[Path, str] | None = None
@@ -156,10 +156,6 @@ class VariantPlanner:
 
     def _input(self):
         """The model's single input (None for multi-input models)."""
-        if self.inputs is None:
-            from wb_core.variants.convert import inspect_inputs
-
-            self.inputs = inspect_inputs(self.model)
         return self.inputs[0] if len(self.inputs) == 1 else None
 
     def check_data(self, configs: list[RunConfig]) -> None:
@@ -169,12 +165,10 @@ class VariantPlanner:
             return  # a demo's own data fits its model
         if self.dataset() is None:
             return
-        if self.inputs is None:
-            self._input()
         check_inputs(self.dataset().x, self.inputs, "data")
         if wants_int8 and not self.prequantized:
             check_inputs(self.dataset().calibration, self.inputs, "calibration data")
-        outputs = self.details.get("outputs")
+        outputs = list(self.description.outputs)
         check_references(self.dataset(), outputs)
         if self.options.output and outputs and self.options.output not in outputs:
             raise ConfigError(f"The model has no output '{self.options.output}' (its outputs: {', '.join(outputs)}).")
@@ -182,7 +176,7 @@ class VariantPlanner:
     @property
     def prequantized(self) -> bool:
         """The model holds INT8 weights already (quantized before it reached the workbench)."""
-        return self.details.get("quantized") == "int8"
+        return self.description.quantized == "int8"
 
     def adapt(self, configs: list[RunConfig]) -> list[RunConfig]:
         """A model quantized beforehand runs as what it is: its fp32 points are int8 points."""

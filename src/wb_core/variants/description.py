@@ -1,0 +1,134 @@
+"""What the workbench knows about a model, read once: `describe_model(path)` -> `ModelDescription`.
+
+Format, content fingerprint, inputs (name, shape, dtype), outputs, the rows of the embedding tables
+its integer inputs index, whether its weights are quantized already, its family (which decides the
+INT8 recipe) and which of its inputs a tokenizer fills. Reading a model costs a child process (a
+broken file can crash the reader, and the readers import heavy runtimes), so the description is
+cached per model content and handed on: the sweep's preflight, the variant planner, tune, the
+training study and `wb inspect` all read the same one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from wb_core.model_inputs import InputSpec
+from wb_core.models import detect_format, fingerprint
+from wb_core.proc.parent import run_task
+
+
+@dataclass(frozen=True)
+class ModelDescription:
+    """One model, as every step after preflight sees it.
+
+    `family` is transformer, cnn or other for the formats OpenVINO reads as they are (IR, ONNX),
+    with `family_reason` saying why; None for TensorFlow formats, whose family is read from the IR
+    when an INT8 variant is built. `text_roles` maps each input a tokenizer fills to its role (ids,
+    attention_mask, type_ids); empty when the model has no token-ids input.
+    """
+
+    path: Path
+    format: str
+    fingerprint: str
+    inputs: tuple[InputSpec, ...]
+    outputs: tuple[str, ...] = ()
+    embedding_rows: dict[str, int] = field(default_factory=dict)
+    quantized: str | None = None
+    family: str | None = None
+    family_reason: str | None = None
+    text_roles: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_text(self) -> bool:
+        """The model takes token ids (a tokenizer can feed it)."""
+        return "ids" in self.text_roles.values()
+
+    def input_names(self) -> list[str]:
+        return [s.name for s in self.inputs]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["path"] = str(self.path)
+        d["inputs"] = [s.to_dict() for s in self.inputs]
+        d["outputs"] = list(self.outputs)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModelDescription:
+        return cls(**{**d, "path": Path(d["path"]), "inputs": tuple(InputSpec.from_dict(s) for s in d["inputs"]),
+                      "outputs": tuple(d.get("outputs") or ())})
+
+
+def text_roles_of(inputs) -> dict[str, str]:
+    """Each input a tokenizer fills, with its role; empty unless one input takes token ids."""
+    from wb_core.text import input_role
+
+    roles = {s.name: role for s in inputs if (role := input_role(s.name))}
+    ids = [s for s in inputs if roles.get(s.name) == "ids" and s.dtype in ("int64", "int32")]
+    return roles if ids else {}
+
+
+# Descriptions per model content: a search calls the runner many times, and each read costs a child process.
+_DESCRIBED: dict[tuple[str, str], ModelDescription] = {}
+
+
+def describe_model(path: str | Path, timeout_s: float | None = None) -> ModelDescription:
+    """Read a model once (in a child process) into its description; cached per path and content."""
+    path = Path(path)
+    fmt = detect_format(path)
+    fp = fingerprint(path)
+    key = (str(path.resolve()), fp)
+    if key not in _DESCRIBED:
+        res = run_task({"task": "wb_core.variants.description:task_describe", "format": fmt, "path": str(path)},
+                       timeout=timeout_s or 600, what=f"reading the inputs of '{path}'")
+        inputs = tuple(InputSpec.from_dict(d) for d in res["inputs"])
+        _DESCRIBED[key] = ModelDescription(
+            path=path, format=fmt, fingerprint=fp, inputs=inputs, outputs=tuple(res.get("outputs") or ()),
+            embedding_rows=dict(res.get("embedding_rows") or {}), quantized=res.get("quantized"),
+            family=res.get("family"), family_reason=res.get("family_reason"), text_roles=text_roles_of(inputs))
+    return _DESCRIBED[key]
+
+
+# ---- in the child process ----
+
+def task_describe(task: dict) -> None:
+    """Read the model: a backend's own reader (a SavedModel's signature), Keras, or OpenVINO (IR, ONNX)."""
+    from wb_core.backends.registry import reader
+    from wb_core.proc.channel import emit
+
+    fmt = task["format"]
+    read = reader(fmt)
+    if read is not None:
+        emit({"type": "result", "inputs": [s.to_dict() for s in read(task["path"])]})
+    elif fmt == "keras":
+        emit({"type": "result", "inputs": [s.to_dict() for s in _keras_inputs(task["path"])]})
+    else:
+        emit({"type": "result", **_openvino_description(fmt, task["path"])})
+
+
+def _keras_inputs(path: str) -> list[InputSpec]:
+    from wb_core.proc.worker import load_keras_model
+
+    model = load_keras_model(path)
+    return [InputSpec(name=t.name, shape=tuple(-1 if d is None else int(d) for d in t.shape),
+                      dtype=str(t.dtype).replace("<dtype: '", "").replace("'>", "")) for t in model.inputs]
+
+
+def _openvino_description(fmt: str, path: str) -> dict:
+    from wb_core.errors import ModelError
+    from wb_core.model_inputs import ov_inputs
+    from wb_core.models import check_onnx_opsets, check_ov_model, embedding_rows, ov_outputs, quantized_weights, read_ov_model
+    from wb_core.variants.family import detect_family
+
+    if fmt == "onnx":
+        check_onnx_opsets(path)
+    model = read_ov_model(path)
+    check_ov_model(model, path)
+    specs = ov_inputs(model)
+    if not specs:
+        raise ModelError(f"Model '{path}' has no inputs; the workbench measures models that take input.")
+    family = detect_family(model)
+    return {"inputs": [s.to_dict() for s in specs], "outputs": ov_outputs(model),
+            "embedding_rows": embedding_rows(model), "quantized": quantized_weights(model),
+            "family": family.name, "family_reason": family.reason}
