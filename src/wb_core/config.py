@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -147,6 +148,9 @@ class InputOptions:
     MAX_DIM = 10**7
 
     def __post_init__(self):
+        for name in ("text", "tokenizer", "samples"):  # a Path is kept as its text: the options are stored as JSON
+            if isinstance(getattr(self, name), os.PathLike):
+                object.__setattr__(self, name, os.fspath(getattr(self, name)))  # frozen
         if (self.text is None) != (self.tokenizer is None):
             raise ConfigError(f"Text and a tokenizer go together: give both the text ({setting('text', 'Text file')}) "
                               f"and its tokenizer.json ({setting('tokenizer', 'Tokenizer')}).")
