@@ -184,5 +184,5 @@ def test_the_dashboard_words_a_setting_error_with_its_label():
         InputOptions(dynamic_size=0)
     area.error(caught.value)
     shown = html.unescape(area.text.value)
-    assert "The size for dynamic dimensions (Sequence length) must be" in shown and "--" not in shown
+    assert "The size for dynamic dimensions (Sequence lengths) must be" in shown and "--" not in shown
     assert "(--dynamic-size) must be" in caught.value.worded(setting_flag, prefix=True)

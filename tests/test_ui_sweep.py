@@ -430,3 +430,30 @@ def test_a_backend_setting_without_a_control_of_its_own_gets_one_from_the_axes_t
     # A study `wb profile` made with a backend's own setting reopens with it in its box.
     assert settings_from_spec({"sweep": {"execution_modes": [None, "parallel"]}})["axes"] == {
         "execution_modes": "auto,parallel"}
+
+
+def test_each_sweep_control_carries_the_label_errors_and_notes_use(tmp_path):
+    """A message about a setting names it as the dashboard labels it (the axes table's label): the box
+    the user sees must carry that very label, whether the box is hand-placed or generated."""
+    from wb_core.api import setting_label
+
+    _, panel = _panel(tmp_path)
+    shown = {"backends": panel.backends.children[0].value, "precisions": panel.precisions.children[0].value,
+             "batch_sizes": panel.batch.description, "seq_lens": panel.seq_lens.description,
+             "threads": panel.threads.description, "cores": panel.cores.description,
+             "streams": panel.streams.description, "hints": panel.hints.description,
+             "cpu_pinning": panel.pinning.description, "inter_op_threads": panel.inter_op.description,
+             "onednn": panel.onednn.description, "instances": panel.scenario.instances.description,
+             "cores_per_instance": panel.scenario.cores_per_instance.description,
+             "concurrency": panel.scenario.concurrency.description, "rates": panel.scenario.rates.description,
+             **{spec: box.description for spec, box in panel.axis_boxes.items()}}
+    expected = {"backends": "Backends", "precisions": "Precisions", "batch_sizes": "Batch sizes",
+                "seq_lens": "Sequence lengths", "threads": "Threads", "cores": "Cores",
+                "streams": "Streams (OpenVINO)", "hints": "Hint (OpenVINO)", "cpu_pinning": "CPU pinning (OpenVINO)",
+                "inter_op_threads": "Inter-op threads (TensorFlow)", "onednn": "oneDNN (TensorFlow)",
+                "instances": "Instances", "cores_per_instance": "Cores per instance",
+                "concurrency": "Requests in flight", "rates": "Arrival rate (req/s)"}
+    for spec, label in expected.items():
+        assert shown[spec] == label, spec
+    for spec, label in shown.items():
+        assert setting_label(spec) == label, f"{spec}: the box says {label!r}, messages say {setting_label(spec)!r}"

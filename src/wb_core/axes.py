@@ -45,10 +45,10 @@ def _shapes(value) -> list:
 # how `expand` nests them; inside a stage, the order here.
 GENERIC: tuple[Axis, ...] = (
     Axis("backend", "backends", one_of("backend", registry.names), "Backends to measure with (comma-separated): "
-         "{backends}.", "Backend", "--backend", default=dataclasses.MISSING, sweep_default=(registry.default_backend(),),
+         "{backends}.", "Backends", "--backend", default=dataclasses.MISSING, sweep_default=(registry.default_backend(),),
          text_default=registry.default_backend(), annotation="str", stage="backend", every_backend=True),
     Axis("precision", "precisions", one_of("precision", PRECISIONS), "fp32, bf16, int8 (int8: OpenVINO INT8 variant "
-         "by NNCF).", "Precision", "--precision", default="fp32", sweep_default=("fp32",), text_default="fp32",
+         "by NNCF).", "Precisions", "--precision", default="fp32", sweep_default=("fp32",), text_default="fp32",
          annotation="str", choices=PRECISIONS, stage="variant", every_backend=True),
     Axis("cores", "cores", _cores, "Pinning: none, all, firstK, or CPU lists like 0, 0-1, 0+2 (values "
          "comma-separated).", "Cores", "--cores", text_default="none", annotation="tuple[int, ...] | None",
@@ -63,19 +63,19 @@ GENERIC: tuple[Axis, ...] = (
     Axis("threads", "threads", whole_numbers("Threads", MAX_THREADS), "Intra-op / inference threads, e.g. 1,2 or "
          "auto.", "Threads", "--threads", ordered=True, becomes="the runtime's intra-op / inference threads"),
     Axis("concurrency", "concurrency", whole_numbers("Concurrency", 4096), "Requests in flight, e.g. 1,4; auto: as "
-         "many as the OpenVINO streams (1 without streams).", "Concurrency", "--concurrency", default=1,
+         "many as the OpenVINO streams (1 without streams).", "Requests in flight", "--concurrency", default=1,
          annotation="int", ordered=True, stage="point", every_backend=True),
-    Axis("rate", "rates", parse_rates, "Poisson arrival rates in requests/s (server scenario).", "Rate", "--rate",
+    Axis("rate", "rates", parse_rates, "Poisson arrival rates in requests/s (server scenario).", "Arrival rate (req/s)", "--rate",
          text_default="none", annotation="float | None", ordered=True, stage="point", every_backend=True,
          canonical=float),
     Axis("seq_len", "seq_lens", whole_numbers("Sequence length", 10**7), "Sequence lengths: sizes of the dynamic "
-         "non-batch dimensions, e.g. 32,128,384 (one sweep axis).", "Sequence length", "--dynamic-size",
+         "non-batch dimensions, e.g. 32,128,384 (one sweep axis).", "Sequence lengths", "--dynamic-size",
          generated_option=False, text_default="", ordered=True, stage="point", every_backend=True, searched=False),
     Axis("shape", "shapes", _shapes, "Input shapes as a sweep axis, each NAME=1x3x224x224 (several inputs joined by "
          "';'), e.g. image=1x3x224x224 and image=1x3x320x320.", "Shape", "--shape", generated_option=False,
          text_default="", annotation="str | None", stage="point", every_backend=True, searched=False),
     Axis("batch_size", "batch_sizes", whole_numbers("Batch size", MAX_BATCH, auto=False), "Batch sizes, e.g. "
-         "1,8,32.", "Batch size", "--batch", default=1, sweep_default=(1,), text_default="1", annotation="int",
+         "1,8,32.", "Batch sizes", "--batch", default=1, sweep_default=(1,), text_default="1", annotation="int",
          ordered=True, stage="point", every_backend=True),
 )
 

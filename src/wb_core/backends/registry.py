@@ -271,7 +271,7 @@ register(BackendInfo(
     axes=(
         Axis("inter_op_threads", "inter_op_threads", whole_numbers("Inter-op threads", MAX_THREADS),
              "Inter-op threads: TensorFlow's, and ONNX Runtime's under parallel execution.",
-             "Inter-op threads", "--inter-op-threads", ordered=True, becomes="TF_NUM_INTEROP_THREADS",
+             "Inter-op threads (TensorFlow)", "--inter-op-threads", ordered=True, becomes="TF_NUM_INTEROP_THREADS",
              env=("TF_NUM_INTEROP_THREADS",)),
         Axis("onednn", "onednn", on_off("oneDNN"), "TensorFlow oneDNN: on, off, auto.", "oneDNN (TensorFlow)",
              "--onednn", annotation="bool | None", choices=("on", "off", "auto"), becomes="TF_ENABLE_ONEDNN_OPTS",

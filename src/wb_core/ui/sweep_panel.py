@@ -194,23 +194,24 @@ class SweepPanel(w.VBox):
 
     def __init__(self, session: DashboardState):
         from wb_core.api import available_cpus, field_help, list_backends, sweep_axes
+        from wb_core.api import setting_label as label  # the axes table's: errors and notes use the same words
 
         self.session = session
         self.messages = MessageArea()
         cpus = available_cpus()
         self.model_line = w.HTML()
         self.study = text("Study name", tooltip="Results are stored under this name; reusing it resumes.")
-        self.backends = choices("Backends", list(list_backends()), list(list_backends())[:1], field_help("backends"))
-        self.precisions = choices("Precisions", ["fp32", "bf16", "int8"], ["fp32"], field_help("precisions"))
-        self.batch = text("Batch sizes", "1,8", field_help("batch_sizes"))
-        self.seq_lens = text("Sequence lengths", "", field_help("seq_lens"), "text models only, e.g. 32,128,384")
-        self.threads = text("Threads", thread_ladder(len(cpus)), field_help("threads"))
-        self.cores = text("Cores", "none", field_help("cores"), f"none, all, first1 … first{len(cpus)}, 0-1")
-        self.streams = text("Streams (OpenVINO)", "auto", field_help("streams"))
-        self.hints = text("Hint (OpenVINO)", "none", field_help("hints"))
-        self.pinning = text("CPU pinning (OV)", "auto", field_help("cpu_pinning"))
-        self.inter_op = text("Inter-op threads (TF)", "auto", field_help("inter_op_threads"))
-        self.onednn = text("oneDNN (TF)", "auto", field_help("onednn"))
+        self.backends = choices(label("backends"), list(list_backends()), list(list_backends())[:1], field_help("backends"))
+        self.precisions = choices(label("precisions"), ["fp32", "bf16", "int8"], ["fp32"], field_help("precisions"))
+        self.batch = text(label("batch_sizes"), "1,8", field_help("batch_sizes"))
+        self.seq_lens = text(label("seq_lens"), "", field_help("seq_lens"), "text models only, e.g. 32,128,384")
+        self.threads = text(label("threads"), thread_ladder(len(cpus)), field_help("threads"))
+        self.cores = text(label("cores"), "none", field_help("cores"), f"none, all, first1 … first{len(cpus)}, 0-1")
+        self.streams = text(label("streams"), "auto", field_help("streams"))
+        self.hints = text(label("hints"), "none", field_help("hints"))
+        self.pinning = text(label("cpu_pinning"), "auto", field_help("cpu_pinning"))
+        self.inter_op = text(label("inter_op_threads"), "auto", field_help("inter_op_threads"))
+        self.onednn = text(label("onednn"), "auto", field_help("onednn"))
         other_axes = [a for a in sweep_axes() if a.name not in OWN_CONTROLS]
         self.axis_boxes = {a.spec: text(a.label, a.text_default, field_help(a.spec)) for a in other_axes}
         self.max_time = number_box("Seconds per point", 2.0)

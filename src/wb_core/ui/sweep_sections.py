@@ -66,10 +66,12 @@ class ScenarioSection(w.VBox):
     """How the model is served while it is measured: instances, requests in flight, arrivals, rounds."""
 
     def __init__(self, field_help):
-        self.instances = text("Instances", "1")
-        self.cores_per_instance = text("Cores per instance", "auto")
-        self.concurrency = text("Requests in flight", "auto")
-        self.rates = text("Arrival rate (req/s)", "none")
+        from wb_core.api import setting_label as label  # the axes table's: errors and notes use the same words
+
+        self.instances = text(label("instances"), "1")
+        self.cores_per_instance = text(label("cores_per_instance"), "auto")
+        self.concurrency = text(label("concurrency"), "auto")
+        self.rates = text(label("rates"), "none")
         self.repeats = number_box("Repeats", 1, integer=True)
         super().__init__([
             section("Serving scenario"),
