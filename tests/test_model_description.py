@@ -120,3 +120,15 @@ def test_run_options_refuse_what_cannot_run_together():
         api.RunOptions(cluster="tcp://h:8786", search="smart")
     with pytest.raises(api.ConfigError):
         api.RunOptions(ci_target=-1)
+
+
+def test_wb_inspect_prints_the_description(lenet_ir):
+    from typer.testing import CliRunner
+
+    from wb_core.cli import app
+
+    res = CliRunner().invoke(app, ["inspect", str(lenet_ir)])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0] == f"Path:        {lenet_ir}" and lines[1] == "Format:      openvino"
+    assert lines[2].startswith("Input 1:     image") and any(line.startswith("Family:      cnn (") for line in lines)

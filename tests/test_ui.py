@@ -104,6 +104,7 @@ def test_model_panel_shows_inline_errors_and_keeps_working(tmp_path, lenet_ir):
     assert "Ready" in panel.messages.text.value
     assert session.model_path == str(lenet_ir)
     assert "image" in panel.model_info.value
+    assert "Family" in panel.model_info.value and "cnn" in panel.model_info.value  # LeNet's convolutions
 
 
 def test_model_panel_reads_in_the_background_with_progress(tmp_path, lenet_ir):

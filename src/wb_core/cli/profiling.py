@@ -42,18 +42,8 @@ def inspect(model: str = typer.Argument(..., help="Model path or demo name.")):
     """Show a model's format, inputs, outputs and family."""
     from wb_core.api import inspect_model
 
-    info = inspect_model(model)
-    typer.echo(f"{info.path} ({info.format})")
-    for spec in info.inputs:
-        typer.echo(f"  {spec.describe()}")
-    if info.outputs:
-        typer.echo(f"  outputs: {', '.join(info.outputs)}")
-    if info.family:
-        typer.echo(f"  family: {info.family} ({info.family_reason})")
-    if info.quantized:
-        typer.echo(f"  weights quantized already: {info.quantized}")
-    if info.is_text:
-        typer.echo(f"  text inputs: {', '.join(f'{n} ({r})' for n, r in info.text_roles.items())}")
+    for label, value in inspect_model(model).facts():
+        typer.echo(f"{label + ':':<12} {value}")
 
 
 def with_axis_options(command):

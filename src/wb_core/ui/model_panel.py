@@ -40,11 +40,7 @@ def hardware_html() -> str:
 
 def inputs_html(info) -> str:
     """A model's description (`inspect_model`) as label/value rows."""
-    rows = [("Path", str(info.path)), ("Format", info.format)]
-    rows += [(f"Input {i + 1}", spec.describe()) for i, spec in enumerate(info.inputs)]
-    if info.family:
-        rows.append(("Family", f"{info.family} ({info.family_reason})"))
-    return key_values(rows)
+    return key_values(info.facts())
 
 
 class ModelPanel(w.VBox):

@@ -47,6 +47,20 @@ class ModelDescription:
     def input_names(self) -> list[str]:
         return [s.name for s in self.inputs]
 
+    def facts(self) -> list[tuple[str, str]]:
+        """(label, value) rows as every face shows the model: `wb inspect`, the dashboard's model panel."""
+        rows = [("Path", str(self.path)), ("Format", self.format)]
+        rows += [(f"Input {i + 1}", s.describe()) for i, s in enumerate(self.inputs)]
+        if self.outputs:
+            rows.append(("Outputs", ", ".join(self.outputs)))
+        if self.family:
+            rows.append(("Family", f"{self.family} ({self.family_reason})"))
+        if self.quantized:
+            rows.append(("Weights quantized already", self.quantized))
+        if self.is_text:
+            rows.append(("Text inputs", ", ".join(f"{n} ({r})" for n, r in self.text_roles.items())))
+        return rows
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["path"] = str(self.path)
