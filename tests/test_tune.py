@@ -41,6 +41,20 @@ def test_cli_tune_refuses_a_tiny_budget_without_a_traceback(lenet_ir, db):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("left,needed,budget,runs", [
+    (132, 135, 180, True),    # 3 s short of a 135 s estimate with 132 s left of 3 minutes: confirm, ending 3 s over
+    (170, 135, 180, True),
+    (162, 180, 180, True),    # 18 s over: the most 10% of the budget allows
+    (161, 180, 180, False),
+    (100, 135, 180, False),   # 35 s short: leave it, and say so
+    (0, 10, 60, False),
+])
+def test_confirmation_may_run_a_tenth_past_the_budget(left, needed, budget, runs):
+    from wb_core.tune import confirm_fits
+
+    assert confirm_fits(left, needed, budget) is runs
+
+
 def test_tune_lenet_within_a_small_budget(lenet_ir, db, fast, tmp_path):
     from wb_core.api import tune
     from wb_core.store import Store

@@ -31,6 +31,7 @@ TF_START_S = 5.0  # a TensorFlow worker's import
 SEARCH_SHARE = 0.35  # of the budget; the confirmation's time is kept back, the leaders get the rest
 DEFAULT_SEQ_LEN = 128  # a text model's length when none is given
 CONFIRM_CONFIGS = 6  # pick, runner-up, three OpenVINO defaults, the pick's variant under the hint
+CONFIRM_OVERRUN = 0.1  # of the budget: how far the confirmation may run past it
 
 
 @dataclasses.dataclass
@@ -74,6 +75,13 @@ def confirm_cost(cost: float, fmt: str, rounds: int = 2) -> float:
     """Seconds a confirmation takes: its configurations in `rounds` rounds (TensorFlow's default too)."""
     tf = fmt in ("savedmodel", "keras")
     return rounds * ((CONFIRM_CONFIGS + tf) * cost + (TF_START_S if tf else 0.0))
+
+
+def confirm_fits(left: float, needed: float, budget: float) -> bool:
+    """Whether the confirmation (about `needed` s) runs with `left` s of the budget left. It may run
+    past the budget by up to CONFIRM_OVERRUN of it: an answer left unconfirmed for want of a few
+    seconds throws away what the search found, and `needed` is an estimate with an error of its own."""
+    return left + CONFIRM_OVERRUN * budget >= needed
 
 
 def _ladder(n: int) -> list[int]:
@@ -219,7 +227,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     # 4. Confirm against the real defaults.
     conf = None
     rounds = max(2, min(5, int(2 * left() / needed)))
-    if left() >= needed:
+    if confirm_fits(left(), needed, budget):
         from wb_core.analysis.confirm import confirm_study
 
         say(f"Confirming against the runtime's defaults in {rounds} interleaved rounds.")
@@ -291,4 +299,6 @@ def _answer(path, final: dict, rec, conf, export_path, elapsed: float, budget: f
         text = joined([text, rec.reason])
     if export_path:
         text = joined([text, f"The deployment settings are in {export_path}."])
-    return joined([text, f"Tuning took {elapsed:.0f} s of the {budget:.0f} s budget."])
+    over = (f" (the confirmation ran {elapsed - budget:.0f} s past it, within the {CONFIRM_OVERRUN:.0%} it may "
+            f"take rather than leave the answer unconfirmed)") if elapsed > budget + 0.5 else ""
+    return joined([text, f"Tuning took {elapsed:.0f} s of the {budget:.0f} s budget{over}."])
