@@ -40,7 +40,6 @@ def test_cli_tune_refuses_a_tiny_budget_without_a_traceback(lenet_ir, db):
     assert not db.exists()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("left,needed,budget,runs", [
     (132, 135, 180, True),    # 3 s short of a 135 s estimate with 132 s left of 3 minutes: confirm, ending 3 s over
     (170, 135, 180, True),
@@ -55,6 +54,7 @@ def test_confirmation_may_run_a_tenth_past_the_budget(left, needed, budget, runs
     assert confirm_fits(left, needed, budget) is runs
 
 
+@pytest.mark.slow
 def test_tune_lenet_within_a_small_budget(lenet_ir, db, fast, tmp_path):
     from wb_core.api import tune
     from wb_core.store import Store
