@@ -40,6 +40,9 @@ def main() -> None:
                 for _, r in load_results(db, study).iterrows():
                     rows.append((r.batch_size, name, r))
             for b, name, r in sorted(rows, key=lambda t: (t[0], t[1])):
+                if r.status != "ok":  # a failed layout is a row that says why, not the end of the table
+                    print(f"{model:<14} {b:>5} {name:<16} {r.status}: {r.error}")
+                    continue
                 print(f"{model:<14} {b:>5} {name:<16} {r.throughput:>10.1f} {r.latency_ms_p50:>8.3f} "
                       f"{r.latency_ms_p99:>8.3f} {r.cpu_util:>5.2f}")
 

@@ -3,7 +3,7 @@
     python benchmarks/run_all.py [--quick] [--only fidelity,noise] [--out BENCHMARKS.md]
 
 Each script runs in its own process with the arguments below (sized so that the whole run fits in
-about 40 minutes on a quiet 2-core machine); `--quick` gives each its smoke-test size instead.
+about 45 minutes on a quiet 2-core machine); `--quick` gives each its smoke-test size instead.
 BENCHMARKS.md holds the machine's description, the command to reproduce, and every table.
 """
 
