@@ -65,6 +65,19 @@ def test_a_worker_is_seen_to_exit_even_when_a_forked_helper_holds_its_channel_an
     assert _gone(helper[0])
 
 
+def test_a_message_larger_than_the_output_cap_arrives_whole():
+    """A multi-instance point carries every latency of its window: hundreds of KiB on one line. The
+    cap on a worker's printed output (a redrawn progress bar) must not cut a message."""
+    n = 200_000  # about 1.3 MB of JSON, twenty times the 64 KiB cap
+    with Supervisor(timeout=60) as sup:
+        worker = sup.start({"task": "selftest", "mode": "big", "n": n})
+        msgs = [m for _, m in sup.events() if m is not None]
+    big = [m for m in msgs if m["type"] == "big"]
+    assert worker.outcome.returncode == 0
+    assert len(big) == 1 and big[0]["values"] == list(range(n))
+    assert [m["type"] for m in msgs] == ["start", "big", "result"]
+
+
 def test_a_crash_reports_the_last_output_line():
     with Supervisor(timeout=60) as sup:
         worker = sup.start({"task": "selftest", "mode": "noise-exit"})

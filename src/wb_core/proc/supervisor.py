@@ -36,7 +36,7 @@ CANCEL_CHECK_S = 0.05  # how soon a cancel request is seen (a threading.Event ca
 REAP_TIMEOUT_S = 30.0  # a worker whose channel has closed exits by then, or is killed
 _ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
 _MAX_LINE = 2000  # a progress bar redrawn with \r is one endless "line"
-_MAX_PENDING = 1 << 16  # bytes of output kept while waiting for the end of a line
+_MAX_PENDING = 1 << 16  # bytes of printed output kept while waiting for the end of a line (never of a message)
 _TAIL_LINES = 40
 
 
@@ -214,7 +214,9 @@ class Worker:
         buf += data
         *lines, rest = bytes(buf).split(b"\n")
         buf.clear()
-        buf += rest[-_MAX_PENDING:]
+        # A message is kept whole however long (a multi-instance point carries every latency); only
+        # the worker's printed output, where a redrawn progress bar never ends its line, is capped.
+        buf += rest if fd == self.channel_fd else rest[-_MAX_PENDING:]
         for line in lines:
             self._take_line(fd, line)
         return True

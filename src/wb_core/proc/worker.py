@@ -261,6 +261,8 @@ def task_selftest(task: dict) -> None:
             time.sleep(3600)
             os._exit(0)
         emit({"type": "forked", "pid": pid})
+    elif mode == "big":  # one message larger than a pipe's buffer and than the output cap
+        emit({"type": "big", "values": list(range(int(task.get("n") or 100_000)))})
     elif mode == "hang":
         time.sleep(3600)
     elif mode == "crash":
