@@ -89,6 +89,13 @@ def test_keywords_land_on_the_object_that_declares_them():
     assert run.search == "smart" and run.budget == 5 and run.searches
 
 
+def test_none_by_name_leaves_the_default():
+    spec, settings, inputs, precision, run = api._profile_request(
+        None, None, None, None, None, {"input_map": None, "timeout_s": None, "seq_lens": None, "max_time": None})
+    assert precision.input_map == {} and run.timeout_s is None and spec.seq_lens == [None]
+    assert settings.max_time_s == api.MeasureSettings().max_time_s
+
+
 def test_a_keyword_replaces_that_axis_of_a_given_spec():
     base = api.SweepSpec(batch_sizes="1,2", threads="1")
     spec, *_ = api._profile_request(base, None, None, None, None, {"threads": "2"})

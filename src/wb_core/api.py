@@ -232,9 +232,9 @@ def _profile_request(spec, settings, inputs, precision, run, shorthand: dict):
             close = difflib.get_close_matches(name, known, n=1)
             raise TypeError(f"profile() got an unexpected keyword argument '{name}'"
                             + (f"; did you mean '{close[0]}'?" if close else "."))
+        if value is None:
+            continue  # None by name is the field's default (as `input_map=None` always was)
         if kind == "spec":
-            if value is None:
-                continue  # the axis's default
             value = parse_seq_lens(value) if name == "seq_lens" else _shape_axis(value) if name == "shapes" else value
         given[kind][field_name] = value
     return tuple(dataclasses.replace(obj, **given[kind]) if given[kind] else obj for kind, obj in objects.items())

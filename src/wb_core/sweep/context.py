@@ -241,8 +241,6 @@ class SweepContext:
                                                 fingerprint=fingerprint(self.model), inputs=tuple(input_specs))
         else:
             self.description = describe_model(self.model, timeout_s)
-        self.format, self.fingerprint = self.description.format, self.description.fingerprint
-        self.input_specs = list(self.description.inputs)
         self.hardware = hardware.detect()
         if self.inputs.text:
             precision = self._prepare_text(configs, precision)
@@ -255,6 +253,19 @@ class SweepContext:
         self.planner = VariantPlanner(self.description, precision, self.hardware)
         self.planner.input_options = self.inputs  # random inputs for the accuracy guard take the sweep's sizes
         self.planner.check_data(configs)  # data that cannot feed the model stops the study here too
+
+    # The model as preflight read it.
+    @property
+    def format(self) -> str:
+        return self.description.format
+
+    @property
+    def fingerprint(self) -> str:
+        return self.description.fingerprint
+
+    @property
+    def input_specs(self) -> list:
+        return list(self.description.inputs)
 
     def _prepare_text(self, configs: list[RunConfig], precision: PrecisionOptions | None) -> PrecisionOptions:
         """Tokenize the text at every sequence length of the sweep: the workers' inputs, and the data

@@ -109,8 +109,7 @@ class VariantPlanner:
 
     def __init__(self, description: ModelDescription, options: PrecisionOptions | None, hw):
         self.description = description  # read once in preflight: format, fingerprint, inputs, outputs, ...
-        self.model, self.fmt, self.fp, self.hw = description.path, description.format, description.fingerprint, hw
-        self.inputs = list(description.inputs)
+        self.hw = hw
         self.options = options or PrecisionOptions()
         self.notes: list[str] = []
         self._dataset: Dataset | None = None
@@ -123,6 +122,23 @@ class VariantPlanner:
         self.attempts: list[dict] = []  # every INT8 recipe tried: recipe, accuracy, drop, passed, seconds
         self._random: Dataset | bool | None = None  # random inputs for the guard; False: none can be drawn
         self._random_path: Path | None = None
+
+    # The model as preflight read it.
+    @property
+    def model(self) -> Path:
+        return self.description.path
+
+    @property
+    def fmt(self) -> str:
+        return self.description.format
+
+    @property
+    def fp(self) -> str:
+        return self.description.fingerprint
+
+    @property
+    def inputs(self) -> list:
+        return list(self.description.inputs)
 
     # ---- data ----
     def dataset(self) -> Dataset | None:
