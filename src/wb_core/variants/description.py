@@ -44,9 +44,6 @@ class ModelDescription:
         """The model takes token ids (a tokenizer can feed it)."""
         return "ids" in self.text_roles.values()
 
-    def input_names(self) -> list[str]:
-        return [s.name for s in self.inputs]
-
     def facts(self) -> list[tuple[str, str]]:
         """(label, value) rows as every face shows the model: `wb inspect`, the dashboard's model panel."""
         rows = [("Path", str(self.path)), ("Format", self.format)]
