@@ -452,6 +452,7 @@ API_TYPES = {
 API_FACE_HELPERS = {
     # checking what a user typed, in one sentence, before anything runs
     "check_number", "check_timeout", "check_ci_target", "check_max_rounds", "check_objective", "check_capacity_inputs",
+    "check_plan_inputs",
     "check_output_file", "check_output_folder", "check_database", "describe_data_source", "describe_text_source",
     "parse_number", "parse_ci_target", "parse_seq_lens", "parse_shape_axis", "parse_formats", "parse_prices",
     "load_spec_file", "field_help", "available_cpus", "oversubscription_warnings",

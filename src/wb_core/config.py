@@ -505,9 +505,11 @@ class SweepSpec:
         n = self.size()
         if n > MAX_POINTS:
             lengths = [f"{len(v)} {k}" for k, v in self.axis_lengths().items() if len(v) > 1]
+            # The smart search climbs over the same grid (it plans every configuration before it picks),
+            # so it is no way around the limit: the only advice that fits every caller is to narrow the axes.
             raise ConfigError(f"The sweep asks for {n:,} configurations ({' x '.join(lengths)}); the limit is "
-                              f"{MAX_POINTS:,}: narrow the axes, or use the smart search ({setting('search', 'How to search')} "
-                              f"smart) with a budget ({setting('budget', 'Budget')}).")
+                              f"{MAX_POINTS:,}, for a grid and for the smart search alike (it searches the same "
+                              f"grid): narrow the axes, e.g. fewer batch sizes or thread counts.")
 
     def axis_lengths(self) -> dict[str, list]:
         return {a.spec: getattr(self, a.spec) for a in axes.all_axes()}

@@ -47,6 +47,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("seq_mix", "--seq-mix", "Sequence-length mix"),
     Option("target_rate", "--target-rate", "Target (requests/s)"),
     Option("max_p99_ms", "--max-p99-ms", "Planned p99 limit (ms)"),
+    Option("p99_ms", "--p99-ms", "p99 target (ms)"),
+    Option("machine_cores", "--machine-cores", "Machine cores"),
+    Option("iterations", "--iterations", "Layer profile iterations"),
     Option("run", "--run", "Run"),
     # where things are
     Option("db", "--db", "Database"),

@@ -301,3 +301,24 @@ def ints_or_auto(values, name, upper) -> list[int | None]:
             out.extend(parse_positive_ints(str(v), name, upper, allow_auto=True))
     return unique_values(out) or [None]
 
+
+
+def parse_hosts(hosts) -> list[str] | None:
+    """The hosts a fleet study is limited to, from `host-a,host-b` or a list; None (not given) is every host.
+
+    A list given but empty (`--hosts ''`, `hosts=[]`) is refused: read as "every host" it would run
+    the study on hosts the user meant to leave out."""
+    if hosts is None:
+        return None
+    if isinstance(hosts, str):
+        names = [h.strip() for h in hosts.split(",")]
+    elif isinstance(hosts, (list, tuple)) and all(isinstance(h, str) for h in hosts):
+        names = [h.strip() for h in hosts]
+    else:
+        raise ConfigError(f"The hosts ({setting('hosts', 'Hosts')}) must be names separated by commas, e.g. "
+                          f"host-a,host-b, or a list of names; got {hosts!r}.")
+    names = [n for n in names if n]
+    if not names:
+        raise ConfigError(f"The host list ({setting('hosts', 'Hosts')}) is empty; name at least one host, e.g. "
+                          f"host-a,host-b, or leave it out to use every host of the cluster.")
+    return list(dict.fromkeys(names))

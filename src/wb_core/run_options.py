@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from wb_core.config import check_ci_target, check_max_rounds, check_timeout
 from wb_core.errors import ConfigError
+from wb_core.parsing import parse_hosts
 
 
 @dataclass
@@ -41,6 +42,7 @@ class RunOptions:
 
     def __post_init__(self):
         check_timeout(self.timeout_s)
+        self.hosts = parse_hosts(self.hosts)
         self.ci_target = check_ci_target(self.ci_target)
         if self.ci_target is not None:
             check_max_rounds(self.max_rounds)

@@ -13,7 +13,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, setting
+
+MAX_ITERATIONS = 100_000  # inferences a layer profile averages over: more says nothing new and takes hours
+
+
+def check_iterations(iterations) -> int:
+    """The inferences a layer profile averages over: a whole number in [1, MAX_ITERATIONS]."""
+    from wb_core.parsing import check_number
+
+    return int(check_number(iterations, setting("iterations", "Iterations for a layer profile"), 1, MAX_ITERATIONS,
+                            integer=True))
+
 
 LAYER_COLUMNS = ("name", "type", "exec_type", "precision", "time_ms", "cpu_time_ms", "share", "status")
 
@@ -84,8 +95,7 @@ def profile_layers(model_path: str | Path, config, inputs: dict | None = None, i
 
     cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
     check_layer_profiling(cfg.backend, key or cfg.key)
-    if not isinstance(iterations, int) or iterations < 1:
-        raise ConfigError(f"Iterations for a layer profile must be at least 1; got {iterations!r}.")
+    iterations = check_iterations(iterations)
     res = run_task({"task": "layers", "model_path": str(model_path), "config": cfg.to_dict(), "inputs": inputs,
                     "iterations": iterations}, timeout=timeout, what="profiling layers")
     df = pd.DataFrame(res["layers"], columns=[c for c in LAYER_COLUMNS if c != "share"])
@@ -109,6 +119,7 @@ def study_layer_profile(db: str | Path, study: str, run_key: str, iterations: in
     from wb_core.store import Store
     from wb_core.variants.convert import ensure_ir
 
+    iterations = check_iterations(iterations)  # before the store is read or anything converted
     with Store(db, readonly=True) as store:
         info = store.get_study(study)
         df = store.to_frame(study)

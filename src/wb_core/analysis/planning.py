@@ -60,9 +60,8 @@ def plan_allocation(df: pd.DataFrame, machine_cores: int | None = None, p99_ms: 
     """Candidate splits of `machine_cores` (default: this machine's) ranked by predicted throughput."""
     from wb_core.hardware import detect
 
+    check_plan_inputs(machine_cores, p99_ms)
     machine_cores = machine_cores or len(detect().available_cpus)
-    if machine_cores < 1:
-        raise ConfigError(f"Machine cores must be at least 1; got {machine_cores}.")
     curve = single_instance_curve(df, p99_ms)
     k_max = int(curve.index.max())
     per_core_at_max = curve.loc[k_max, "throughput"] / k_max
@@ -164,6 +163,19 @@ def same_settings(df: pd.DataFrame, run_key: str) -> pd.DataFrame:
     return df[mask | (df.key == row["key"])]
 
 
+MAX_MACHINE_CORES = 65536  # the most cores a plan splits (every split is weighed, so it must stay countable)
+
+
+def check_plan_inputs(machine_cores=None, p99_ms=None) -> None:
+    """A core allocation's inputs finite and in range: cores [1, MAX_MACHINE_CORES], p99 (0, 1e7] ms or None."""
+    from wb_core.config import check_number
+
+    if machine_cores is not None:
+        check_number(machine_cores, setting("machine_cores", "Machine cores"), 1, MAX_MACHINE_CORES, integer=True)
+    if p99_ms is not None:
+        check_number(p99_ms, setting("p99_ms", "The p99 target (ms)"), 0, 1e7, low_open=True)
+
+
 def check_capacity_inputs(target_rate, p99_ms, headroom, machine_cores=None) -> None:
     """Capacity inputs finite and in range: rate (0, 1e9] req/s, p99 (0, 1e7] ms or None (no limit), headroom [0, 1),
     cores [1, 65536]."""
@@ -174,7 +186,7 @@ def check_capacity_inputs(target_rate, p99_ms, headroom, machine_cores=None) -> 
         check_number(p99_ms, "The p99 target (ms)", 0, 1e7, low_open=True)
     check_number(headroom, "Headroom", 0, 0.99)
     if machine_cores is not None:
-        check_number(machine_cores, "Machine cores", 1, 65536, integer=True)
+        check_number(machine_cores, "Machine cores", 1, MAX_MACHINE_CORES, integer=True)
 
 
 def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroom: float = 0.2,

@@ -20,8 +20,17 @@ def plan(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.O
          verify: bool = typer.Option(False, "--verify", help="Run the top candidate for real where it fits here."),
          as_json: bool = typer.Option(False, "--json")):
     """Best split of the machine's cores into instances x cores per instance."""
-    from wb_core.api import default_db, hardware_info, load_results, plan_allocation, study_info, verify_allocation
+    from wb_core.api import (
+        check_plan_inputs,
+        default_db,
+        hardware_info,
+        load_results,
+        plan_allocation,
+        study_info,
+        verify_allocation,
+    )
 
+    check_plan_inputs(machine_cores, p99_ms)  # before the database is read
     db = db or default_db()
     df = load_results(db, study)
     cands = plan_allocation(df, machine_cores, p99_ms)

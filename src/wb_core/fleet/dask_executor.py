@@ -22,6 +22,60 @@ from wb_core.errors import ConfigError, WorkbenchError, setting
 from wb_core.fleet.hosts import Host
 
 PROBE_TIMEOUT_S = 30.0  # a worker that does not say who it is within this is left out of the study
+HANDSHAKE_TIMEOUT_S = 5.0  # a scheduler sends its handshake at once: silence this long is another server
+MAX_HANDSHAKE_BYTES = 1 << 16  # a scheduler's handshake is a few dozen bytes
+
+
+class NotAScheduler(Exception):
+    """The address answered, but not with a Dask scheduler's handshake (why: in words)."""
+
+
+def check_scheduler(address: str, connect_timeout: float, timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
+    """Connect to `address` (within `connect_timeout` s) and read the handshake a Dask scheduler sends
+    as soon as it accepts a connection, within `timeout` s more; raise NotAScheduler when what answers is something else
+    (an HTTP server, the dashboard), OSError when nothing answers, ValueError for an address that is
+    not HOST:PORT.
+
+    Dask's client writes first and reads the reply as a frame length: an HTTP server's "HTTP/1.0 400"
+    read that way asks for exabytes (a MemoryError) after a long wait. Only TCP addresses are checked
+    here; a TLS one's handshake comes after the TLS layer's, which Dask's client checks itself.
+    """
+    import socket
+    import struct
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    scheme, loc = parse_address(address)
+    if scheme != "tcp":
+        return
+    host, port = parse_host_port(loc)
+    with socket.create_connection((host, port), timeout=connect_timeout) as conn:
+        deadline = time.monotonic() + timeout
+
+        def read(n: int) -> bytes:
+            got = b""
+            while len(got) < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise NotAScheduler(f"it sent {'nothing' if not got else 'too little'} within {timeout:g} s")
+                conn.settimeout(left)
+                try:
+                    chunk = conn.recv(n - len(got))
+                except TimeoutError:
+                    continue
+                if not chunk:
+                    raise NotAScheduler("it closed the connection without a word")
+                got += chunk
+            return got
+
+        (total,) = struct.unpack("Q", read(8))  # Dask's frames: their total length first (native order, as Dask)
+        if not 16 <= total <= MAX_HANDSHAKE_BYTES:
+            raise NotAScheduler("what it sent is not Dask's handshake")
+        body = read(total)
+        # The frames' count and lengths, then the handshake: a msgpack map naming the peer's Python and pickle protocol.
+        (count,) = struct.unpack_from("Q", body)
+        if not 1 <= count <= 64 or b"pickle-protocol" not in body[8 * (count + 1):]:
+            raise NotAScheduler("what it sent is not Dask's handshake")
 
 
 def _probe(dask_worker=None) -> dict:
@@ -70,13 +124,19 @@ class DaskExecutor:
         except ImportError:
             raise WorkbenchError("Running on a cluster needs Dask distributed: "
                                  "pip install 'cpu-inference-workbench[fleet]'.") from None
-        if isinstance(hosts, str):
-            hosts = [h.strip() for h in hosts.split(",") if h.strip()]
+        from wb_core.parsing import parse_hosts
+
+        hosts = parse_hosts(hosts)  # an empty list is refused, not read as every host
         self.address = address
         self.wanted = list(hosts) if hosts else None
         self.ship_model = ship_model
         try:
+            check_scheduler(address, connect_timeout, min(connect_timeout, HANDSHAKE_TIMEOUT_S))
             self.client = Client(address, timeout=connect_timeout, set_as_default=False)
+        except NotAScheduler as why:
+            raise ConfigError(f"The address {address} answers, but not as a Dask scheduler ({why}); give the "
+                              f"scheduler's address ({setting('cluster', 'Cluster')} tcp://HOST:8786, as `dask "
+                              f"scheduler` prints it), not that of its dashboard or another server.") from None
         except (OSError, TimeoutError):
             raise WorkbenchError(f"Cannot reach the Dask scheduler at {address} within {connect_timeout:g} s: start "
                                  f"`dask scheduler` there, or check the address (tcp://HOST:PORT).") from None

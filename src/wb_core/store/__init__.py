@@ -146,6 +146,7 @@ class Store:
         try:
             self._check_ours()  # before anything is written: another application's file stays untouched
             if not readonly:
+                self._check_version()  # a version this one cannot read stops here too, the file unchanged
                 self.db.prepare_writes()
                 self.db.script(SCHEMA)
                 self._add_missing_columns()
@@ -156,6 +157,9 @@ class Store:
         except self.db.errors as e:
             self.db.close()
             raise StoreError(f"Cannot open results database '{self.path}': {e}.") from None
+        except StoreError:
+            self.db.close()
+            raise
 
     def _check_ours(self) -> None:
         """Refuse a database that belongs to another application, without changing it.
@@ -200,13 +204,32 @@ class Store:
                     if col not in self.db.columns("runs"):  # else another process added it first
                         raise
 
+    def _check_version(self) -> None:
+        """Refuse a store whose recorded schema version is not a number, or newer than this workbench knows."""
+        if "meta" not in self.db.tables():
+            return
+        version = self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"Results database '{self.path}' was written by a newer workbench "
+                             f"(schema {version}, this one knows {SCHEMA_VERSION}); upgrade the workbench.")
+
     def schema_version(self) -> int:
         try:
             rows = self.db.execute("SELECT value FROM meta WHERE name = 'schema_version'")
         except self.db.errors:  # an older database opened read-only has no meta table
             rows = []
         if rows:
-            return int(rows[0]["value"])
+            value = rows[0]["value"]
+            try:
+                version = int(str(value).strip())
+            except ValueError:
+                version = None
+            if version is None or version < 1:
+                raise StoreError(f"Results database '{self.path}' holds a schema version of {str(value)[:40]!r} in its "
+                                 f"meta table, which is not a version number (1, 2, 3...); it was left untouched: "
+                                 f"choose another database ({setting('db', 'Database')}), or restore this one from a "
+                                 f"copy.")
+            return version
         return 1 if self.db.execute("SELECT id FROM runs LIMIT 1") else SCHEMA_VERSION
 
     def _migrate(self) -> None:
