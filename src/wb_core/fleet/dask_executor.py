@@ -135,7 +135,7 @@ class DaskExecutor:
             self.client = Client(address, timeout=connect_timeout, set_as_default=False)
         except NotAScheduler as why:
             raise ConfigError(f"The address {address} answers, but not as a Dask scheduler ({why}); give the "
-                              f"scheduler's address ({setting('cluster', 'Cluster')} tcp://HOST:8786, as `dask "
+                              f"scheduler's own address ({setting('cluster', 'Cluster')}: tcp://HOST:8786 as `dask "
                               f"scheduler` prints it), not that of its dashboard or another server.") from None
         except (OSError, TimeoutError):
             raise WorkbenchError(f"Cannot reach the Dask scheduler at {address} within {connect_timeout:g} s: start "
