@@ -172,6 +172,7 @@ def profile(model: str | Path, spec: SweepSpec | None = None, *, settings: Measu
     """
     from wb_core.variants.description import describe_model
 
+    _check_callbacks("profile", on_point=on_point, cancel=cancel)
     spec, settings, inputs, precision, run = _profile_request(spec, settings, inputs, precision_options, run,
                                                               shorthand)
     path = resolve_model(model)
@@ -218,6 +219,7 @@ def _profile_request(spec, settings, inputs, precision, run, shorthand: dict):
     """The five objects `profile` runs on, with every keyword given by name set on the one that declares it."""
     from wb_core.variants.planner import PrecisionOptions
 
+    _check_kinds("profile", spec=spec, settings=settings, inputs=inputs, precision_options=precision, run=run)
     objects = {"spec": spec or SweepSpec(), "settings": settings or MeasureSettings(),
                "inputs": inputs or InputOptions(), "precision": precision or PrecisionOptions(),
                "run": run or RunOptions()}
@@ -239,6 +241,53 @@ def _profile_request(spec, settings, inputs, precision, run, shorthand: dict):
             value = parse_seq_lens(value) if name == "seq_lens" else _shape_axis(value) if name == "shapes" else value
         given[kind][field_name] = value
     return tuple(dataclasses.replace(obj, **given[kind]) if given[kind] else obj for kind, obj in objects.items())
+
+
+def _option_kinds() -> dict[str, type]:
+    """The options object each keyword of the verbs takes."""
+    from wb_core.variants.planner import PrecisionOptions
+
+    return {"spec": SweepSpec, "settings": MeasureSettings, "inputs": InputOptions,
+            "precision_options": PrecisionOptions, "run": RunOptions}
+
+
+def _check_kinds(verb: str, **given) -> None:
+    """Each options object given to `verb` is of the kind its keyword takes (None: the defaults), so
+    that one in the wrong place is one sentence naming where it goes, before any work."""
+    kinds = _option_kinds()
+    for name, value in given.items():
+        kind = kinds[name]
+        if value is None or isinstance(value, kind):
+            continue
+        home = next((k for k, t in kinds.items() if isinstance(value, t)), None)
+        where = "its second argument" if (verb, name) == ("profile", "spec") else name
+        raise ConfigError(f"{verb}() takes {_article(kind.__name__)} {kind.__name__} as {where}, not {_a(value)}"
+                          + (f"; pass it as {home}={type(value).__name__}(...)." if home else "."))
+
+
+def _check_callbacks(verb: str, cancel=None, **callbacks) -> None:
+    """Callbacks given to `verb` can be called, and `cancel` is an event (has is_set()): checked before
+    any work, not when the first point arrives (by then it is stored, and the study stops half-done)."""
+    for name, fn in callbacks.items():
+        if fn is not None and not callable(fn):
+            raise ConfigError(f"{verb}() takes a function as {name} (called with each {_CALLED_WITH.get(name, 'event')}),"
+                              f" not {_a(fn)}.")
+    if cancel is not None and not callable(getattr(cancel, "is_set", None)):
+        raise ConfigError(f"{verb}() takes a threading.Event as cancel (set it to stop the study), not {_a(cancel)}.")
+
+
+_CALLED_WITH = {"on_point": "point as it is stored", "on_progress": "sentence saying what is being done"}
+
+
+def _a(value) -> str:
+    """`a RunOptions`, `an int (42)`: what a wrong value is, for a sentence."""
+    kind = type(value).__name__
+    shown = f" ({value!r})" if isinstance(value, (int, float, str, bool)) and len(repr(value)) <= 40 else ""
+    return f"{_article(kind)} {kind}{shown}"
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 def _frame(db, study: str, summary):
@@ -273,6 +322,8 @@ def find_max_rate(model: str | Path, config, p99_ms: float, *, db: str | Path | 
     """
     from wb_core.sweep.max_rate import find_max_rate as _find
 
+    _check_kinds("find_max_rate", settings=settings, inputs=inputs, precision_options=precision_options)
+    _check_callbacks("find_max_rate", on_point=on_point)
     path = resolve_model(model)
     return _find(path, config, p99_ms, db or default_db(), study or default_study_name(path), settings=settings,
                  inputs=inputs, steps=steps, precision=precision_options, on_point=on_point, probe_of=probe_of)
@@ -309,6 +360,7 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
     """
     from wb_core.analysis.confirm import confirm_study
 
+    _check_kinds("confirm", settings=settings, precision_options=precision_options)
     return confirm_study(study, db or default_db(), rounds=rounds, objective=objective, constraints=constraints,
                          settings=settings, allow_unmeasured_accuracy=allow_unmeasured_accuracy, model=model,
                          progress=progress, precision_options=precision_options, seq_len=seq_len)
@@ -329,6 +381,8 @@ def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, s
     """
     from wb_core.tune import tune as _tune
 
+    _check_kinds("tune", settings=settings)
+    _check_callbacks("tune", on_progress=on_progress)
     return _tune(model, time_budget=time_budget, db=db, study=study, data=data, text=text, tokenizer=tokenizer,
                  dynamic_size=dynamic_size, batch_sizes=batch_sizes, settings=settings, export_dir=export_dir,
                  on_progress=on_progress, calib_size=calib_size, progress=progress)
@@ -469,6 +523,8 @@ def pipeline_profile(model: str | Path, source: str | Path, *, db: str | Path | 
     from wb_core.data import ImageOptions
     from wb_core.pipeline import PipelineSpec, run_pipeline
 
+    _check_kinds("pipeline_profile", inputs=inputs)
+    _check_callbacks("pipeline_profile", on_point=on_point, cancel=cancel)
     path = resolve_model(model)
     spec = PipelineSpec(pre_workers=pre_workers, pre_cores=pre_cores, infer_cores=infer_cores, queue_depth=queue_depth,
                         backends=backends, precisions=precisions, batch_sizes=batch_sizes, threads=threads,
@@ -503,6 +559,7 @@ def train_profile(model: str | Path, *, data=None, db: str | Path | None = None,
     from wb_core.demo_catalog import DEMOS
     from wb_core.training import TrainSpec, run_training
 
+    _check_callbacks("train_profile", on_point=on_point, cancel=cancel)
     # A demo trains from its compiled Keras file (what `profile` runs is its SavedModel).
     path = ensure_demo(model) / "model.keras" if isinstance(model, str) and model in DEMOS and not Path(model).exists() \
         else Path(model)
