@@ -33,6 +33,31 @@ def _writable_folder(folder: Path) -> Path | None:
         return None
 
 
+def _check_name_lengths(p: Path, flag: str) -> None:
+    """Refuse a path with a component longer than its file system allows (NAME_MAX: 255 bytes on Linux),
+    before any work: the write at the end would fail with "File name too long"."""
+    from wb_core.errors import ConfigError
+
+    probe = p
+    while probe != probe.parent:
+        try:
+            if probe.exists():
+                break
+        except OSError:  # a name too long to look up (ENAMETOOLONG) does not exist either
+            pass
+        probe = probe.parent
+    try:
+        limit = int(os.pathconf(probe, "PC_NAME_MAX"))
+    except (OSError, ValueError, TypeError):
+        limit = 255
+    for part in p.parts:
+        size = len(os.fsencode(part))
+        if size > limit:
+            shown = part if len(part) <= 40 else part[:37] + "..."
+            raise ConfigError(f"{flag} has a name of {size} bytes ('{shown}'), longer than the {limit} bytes a file or "
+                              f"folder name may have there; choose a shorter one.")
+
+
 def check_output_file(path: str | Path, flag: str | None = None) -> Path:
     """A file the command will write, checked before any work: not a folder, in a place that can be written.
 
@@ -41,6 +66,7 @@ def check_output_file(path: str | Path, flag: str | None = None) -> Path:
 
     flag = flag or setting("out", "The output file")
     p = Path(path).expanduser()
+    _check_name_lengths(p, flag)
     if p.is_dir():
         raise ConfigError(f"{flag} '{p}' is a folder; give a file name, e.g. {p / 'plots.html'}.")
     if p.exists() and not p.is_file():
@@ -59,6 +85,7 @@ def check_output_folder(path: str | Path, flag: str | None = None) -> Path:
 
     flag = flag or setting("out", "The output folder")
     p = Path(path).expanduser()
+    _check_name_lengths(p, flag)
     if p.exists() and not p.is_dir():
         raise ConfigError(f"{flag} '{p}' is a file; give a folder to write into.")
     if _writable_folder(p) is None:

@@ -95,6 +95,8 @@ def build_report(db: str | Path, study: str, constraints=None, objective: str = 
     except WorkbenchError as e:
         sections.append(f"<h2>Recommendation</h2><p class='warn'>{_e(worded(str(e), df))}</p>{left_out}")
 
+    if layer_profile is not None and (best is None or str(layer_profile.key) != str(best.get("key"))):
+        layer_profile = None  # only the recommended run's own profile belongs beside its recommendation
     figures = list(plots.study_figures(df).values())
     if best is not None:
         figures.append(plots.latency_distribution(best))

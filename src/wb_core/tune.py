@@ -135,6 +135,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     t0 = time.monotonic()
     budget = parse_time(time_budget)
     path = resolve_model(model)
+    export_dir = check_outputs(path, db, study, export_dir)  # before anything runs: the export comes last
     fmt = detect_format(path)
     settings = settings or MeasureSettings()
     cost = round_cost(settings, fmt)
@@ -240,12 +241,35 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     # 5. Export and answer.
     final = conf["recommended"] if conf and conf.get("recommended") is not None else rec.best
     final_study = conf["study"] if conf and conf.get("recommended") is not None else study
-    export_path = _export_yaml(db, final_study, final["key"], export_dir or Path(f"{study}-deploy"))
+    export_path = _export_yaml(db, final_study, final["key"], export_dir)
     answer = _answer(path, final, rec, conf, export_path, time.monotonic() - t0, budget)
     say(answer)
     return TuneResult(study=study, answer=answer, recommended=final, recommendation=rec, confirmation=conf,
                       export_path=str(export_path) if export_path else None, elapsed_s=time.monotonic() - t0,
                       budget_s=budget, notes=notes)
+
+
+def check_outputs(path: Path, db, study: str | None, export_dir) -> Path:
+    """Where tune will write, checked before any work: the export folder (the one given, else STUDY-deploy)
+    can be written and its names fit the file system, and the store is a workbench one or can be made.
+    Returns the export folder."""
+    from wb_core.demo_catalog import default_study_name
+    from wb_core.paths import check_output_file, check_output_folder, default_db
+    from wb_core.store import Store
+    from wb_core.store.sql import is_url
+
+    target = db or default_db()
+    if not is_url(target):
+        if Path(target).is_file() and Path(target).stat().st_size > 0:
+            with Store(target, readonly=True):  # another application's file is refused, and left untouched
+                pass
+        else:
+            check_output_file(target, setting("db", "The results database"))
+    if export_dir is not None:
+        return check_output_folder(export_dir)
+    name = study or f"{default_study_name(path)}-tune"
+    return check_output_folder(Path(f"{name}-deploy"), f"The export folder named after the study "
+                                                        f"({setting('study', 'Study name')})")
 
 
 def _dynamic_length(description) -> bool:

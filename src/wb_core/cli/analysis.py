@@ -102,21 +102,31 @@ def plot(study: str = typer.Option(..., "--study"), out: Path = typer.Option(Pat
 
 
 def _recommended_layers(db, study, constraints, objective):
-    from wb_core.api import layer_profile, layer_profiling_backends, load_results, successful
+    """The per-layer profile of the run the report recommends, or None (said on stderr) when there is
+    no such run, or it ran on a backend without per-layer profiles: never another run's."""
+    from wb_core.api import (
+        NoRunMeetsConstraints,
+        backend_title,
+        layer_profile,
+        layer_profiling_backends,
+        results,
+        study_info,
+    )
     from wb_core.api import recommend as _recommend
 
-    df = load_results(db, study)
-    ov = successful(df)
-    ov = ov[ov["backend"].isin(layer_profiling_backends())]
-    if ov.empty:
-        typer.echo(f"No successful {' or '.join(layer_profiling_backends())} run, so the report has no per-layer "
-                   "profile.", err=True)
-        return None
+    info = study_info(study, db)
     try:
-        key = _recommend(ov, constraints, objective).key
-    except Exception:
-        key = ov.sort_values("throughput", ascending=False)["key"].iloc[0]
-    return layer_profile(study, key, db)
+        rec = _recommend(results(study, db, efficiency=True), constraints, objective, hardware=info.get("hardware"))
+    except NoRunMeetsConstraints:
+        typer.echo("No run meets the limits, so the report recommends none and has no per-layer profile.", err=True)
+        return None
+    backend = rec.best.get("backend")
+    if backend not in layer_profiling_backends():
+        typer.echo(f"The recommended run ({rec.key}) ran on {backend_title(backend)}, which gives no per-layer "
+                   f"counters ({', '.join(map(backend_title, layer_profiling_backends()))} do), so the report has no "
+                   f"per-layer profile.", err=True)
+        return None
+    return layer_profile(study, rec.key, db)
 
 
 @app.command()

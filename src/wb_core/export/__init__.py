@@ -22,12 +22,16 @@ def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path, bun
     what each format's result then holds is listed in its `files` (text) and `model_files`.
     """
     from wb_core.export.bundle import write_model_files
+    from wb_core.paths import check_output_file, check_output_folder
 
     names = parse_formats(",".join(formats) if isinstance(formats, (list, tuple)) else formats)
-    out = Path(out)
+    out = check_output_folder(out)
+    rendered = {name: EXPORTERS[name].render(dep) for name in names}
+    for name, res in rendered.items():  # every file checked before the first is written: none half-done
+        for rel in res.files:
+            check_output_file((out if len(names) == 1 else out / name) / rel, "The export file")
     results = {}
-    for name in names:
-        res = EXPORTERS[name].render(dep)
+    for name, res in rendered.items():
         base = out if len(names) == 1 else out / name
         for rel, text in res.files.items():
             path = base / rel

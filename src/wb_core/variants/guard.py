@@ -62,11 +62,13 @@ class Guard:
             return DEFAULT_LIMITS.get(_base(metric))
         return float(self.limit)
 
-    def check_metric(self, metric: str) -> None:
-        """A number too large for a bounded metric would guard nothing: refuse it before any work."""
+    def check_metric(self, metric: str, picked: str = "") -> None:
+        """A number too large for a bounded metric would guard nothing: refuse it before any work, whether
+        the metric was named or picked (`picked`: why it was, in words)."""
         if isinstance(self.limit, float) and _base(metric) in BOUNDED and self.limit >= 1:
             raise ConfigError(f"An accuracy guard of {self.limit:g} lets any {_base(metric)} pass ({_base(metric)} "
-                              f"drops are at most 1): give a limit below 1, such as 0.01.")
+                              f"drops are at most 1{'; ' + picked if picked else ''}): give a limit below 1, such "
+                              f"as 0.01.")
 
     def judge(self, metric: str, precision: str, reference: float, value: float, drop: float) -> dict:
         """The guard's columns for one variant: status and a sentence in words."""

@@ -176,6 +176,7 @@ class VariantPlanner:
 
     def check_data(self, configs: list[RunConfig]) -> None:
         """Fail early, with the expected input named, when the data cannot feed the model."""
+        self.check_guard()
         wants_int8 = any(c.precision == "int8" for c in configs)
         if not configs or (self.options.data is None and not wants_int8):
             return  # a demo's own data fits its model
@@ -188,6 +189,22 @@ class VariantPlanner:
         check_references(self.dataset(), outputs)
         if self.options.output and outputs and self.options.output not in outputs:
             raise ConfigError(f"The model has no output '{self.options.output}' (its outputs: {', '.join(outputs)}).")
+
+    def check_guard(self) -> None:
+        """A guard limit that the metric `auto` picks cannot use (1 or more for cosine or top-1) is refused
+        before any work, as it is for a metric named: without labels (or without data) the metric is
+        cosine to the FP32 or reference outputs, with class labels top-1."""
+        metric = self.options.metric
+        if not isinstance(self.options.guard.limit, float) or not isinstance(metric, str) or metric.lower() != "auto":
+            return  # off, per metric, or a metric named (checked when the options were made)
+        ds = self.dataset()
+        if ds is not None and ds.has_labels:
+            picked = resolve_metric(metric, ds.y)
+            why = f"{picked.name} is the metric auto picks for the class labels of the data"
+        else:
+            picked = reference_targets(metric, np.zeros((1, 1), np.float32))[0]
+            why = f"{picked.name} is the metric auto picks when the data has no labels"
+        self.options.guard.check_metric(picked.name, why)
 
     @property
     def prequantized(self) -> bool:
