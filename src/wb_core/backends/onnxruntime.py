@@ -4,7 +4,11 @@ session really holds."""
 
 from __future__ import annotations
 
+import collections
+import re
+import tempfile
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,6 +34,37 @@ ONNX_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor
                "tensor(uint64)": "uint64"}
 
 
+# What the heavy math of a node runs in, by its operator in the session's optimized graph: ONNX Runtime
+# fuses a QDQ model's DequantizeLinear -> MatMul -> QuantizeLinear into QLinearMatMul (and the like)
+# when graph optimisation allows it; otherwise the same model runs its MatMul in f32 between Q/DQ pairs.
+INT8_OPS = frozenset({"QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "QGemm", "MatMulIntegerToFloat",
+                      "DynamicQuantizeMatMul", "QAttention", "DynamicQuantizeLSTM", "QLinearConvTranspose"})
+FLOAT_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "FusedConv", "FusedMatMul", "FusedGemm",
+                       "NhwcFusedConv", "Attention", "MultiHeadAttention", "LSTM", "GRU", "RNN", "Einsum"})
+# Operators that mark a model as quantized: only then is the optimized graph written out and read.
+QUANTIZED_OPS = INT8_OPS | {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
+
+
+def executed_precision(op_types) -> tuple[str, dict]:
+    """The precision most compute nodes of a graph run in ("i8" or "f32"), and the count per precision."""
+    counts = collections.Counter("i8" if op in INT8_OPS else "f32" for op in op_types
+                                 if op in INT8_OPS or op in FLOAT_OPS)
+    if not counts:
+        return "f32", {}
+    return counts.most_common(1)[0][0], dict(counts)
+
+
+def _op_types(path) -> list[str]:
+    """The operators of an ONNX file's main graph (the weights in external files are not read)."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # ONNX Runtime read it; a reader that cannot only leaves the precision unread
+        return []
+    return [n.op_type for n in model.graph.node]
+
+
 def session_options(cfg: RunConfig) -> ort.SessionOptions:
     """SessionOptions for a run config; a setting left at None keeps ONNX Runtime's own default."""
     opts = ort.SessionOptions()
@@ -44,6 +79,28 @@ def session_options(cfg: RunConfig) -> ort.SessionOptions:
     return opts
 
 
+# ONNX Runtime's messages open with its status code and name C++ source lines and signatures, which
+# mean nothing to the person whose model it is: "[ONNXRuntimeError] : 1 : FAIL : ... model.cc:256 f(...) why".
+_STATUS = re.compile(r"\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*")
+_SOURCE = re.compile(r"[\w./-]*\.(?:cc|cpp|h):\d+\s+(?:[\w:~]+\([^()]*\)\s*)?")
+
+
+def load_error(model_path, e: BaseException) -> ModelError:
+    """ONNX Runtime's refusal to load a model, as one sentence that names it and says why."""
+    text = _SOURCE.sub(" ", _STATUS.sub("", str(e)))
+    reason = " ".join((first_line(text, 400) if text.strip() else type(e).__name__).split())
+    return ModelError(f"ONNX Runtime cannot load the model '{model_path}': {reason.rstrip('.')}.")
+
+
+def check_loads(model_path: str) -> None:
+    """Open the model as a session will (the CPU provider, default options); a ModelError naming ONNX
+    Runtime when it cannot."""
+    try:
+        ort.InferenceSession(str(model_path), providers=[PROVIDER])
+    except Exception as e:
+        raise load_error(model_path, e) from None
+
+
 def _spec(arg) -> InputSpec:
     shape = tuple(d if isinstance(d, int) and d > 0 else -1 for d in (arg.shape or [])) or (-1,)
     return InputSpec(name=arg.name, shape=shape, dtype=ONNX_DTYPES.get(arg.type, arg.type))
@@ -56,13 +113,22 @@ def _word(table: dict, value) -> str:
 class OnnxRuntimeSession:
     def __init__(self, model_path: str, cfg: RunConfig):
         self.cfg = cfg
-        t0 = time.perf_counter()
-        try:
-            self.session = ort.InferenceSession(str(model_path), sess_options=session_options(cfg),
-                                                providers=[PROVIDER])
-        except Exception as e:
-            raise ModelError(f"ONNX Runtime cannot load '{model_path}': {first_line(e)}") from None
-        self.load_ms = (time.perf_counter() - t0) * 1e3
+        opts = session_options(cfg)
+        # A quantized model's precision is read from the graph the session runs: it writes its optimized
+        # graph out once, at load (a float model runs in f32, and is not written out).
+        quantized = bool(QUANTIZED_OPS.intersection(_op_types(model_path)))
+        with tempfile.TemporaryDirectory(prefix="wb-ort-") as tmp:
+            optimized = Path(tmp) / "optimized.onnx"
+            if quantized:
+                opts.optimized_model_filepath = str(optimized)
+                opts.log_severity_level = 3  # not the warning that an optimized graph holds CPU-specific nodes
+            t0 = time.perf_counter()
+            try:
+                self.session = ort.InferenceSession(str(model_path), sess_options=opts, providers=[PROVIDER])
+            except Exception as e:
+                raise load_error(model_path, e) from None
+            self.load_ms = (time.perf_counter() - t0) * 1e3
+            self.precision, self.precision_counts = executed_precision(_op_types(optimized) if quantized else ())
         self.inputs = [_spec(a) for a in self.session.get_inputs()]
         self.outputs = [o.name for o in self.session.get_outputs()]
 
@@ -91,7 +157,8 @@ class OnnxRuntimeSession:
         # Read back from the session itself: what it really runs with, not what was asked.
         opts = self.session.get_session_options()
         return {
-            "executed_precision": "f32",
+            "executed_precision": self.precision,
+            "precision_counts": self.precision_counts,
             "ort_version": ort.__version__,
             "ort_providers": ",".join(self.session.get_providers()),
             "ort_intra_op_threads": int(opts.intra_op_num_threads),

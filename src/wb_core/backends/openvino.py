@@ -52,6 +52,14 @@ def executed_precision(compiled) -> tuple[str, dict]:
     return counts.most_common(1)[0][0], dict(counts)
 
 
+def check_loads(model_path: str) -> None:
+    """Read the model as a session will; a ModelError naming OpenVINO when it cannot."""
+    try:
+        ov.Core().read_model(str(model_path))
+    except Exception as e:
+        raise ov_read_error(model_path, e) from None
+
+
 class OpenVINOSession:
     def __init__(self, model_path: str, cfg: RunConfig):
         self.cfg = cfg

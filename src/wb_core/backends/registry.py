@@ -79,6 +79,10 @@ class BackendInfo:
     # Its own sweep settings (streams, a hint, an execution mode...): each becomes a SweepSpec and a
     # RunConfig field, a CLI option, a dashboard control and a schema entry (wb_core.axes).
     axes: tuple[Axis, ...] = ()
+    # Model format -> "module:function" that opens a model file with this backend's own reader, as its
+    # worker will (it imports the runtime: called in a worker), raising a ModelError that names the
+    # backend. A study checks every backend it asks for this way before anything is stored.
+    load_checks: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         own = tuple(a.name for a in self.axes)
@@ -216,6 +220,11 @@ def named_properties(name: str, run: dict, bool_settings: frozenset[str] = froze
     return out
 
 
+def load_check(name: str, fmt: str) -> str | None:
+    """The "module:function" with which backend `name` checks that it can open a `fmt` model, or None."""
+    return get(name).load_checks.get(fmt)
+
+
 def reader(fmt: str):
     """The function a backend declares to read a `fmt` model file's inputs (in a worker), or None."""
     for info in _REGISTRY.values():
@@ -259,6 +268,8 @@ register(BackendInfo(
               ("OpenVINO THROUGHPUT hint", {"hint": "throughput", "untouched": True})),
     variant_default={"hint": "throughput", "untouched": True},
     layer_profiling=True,
+    # An IR, and the IR converted from a SavedModel or Keras file, are read by OpenVINO when they are made.
+    load_checks={"onnx": "wb_core.backends.openvino:check_loads"},
 ))
 register(BackendInfo(
     name="tensorflow",
@@ -322,4 +333,5 @@ register(BackendInfo(
     bf16_via="ONNX Runtime's CPU execution provider has no BF16 mode; profile bf16 with the OpenVINO backend",
     title="ONNX Runtime",
     defaults=(("ONNX Runtime, default threads", {}),),
+    load_checks={"onnx": "wb_core.backends.onnxruntime:check_loads"},
 ))

@@ -185,6 +185,60 @@ def check_lengths_against_shapes(specs, inputs: InputOptions, configs: list[RunC
                           f"left ({', '.join(s.describe() for s in specs)}); leave {seq} out.")
 
 
+# Backends known to open a model, per (backend, model fingerprint, runtime version): checked once.
+_LOADABLE: set[tuple[str, str, str]] = set()
+
+
+def check_backends_load(description: ModelDescription, backends: Iterable[str], timeout_s: float | None = None) -> None:
+    """Every backend a study asks for can open the model with its own reader (the registry's
+    `load_checks`), checked in one worker before anything is stored; a backend that cannot stops the
+    study with its own sentence, which names it. A success is remembered (in this process and in
+    the cache) per model content and runtime version, so a model is opened this way once."""
+    from wb_core.backends.registry import get, load_check
+    from wb_core.paths import cache_dir
+    from wb_core.proc.parent import run_task
+
+    def version(backend: str) -> str:
+        try:
+            return importlib.metadata.version(get(backend).distributions[0])
+        except (importlib.metadata.PackageNotFoundError, IndexError):
+            return "unknown"
+
+    todo = []
+    for backend in dict.fromkeys(backends):
+        ref = load_check(backend, description.format)
+        if ref is None:
+            continue
+        key = (backend, str(description.fingerprint), version(backend))
+        marker = cache_dir() / "loadable" / "-".join(key)
+        if key in _LOADABLE or marker.exists():
+            _LOADABLE.add(key)
+            continue
+        todo.append((key, marker, ref))
+    if not todo:
+        return
+    run_task({"task": "wb_core.sweep.context:task_check_loads", "path": str(description.path),
+              "checks": [ref for _, _, ref in todo]}, timeout=timeout_s or 600,
+             what=f"opening '{description.path}' with each backend asked for")
+    for key, marker, _ in todo:
+        _LOADABLE.add(key)
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        except OSError:
+            pass  # a cache that cannot be written only costs the check again next time
+
+
+def task_check_loads(task: dict) -> None:
+    """In a worker: open the model with each backend's reader; the first that cannot raises its ModelError."""
+    from wb_core.backends.registry import _load
+    from wb_core.proc.channel import emit
+
+    for ref in task["checks"]:
+        _load(ref)(task["path"])
+    emit({"type": "result"})
+
+
 def point_timeout(settings: MeasureSettings) -> float:
     return LOAD_ALLOWANCE_S + settings.warmup_s + settings.max_time_s * 2
 
@@ -241,6 +295,7 @@ class SweepContext:
                                                 fingerprint=fingerprint(self.model), inputs=tuple(input_specs))
         else:
             self.description = describe_model(self.model, timeout_s)
+        check_backends_load(self.description, [c.backend for c in configs], timeout_s)
         self.hardware = hardware.detect()
         if self.inputs.text:
             precision = self._prepare_text(configs, precision)
