@@ -215,7 +215,7 @@ def _errors(tmp_path) -> dict[str, WorkbenchError]:
         "text": _raises(lambda: InputOptions(text="q.txt")),
         "int_ranges": _raises(lambda: InputOptions(int_ranges={"nosuch": (0, 5)}).check_names([_spec("ids")])),
         "shapes": _raises(lambda: InputOptions(shapes={"nosuch": (1, 2)}).check_names([_spec("ids")])),
-        "search": _raises(lambda: SweepSpec(batch_sizes=list(range(1, 201)), threads=list(range(1, 201))).check_size()),
+        "threads": _raises(lambda: SweepSpec(batch_sizes=list(range(1, 101)), threads=list(range(1, 301))).check_size()),
         "ci": _raises(lambda: parse_ci_target("three")),
         "max_rounds": _raises(lambda: check_max_rounds(0)),
         "timeout_s": _raises(lambda: check_timeout(-1)),
@@ -237,7 +237,7 @@ def _errors(tmp_path) -> dict[str, WorkbenchError]:
 
 CLI_SAYS = {  # the flag words the CLI shows, where the old messages had them
     "text": ["--text", "--tokenizer"], "int_ranges": ["--int-range names input 'nosuch'"],
-    "shapes": ["--shape names input 'nosuch'"], "search": ["--search smart", "--budget"],
+    "shapes": ["--shape names input 'nosuch'"], "threads": ["narrow --threads (300 values) or --batch (100 values)"],
     "ci": ["--ci must be a percentage"], "max_rounds": ["--max-rounds must allow"],
     "timeout_s": ["--timeout (seconds a silent worker is given)"], "out": ["--out '"], "db": ["choose another database (--db)"],
     "serving_name": ["--name my-model"], "target_rate": ["--target-rate needs", "--max-p99-ms"],

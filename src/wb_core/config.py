@@ -506,10 +506,13 @@ class SweepSpec:
         if n > MAX_POINTS:
             lengths = [f"{len(v)} {k}" for k, v in self.axis_lengths().items() if len(v) > 1]
             # The smart search climbs over the same grid (it plans every configuration before it picks),
-            # so it is no way around the limit: the only advice that fits every caller is to narrow the axes.
+            # so it is no way around the limit: the advice that fits every caller is to narrow the longest axes.
+            longest = sorted(((len(getattr(self, a.spec)), a) for a in axes.all_axes()
+                              if len(getattr(self, a.spec)) > 1), key=lambda t: -t[0])[:2]
+            narrow = " or ".join(f"{setting(a.spec, a.label)} ({count} values)" for count, a in longest)
             raise ConfigError(f"The sweep asks for {n:,} configurations ({' x '.join(lengths)}); the limit is "
                               f"{MAX_POINTS:,}, for a grid and for the smart search alike (it searches the same "
-                              f"grid): narrow the axes, e.g. fewer batch sizes or thread counts.")
+                              f"grid): narrow {narrow or 'the axes'}.")
 
     def axis_lengths(self) -> dict[str, list]:
         return {a.spec: getattr(self, a.spec) for a in axes.all_axes()}
