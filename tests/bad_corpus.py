@@ -245,3 +245,38 @@ def training_cases(out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-c", TRAIN_SCRIPT, str(out)], check=True, capture_output=True)
     return out
+
+
+# ---- checks before the work: models a backend asked for cannot open, stores, addresses ----
+
+def matmul_onnx(path: Path, ir_version: int = 8) -> Path:
+    """y = relu(x @ I) on [1, 4] inputs, written with the IR version given (one ONNX Runtime does not
+    know, e.g. 99, is read by OpenVINO but refused by ONNX Runtime)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    w = numpy_helper.from_array(np.eye(4, dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])],
+                              "g", [x], [y], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = ir_version
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, path)
+    return path
+
+
+def store_with_schema_version(src: Path, dest: Path, value: str) -> Path:
+    """A copy of a workbench store whose meta table records `value` as its schema version."""
+    import sqlite3
+
+    with sqlite3.connect(src) as a:  # a consistent copy, WAL included
+        b = sqlite3.connect(dest)
+        a.backup(b)
+        b.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (value,))
+        b.commit()
+        b.execute("PRAGMA journal_mode=DELETE")
+        b.close()
+    return dest

@@ -615,3 +615,175 @@ def test_a_fifo_where_a_file_is_read_is_refused_not_waited_on(lenet_ir, encoder,
     line = one_error_line(r)
     assert f"{needle} '{pipe}' is a FIFO (named pipe)" in line, line
     assert not db.exists()
+
+
+# ---- every check before the work: each refused in one sentence, with nothing stored ----
+
+def _store_bytes(db: Path) -> dict[str, bytes]:
+    """The store's file and its companions (-wal, -shm), byte for byte: nothing may change them."""
+    return {p.name: p.read_bytes() for p in db.parent.iterdir() if p.name.startswith(db.name)}
+
+
+def test_tune_checks_where_it_writes_before_it_measures(lenet_ir, tmp_path):
+    db = tmp_path / "t.db"
+    place = Path("/proc") if os.geteuid() == 0 else tmp_path / "ro"
+    if place != Path("/proc"):
+        place.mkdir()
+        place.chmod(0o500)
+    line = one_error_line(wb_here("tune", lenet_ir, "--time", "30s", "--db", db, "--out", place / "deploy"))
+    assert "--out" in line and "cannot write to" in line, line
+    # A study name longer than a file name may be: its export folder (STUDY-deploy) could never be made.
+    line = one_error_line(wb_here("tune", lenet_ir, "--time", "30s", "--db", db, "--study", "s" * 250))
+    assert "The export folder named after the study (--study) has a name of 257 bytes" in line, line
+    assert "longer than the 255 bytes" in line, line
+    line = one_error_line(wb_here("tune", lenet_ir, "--time", "30s", "--db", place / "t.db"))
+    assert "--db" in line and "cannot write to" in line, line
+    assert not db.exists() and count_runs(db) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["ro"] if place != Path("/proc") else [])
+
+
+def test_export_names_too_long_for_the_file_system_write_nothing(small_store, tmp_path):
+    out = tmp_path / ("d" * 300)
+    line = one_error_line(wb("export", "--study", "s", "--db", small_store, "--best", "--format", "all", "--out", out))
+    assert "--out has a name of 300 bytes" in line and "longer than the 255 bytes" in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("backends,needle", [("onnxruntime", "ONNX Runtime cannot load the model"),
+                                             ("openvino,onnxruntime", "ONNX Runtime cannot load the model")])
+def test_each_backend_asked_for_opens_the_model_before_the_sweep(tmp_path, backends, needle):
+    path = bad_corpus.matmul_onnx(tmp_path / "future_ir.onnx", ir_version=99)
+    db = tmp_path / "r.db"
+    line = one_error_line(wb_here("profile", path, "--backend", backends, "--db", db, *FAST_FLAGS))
+    assert needle in line and "future_ir.onnx" in line and "IR version: 99" in line, line
+    assert "onnxruntime_src" not in line and ".cc:" not in line, line  # its C++ source lines are not the reason
+    assert not db.exists()
+    # OpenVINO, which reads this IR version, measures it when it alone is asked for.
+    r = wb_here("profile", path, "--backend", "openvino", "--db", db, *FAST_FLAGS)
+    assert r.returncode == 0 and count_runs(db) == 1, r.stderr
+
+
+def test_the_python_api_refuses_objects_in_the_wrong_place_before_any_work(lenet_ir, tmp_path):
+    from wb_core import api
+    from wb_core.api import ConfigError, MeasureSettings, RunOptions
+
+    db = tmp_path / "r.db"
+    calls = {
+        "profile() takes a SweepSpec as its second argument, not a RunOptions; pass it as run=RunOptions(...).":
+            lambda: api.profile(lenet_ir, RunOptions(search="smart"), db=db),
+        "profile() takes a MeasureSettings as settings, not a RunOptions; pass it as run=RunOptions(...).":
+            lambda: api.profile(lenet_ir, settings=RunOptions(), db=db),
+        "profile() takes an InputOptions as inputs, not a MeasureSettings; pass it as settings=MeasureSettings(...).":
+            lambda: api.profile(lenet_ir, inputs=MeasureSettings(), db=db),
+        "profile() takes a function as on_point (called with each point as it is stored), not an int (42).":
+            lambda: api.profile(lenet_ir, on_point=42, db=db),
+        "profile() takes a threading.Event as cancel": lambda: api.profile(lenet_ir, cancel="stop", db=db),
+        "tune() takes a function as on_progress": lambda: api.tune(lenet_ir, on_progress="print", db=db),
+        "confirm() takes a MeasureSettings as settings, not a dict": lambda: api.confirm("s", db, settings={}),
+        "find_max_rate() takes a function as on_point": lambda: api.find_max_rate(lenet_ir, None, 5, db=db, on_point=1),
+    }
+    for words, call in calls.items():
+        with pytest.raises(ConfigError) as e:
+            call()
+        assert str(e.value).startswith(words), str(e.value)
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("value", ["three", "", "2.5", "-1"])
+def test_a_store_whose_schema_version_is_not_a_number(small_store, tmp_path, value):
+    db = bad_corpus.store_with_schema_version(small_store, tmp_path / "odd.db", value)
+    before = _store_bytes(db)
+    line = one_error_line(wb("profile", bad_corpus.matmul_onnx(tmp_path / "m.onnx"), "--db", db, *FAST_FLAGS))
+    assert f"holds a schema version of {value!r} in its meta table, which is not a version number" in line, line
+    assert "odd.db" in line and "unexpected" not in line, line
+    assert _store_bytes(db) == before and count_runs(db) == count_runs(small_store)
+
+
+def test_numbers_beyond_what_plan_and_layers_can_use_are_refused_at_once(tmp_path):
+    db = tmp_path / "none.db"
+    for args, needle in (
+            (["plan", "--machine-cores", "1000000000"], "--machine-cores must be a whole number at least 1 and at most "
+                                                        "65536; got 1000000000."),
+            (["plan", "--machine-cores", "0"], "at least 1 and at most 65536; got 0."),
+            (["plan", "--p99-ms", "nan"], "--p99-ms must be a finite number above 0"),
+            (["plan", "--p99-ms", "inf"], "--p99-ms must be a finite number above 0"),
+            (["layers", "--run", "abc", "--iterations", "1000000000"],
+             "--iterations must be a whole number at least 1 and at most 100000; got 1000000000."),
+            (["layers", "--run", "abc", "--iterations", "0"], "--iterations must be a whole number at least 1")):
+        r = subprocess.run([sys.executable, "-m", "wb_core", args[0], "--study", "s", "--db", str(db), *args[1:]],
+                           capture_output=True, text=True, timeout=60)  # never a hang
+        assert needle in one_error_line(r), (args, r.stderr)
+    assert not db.exists()  # refused before the database is read
+
+
+def _guard_model(tmp_path) -> Path:
+    return bad_corpus.matmul_onnx(tmp_path / "m.onnx")
+
+
+@pytest.mark.parametrize("extra,metric", [([], "cosine"), (["--metric", "auto"], "cosine"),
+                                          (["--metric", "cosine"], "cosine")])
+def test_a_guard_the_metric_cannot_use_is_refused_whatever_picked_it(tmp_path, extra, metric):
+    db = tmp_path / "r.db"
+    line = one_error_line(wb_here("profile", _guard_model(tmp_path), "--accuracy-guard", "5", *extra, "--db", db,
+                                  *FAST_FLAGS))
+    assert f"An accuracy guard of 5 lets any {metric} pass" in line and "below 1" in line, line
+    assert not db.exists()
+
+
+def test_a_guard_on_labelled_data_is_checked_against_top1(lenet_ir, lenet_dir, tmp_path):
+    import numpy as np
+
+    with np.load(lenet_dir / "data.npz") as d:
+        x, y = d["x"][:16], d["y"][:16]
+    np.savez(tmp_path / "labelled.npz", x=x, y=y.astype(np.int64))
+    db = tmp_path / "r.db"
+    line = one_error_line(wb_here("profile", lenet_ir, "--data", tmp_path / "labelled.npz", "--accuracy-guard", "1",
+                                  "--db", db, *FAST_FLAGS))
+    assert "An accuracy guard of 1 lets any top1 pass" in line and "class labels" in line, line
+    assert not db.exists()
+
+
+def test_an_empty_host_list_is_refused_not_read_as_every_host(lenet_ir, tmp_path):
+    from wb_core.api import ConfigError, RunOptions
+
+    db = tmp_path / "r.db"
+    for hosts in ("", " , ,"):
+        line = one_error_line(wb_here("profile", lenet_ir, "--cluster", "tcp://127.0.0.1:9", "--hosts", hosts,
+                                      "--db", db, *FAST_FLAGS))
+        assert "The host list (--hosts) is empty" in line, line
+    for hosts in ([], "", ","):
+        with pytest.raises(ConfigError, match=r"^The host list \(Hosts\) is empty; name at least one host"):
+            RunOptions(cluster="tcp://127.0.0.1:9", hosts=hosts)
+    assert RunOptions(cluster="tcp://127.0.0.1:9", hosts=" a, b ,a").hosts == ["a", "b"]
+    assert not db.exists()
+
+
+def test_report_layers_never_profiles_a_run_it_does_not_recommend(small_store, tmp_path):
+    out = tmp_path / "r.html"
+    r = wb("report", "--study", "s", "--db", small_store, "--layers", "--max-p99-ms", "0.000001", "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert "No run meets the limits, so the report recommends none and has no per-layer profile." in r.stderr
+    html = out.read_text()
+    assert "Per-layer profile" not in html and "executed in</th>" not in html
+    # Under limits a run meets, the recommended run's own profile is there.
+    r = wb("report", "--study", "s", "--db", small_store, "--layers", "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert "Per-layer profile" in out.read_text()
+    # A profile of any other run is left out of the report, whoever passes it.
+    from wb_core.api import LayerProfile, build_report, layer_profile
+
+    own = layer_profile("s", json.loads(wb("results", "--study", "s", "--db", small_store, "--format",
+                                           "json").stdout)[0]["key"], small_store, iterations=5)
+    other = LayerProfile(key="0" * 16, label="another run", iterations=5, batch_size=1, layers=own.layers)
+    assert "Per-layer profile" in build_report(small_store, "s", layer_profile=own)
+    assert "Per-layer profile" not in build_report(small_store, "s", layer_profile=other)
+
+
+def test_a_grid_too_large_is_refused_with_advice_that_fits_the_smart_search_too(lenet_ir, tmp_path):
+    many = ",".join(map(str, range(1, 201)))
+    for search in ([], ["--search", "smart", "--budget", "10"]):
+        line = one_error_line(wb_here("profile", lenet_ir, "--threads", many, "--batch", many, *search,
+                                      "--db", tmp_path / "r.db"))
+        assert "asks for 40,000 configurations" in line and "narrow --threads (200 values) or --batch (200" in line, line
+        assert "--search" not in line and "--budget" not in line, line
+    assert not (tmp_path / "r.db").exists()

@@ -110,3 +110,56 @@ def test_a_host_that_does_not_answer_is_left_out_with_a_note(fleet, monkeypatch)
             assert ex.notes[0].endswith("did not answer within 3 s and were left out of this study.")
     finally:
         fleet.signal("older", signal.SIGCONT)
+
+
+@pytest.fixture
+def http_server():
+    """A plain HTTP server on 127.0.0.1: it answers, but speaks HTTP, not Dask's protocol."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"tcp://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_address_that_does_not_speak_the_schedulers_protocol(http_server, lenet_ir, tmp_path, fast):
+    import time
+
+    from wb_core.api import RunOptions, profile
+
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError) as e:
+        DaskExecutor(http_server, connect_timeout=2)
+    msg = str(e.value)
+    assert msg.startswith(f"The address {http_server} answers, but not as a Dask scheduler (it sent nothing within "
+                          f"2 s); give the scheduler's own address") and _one_sentence(msg), msg
+    assert time.monotonic() - t0 < 10  # the handshake's own time limit, not the client's wait and a MemoryError
+    db = tmp_path / "r.db"
+    with pytest.raises(ConfigError, match="answers, but not as a Dask scheduler"):
+        profile(lenet_ir, db=db, study="s", settings=fast, run=RunOptions(cluster=http_server))
+    assert _nothing_stored(db)
+
+
+def test_the_handshake_reads_a_real_scheduler_and_refuses_a_banner(fleet):
+    import socket
+    import threading
+
+    from wb_core.fleet.dask_executor import NotAScheduler, check_scheduler
+
+    check_scheduler(fleet.address, 5, 5)  # a scheduler passes
+    with socket.socket() as banner:  # a server that greets first, as SSH does: not a frame length Dask sends
+        banner.bind(("127.0.0.1", 0))
+        banner.listen()
+
+        def greet():
+            conn, _ = banner.accept()
+            conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+            conn.close()
+
+        threading.Thread(target=greet, daemon=True).start()
+        with pytest.raises(NotAScheduler, match="not Dask's handshake"):
+            check_scheduler(f"tcp://127.0.0.1:{banner.getsockname()[1]}", 5, 5)

@@ -114,3 +114,63 @@ def test_bf16_and_int8_are_skipped_with_where_to_get_them(tiny_onnx, db, fast):
     assert summary.skipped == 2 and summary.ok == 0
     errors = " ".join(load_results(db, "prec").error)
     assert "no BF16 mode" in errors and "through the OpenVINO INT8 variant" in errors
+
+
+@pytest.fixture(scope="module")
+def qdq_onnx(tiny_onnx, tmp_path_factory):
+    """The tiny model quantized to INT8 QDQ (QuantizeLinear/DequantizeLinear pairs around the MatMul) by
+    ONNX Runtime's own quantization tool, calibrated on random inputs."""
+    pytest.importorskip("onnxruntime.quantization")
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    path, _, _ = tiny_onnx
+    rng = np.random.default_rng(2)
+
+    class Samples(CalibrationDataReader):
+        def __init__(self):
+            self.items = iter([{"x": rng.standard_normal((1, 16)).astype(np.float32)} for _ in range(16)])
+
+        def get_next(self):
+            return next(self.items, None)
+
+    out = tmp_path_factory.mktemp("qdq") / "tiny_qdq.onnx"
+    quantize_static(str(path), str(out), Samples(), quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+                    weight_type=QuantType.QInt8)
+    return out
+
+
+def _optimized_ops(path, level: str, tmp_path) -> set[str]:
+    """The operators ONNX Runtime's session runs for `path` at a graph optimisation level, read here from
+    the optimized graph the session itself writes (independently of the workbench)."""
+    import onnx
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = {"basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                                     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[level]
+    opts.optimized_model_filepath = str(tmp_path / f"opt-{level}.onnx")
+    opts.log_severity_level = 3
+    ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    return {n.op_type for n in onnx.load(opts.optimized_model_filepath).graph.node}
+
+
+def test_a_qdq_model_reports_the_precision_its_session_ran(qdq_onnx, tiny_onnx, db, fast, tmp_path):
+    import onnx
+
+    assert {"QuantizeLinear", "DequantizeLinear", "MatMul"} <= {n.op_type for n in onnx.load(str(qdq_onnx)).graph.node}
+    fused, unfused = _optimized_ops(qdq_onnx, "all", tmp_path), _optimized_ops(qdq_onnx, "basic", tmp_path)
+    # What this ONNX Runtime does with the QDQ pairs: fused into integer MatMuls at full optimisation,
+    # left as a float MatMul between Q/DQ at the basic level.
+    expect = {"all": "i8" if {"QLinearMatMul", "MatMulInteger"} & fused and "MatMul" not in fused else "f32",
+              "basic": "i8" if {"QLinearMatMul", "MatMulInteger"} & unfused and "MatMul" not in unfused else "f32"}
+    assert expect == {"all": "i8", "basic": "f32"}, (fused, unfused)
+
+    summary = run_sweep(qdq_onnx, SweepSpec(backends="onnxruntime", graph_optimizations="all,basic"), db, "qdq",
+                        settings=fast)
+    assert summary.ok == 2, summary.errors
+    df = load_results(db, "qdq")
+    stored = dict(zip(df.ort_graph_optimization, df.executed_precision))
+    assert stored == expect
+    # The float model runs in f32 at every level.
+    run_sweep(tiny_onnx[0], SweepSpec(backends="onnxruntime", graph_optimizations="all"), db, "float", settings=fast)
+    assert load_results(db, "float").executed_precision.tolist() == ["f32"]
