@@ -1,6 +1,8 @@
 """Model files: detect the format, fingerprint the content, describe inputs, make input batches.
 
-Formats: TensorFlow SavedModel directory, Keras `.keras` file, ONNX `.onnx`, OpenVINO IR `.xml`+`.bin`.
+Formats: TensorFlow SavedModel directory, Keras `.keras` file, ONNX `.onnx`, OpenVINO IR `.xml`+`.bin`,
+TensorFlow Lite `.tflite` and PaddlePaddle `.pdmodel` (+`.pdiparams`), the last two read by OpenVINO's own
+frontends.
 Inspecting TensorFlow formats needs TensorFlow, which costs seconds and ~800 MB, so the parent
 process asks a child for it (see `wb_core.proc.parent`); ONNX and IR are read with OpenVINO in-process.
 """
@@ -22,7 +24,7 @@ from wb_core.model_inputs import (  # noqa: F401 - first_line and ov_inputs are 
     resolve_shape,
 )
 
-FORMATS = ("savedmodel", "keras", "onnx", "openvino")
+FORMATS = ("savedmodel", "keras", "onnx", "openvino", "tflite", "paddle")
 
 _FLOAT_DTYPES = {"float32", "float16", "float64", "bfloat16"}
 _INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}
@@ -49,6 +51,13 @@ def detect_format(path: str | Path) -> str:
         return "keras"
     if suffix == ".onnx":
         return "onnx"
+    if suffix == ".tflite":
+        return "tflite"
+    if suffix == ".pdmodel":
+        if not p.with_suffix(".pdiparams").is_file():
+            raise ModelError(f"PaddlePaddle model '{p}' has no weights file '{p.with_suffix('.pdiparams').name}' "
+                             f"beside it.")
+        return "paddle"
     if suffix == ".xml":
         if not p.with_suffix(".bin").is_file():
             raise ModelError(f"OpenVINO IR '{p}' has no weights file '{p.with_suffix('.bin').name}' beside it.")
@@ -58,7 +67,8 @@ def detect_format(path: str | Path) -> str:
     if suffix in (".h5", ".hdf5"):
         raise ModelError(f"'{p}' is a legacy HDF5 Keras file; save it as .keras or as a SavedModel first.")
     raise ModelError(
-        f"'{p}' is not a model format the workbench reads; use a SavedModel directory, .keras, .onnx or .xml (OpenVINO IR)."
+        f"'{p}' is not a model format the workbench reads; use a SavedModel directory, .keras, .onnx, .xml "
+        f"(OpenVINO IR), .tflite (TensorFlow Lite) or .pdmodel (PaddlePaddle)."
     )
 
 
@@ -68,8 +78,9 @@ def model_files(path: str | Path) -> list[Path]:
     if p.is_dir():
         return sorted(f for f in p.rglob("*") if f.is_file())
     files = [p]
-    if p.suffix.lower() == ".xml" and p.with_suffix(".bin").exists():
-        files.append(p.with_suffix(".bin"))
+    weights = {".xml": ".bin", ".pdmodel": ".pdiparams"}.get(p.suffix.lower())
+    if weights and p.with_suffix(weights).exists():
+        files.append(p.with_suffix(weights))
     return files
 
 

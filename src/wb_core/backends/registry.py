@@ -227,7 +227,7 @@ def reader(fmt: str):
 register(BackendInfo(
     name="openvino",
     description="OpenVINO: an IR (converted once from any format), threads, streams, hint, pinning, precision",
-    formats=("openvino", "onnx", "savedmodel", "keras"),
+    formats=("openvino", "onnx", "savedmodel", "keras", "tflite", "paddle"),
     session="wb_core.backends.openvino:OpenVINOSession",
     distributions=("openvino",),
     settings=("threads",),
