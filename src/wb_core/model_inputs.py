@@ -66,6 +66,8 @@ def _ov_dtype(t) -> str:
 
 # What OpenVINO's reader says (after its C++ file and line) -> what is wrong, in words.
 _OV_READ_ERRORS = (
+    (r"No conversion rule found for operations?: (?P<ops>[^\n]+)",
+     "it uses operations OpenVINO has no conversion for ({ops})"),
     (r"Incorrect weights in bin file|weights.*(?:out of|exceed)|Empty weights data",
      "its weights file '{bin}' does not match it (cut short, or from another model); copy both files again"),
     (r"Error parsing|pugi|not well.formed|XML",

@@ -99,3 +99,42 @@ class OnnxRuntimeSession:
             "ort_execution_mode": _word(EXECUTION_MODES, opts.execution_mode),
             "ort_graph_optimization": _word(GRAPH_LEVELS, opts.graph_optimization_level),
         }
+
+
+# Operators that only a model quantized beforehand holds (QDQ pairs, integer kernels).
+QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul",
+                 "MatMulInteger", "ConvInteger", "QLinearAdd", "QLinearMul"}
+
+
+def describe_onnx(path: str) -> dict:
+    """An ONNX model's description read by the onnx library (inputs, outputs, prior quantization),
+    checked by opening it in ONNX Runtime: for a model OpenVINO cannot read (an `ai.onnx.ml`
+    operator, an operator its frontend lacks). In a worker: imports onnx and ONNX Runtime."""
+    import onnx
+
+    try:
+        proto = onnx.load(str(path))
+    except Exception as e:
+        raise ModelError(f"The onnx library cannot read '{path}': {first_line(e)}") from None
+    try:  # ONNX Runtime must run it, or no backend can
+        ort.InferenceSession(str(path), providers=[PROVIDER])
+    except Exception as e:
+        raise ModelError(f"ONNX Runtime cannot load '{path}' either: {first_line(e)}") from None
+    graph = proto.graph
+    weights = {t.name for t in graph.initializer}
+
+    def spec(value) -> InputSpec:
+        t = value.type.tensor_type
+        shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in t.shape.dim) \
+            if t.HasField("shape") else (-1,)
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name if t.elem_type else "float32"
+        return InputSpec(name=value.name, shape=shape, dtype=dtype)
+
+    kinds = {n.op_type for n in graph.node}
+    int8_weights = any(t.data_type in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8) and len(t.dims) >= 2
+                       for t in graph.initializer)
+    domains = sorted({n.domain for n in graph.node if n.domain not in ("", "ai.onnx")})
+    return {"inputs": [spec(v).to_dict() for v in graph.input if v.name not in weights],
+            "outputs": [v.name for v in graph.output],
+            "quantized": "int8" if kinds & QUANTIZED_OPS or int8_weights else None,
+            "domains": domains}

@@ -38,6 +38,12 @@ class ModelDescription:
     family: str | None = None
     family_reason: str | None = None
     text_roles: dict[str, str] = field(default_factory=dict)
+    # ---- which runtimes read it ----
+    # The backends that alone run it (empty: every backend whose formats include it), and why: a model
+    # OpenVINO cannot read but ONNX Runtime runs (an `ai.onnx.ml` operator) is described by the onnx
+    # library and runs on ONNX Runtime only.
+    only_backends: tuple[str, ...] = ()
+    only_reason: str | None = None
 
     @property
     def is_text(self) -> bool:
@@ -54,6 +60,8 @@ class ModelDescription:
             rows.append(("Family", f"{self.family} ({self.family_reason})"))
         if self.quantized:
             rows.append(("Weights quantized already", self.quantized))
+        if self.only_backends:
+            rows.append(("Runs on", f"{', '.join(self.only_backends)} only ({self.only_reason})"))
         if self.is_text:
             rows.append(("Text inputs", ", ".join(f"{n} ({r})" for n, r in self.text_roles.items())))
         return rows
@@ -63,12 +71,13 @@ class ModelDescription:
         d["path"] = str(self.path)
         d["inputs"] = [s.to_dict() for s in self.inputs]
         d["outputs"] = list(self.outputs)
+        d["only_backends"] = list(self.only_backends)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelDescription:
         return cls(**{**d, "path": Path(d["path"]), "inputs": tuple(InputSpec.from_dict(s) for s in d["inputs"]),
-                      "outputs": tuple(d.get("outputs") or ())})
+                      "outputs": tuple(d.get("outputs") or ()), "only_backends": tuple(d.get("only_backends") or ())})
 
 
 def text_roles_of(inputs) -> dict[str, str]:
@@ -97,11 +106,32 @@ def describe_model(path: str | Path, timeout_s: float | None = None) -> ModelDes
         _DESCRIBED[key] = ModelDescription(
             path=path, format=fmt, fingerprint=fp, inputs=inputs, outputs=tuple(res.get("outputs") or ()),
             embedding_rows=dict(res.get("embedding_rows") or {}), quantized=res.get("quantized"),
-            family=res.get("family"), family_reason=res.get("family_reason"), text_roles=text_roles_of(inputs))
+            family=res.get("family"), family_reason=res.get("family_reason"), text_roles=text_roles_of(inputs),
+            only_backends=tuple(res.get("only_backends") or ()), only_reason=res.get("only_reason"))
     return _DESCRIBED[key]
 
 
 # ---- in the child process ----
+
+def _sole_description(fmt: str, path: str, refused: Exception) -> dict | None:
+    """A model OpenVINO refuses, described by the first backend that reads it alone; None when none does."""
+    from wb_core.backends.registry import sole_readers, title
+    from wb_core.errors import ModelError
+
+    errors = []
+    for backend, read in sole_readers(fmt):
+        try:
+            res = read(path)
+        except ModelError as e:
+            errors.append(str(e))
+            continue
+        reason = str(refused).rstrip(".")
+        return {**res, "only_backends": [backend],
+                "only_reason": f"{reason}; {title(backend)} runs it as it is"}
+    if errors:
+        raise ModelError(f"{str(refused).rstrip('.')}; {' '.join(errors)}")
+    return None
+
 
 def task_describe(task: dict) -> None:
     """Read the model: a backend's own reader (a SavedModel's signature), Keras, or OpenVINO (IR, ONNX)."""
@@ -134,7 +164,13 @@ def _openvino_description(fmt: str, path: str) -> dict:
 
     if fmt == "onnx":
         check_onnx_opsets(path)
-    model = read_ov_model(path)
+    try:
+        model = read_ov_model(path)
+    except ModelError as refused:
+        alone = _sole_description(fmt, path, refused)
+        if alone is None:
+            raise
+        return alone
     check_ov_model(model, path)
     specs = ov_inputs(model)
     if not specs:

@@ -27,7 +27,7 @@ import numpy as np
 
 from wb_core.accuracy import Metric, reference_targets, resolve_metric
 from wb_core.backends.registry import get as get_backend
-from wb_core.backends.registry import ir_backend
+from wb_core.backends.registry import ir_backend, title
 from wb_core.config import RunConfig
 from wb_core.data import Dataset, ImageOptions, check_inputs, check_references, load_dataset
 from wb_core.errors import ConfigError, Sentence, WorkbenchError, WorkerError, setting
@@ -217,6 +217,9 @@ class VariantPlanner:
 
     def infeasible(self, cfg: RunConfig) -> str | None:
         backend = get_backend(cfg.backend)
+        alone = self._sole_backend_reason(cfg)
+        if alone:
+            return alone
         if cfg.precision == "int8" and (self.prequantized or self._given(cfg.backend, "int8")):
             return None
         if cfg.precision == "int8":
@@ -233,6 +236,22 @@ class VariantPlanner:
             if not probe.get("effective"):
                 return ("bf16 skipped: TensorFlow's oneDNN bfloat16 rewrite changes nothing on this CPU, so the run "
                         "would be FP32")
+        return None
+
+    def _sole_backend_reason(self, cfg: RunConfig) -> str | None:
+        """Why a point cannot run when the model runs on some backends only (one OpenVINO cannot read)."""
+        only = self.description.only_backends
+        if not only:
+            return None
+        others = " or ".join(title(b) for b in only)
+        if cfg.backend not in only:
+            return f"{title(cfg.backend)} skipped: {self.description.only_reason}; profile it with {others}"
+        backend = get_backend(cfg.backend)
+        if cfg.precision == "int8" and backend.int8_via:
+            return (f"int8 skipped: the INT8 variant is an OpenVINO IR made by NNCF, and this model runs on {others} "
+                    f"only ({self.description.only_reason})")
+        if cfg.precision == "bf16" and backend.bf16_via:
+            return f"bf16 skipped: {backend.bf16_via.split(';')[0]}, and this model runs on {others} only"
         return None
 
     def path_for(self, cfg: RunConfig) -> Path:
