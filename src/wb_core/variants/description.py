@@ -44,6 +44,11 @@ class ModelDescription:
     # library and runs on ONNX Runtime only.
     only_backends: tuple[str, ...] = ()
     only_reason: str | None = None
+    # ---- inputs beyond the first axis ----
+    # Why an input's batch is not on axis 0 (its layout says so, or its shape shows it), by input name.
+    batch_axis_reasons: dict[str, str] = field(default_factory=dict)
+    # Inputs without a batch whose value the model names (a sample rate): name -> [value, why].
+    declared_values: dict[str, list] = field(default_factory=dict)
 
     @property
     def is_text(self) -> bool:
@@ -102,13 +107,24 @@ def describe_model(path: str | Path, timeout_s: float | None = None) -> ModelDes
     if key not in _DESCRIBED:
         res = run_task({"task": "wb_core.variants.description:task_describe", "format": fmt, "path": str(path)},
                        timeout=timeout_s or 600, what=f"reading the inputs of '{path}'")
-        inputs = tuple(InputSpec.from_dict(d) for d in res["inputs"])
+        inputs, axis_reasons = _batch_axes_read(tuple(InputSpec.from_dict(d) for d in res["inputs"]))
         _DESCRIBED[key] = ModelDescription(
             path=path, format=fmt, fingerprint=fp, inputs=inputs, outputs=tuple(res.get("outputs") or ()),
             embedding_rows=dict(res.get("embedding_rows") or {}), quantized=res.get("quantized"),
             family=res.get("family"), family_reason=res.get("family_reason"), text_roles=text_roles_of(inputs),
-            only_backends=tuple(res.get("only_backends") or ()), only_reason=res.get("only_reason"))
+            only_backends=tuple(res.get("only_backends") or ()), only_reason=res.get("only_reason"),
+            batch_axis_reasons=axis_reasons, declared_values=dict(res.get("declared_values") or {}))
     return _DESCRIBED[key]
+
+
+def _batch_axes_read(inputs: tuple[InputSpec, ...]) -> tuple[tuple[InputSpec, ...], dict[str, str]]:
+    """The inputs with their batch axes: the model's layout where it names one, else where the shape shows it."""
+    from wb_core.model_inputs import guess_batch_axes, with_batch_axes
+
+    reasons = {s.name: "the model's layout puts the batch (N) there" for s in inputs if s.batch_axis}
+    guessed = guess_batch_axes(list(inputs))
+    reasons.update({name: why for name, (_, why) in guessed.items()})
+    return tuple(with_batch_axes(inputs, {name: axis for name, (axis, _) in guessed.items()})), reasons
 
 
 # ---- in the child process ----
@@ -159,7 +175,15 @@ def _keras_inputs(path: str) -> list[InputSpec]:
 def _openvino_description(fmt: str, path: str) -> dict:
     from wb_core.errors import ModelError
     from wb_core.model_inputs import ov_inputs
-    from wb_core.models import check_onnx_opsets, check_ov_model, embedding_rows, ov_outputs, quantized_weights, read_ov_model
+    from wb_core.models import (
+        check_onnx_opsets,
+        check_ov_model,
+        declared_values,
+        embedding_rows,
+        ov_outputs,
+        quantized_weights,
+        read_ov_model,
+    )
     from wb_core.variants.family import detect_family
 
     if fmt == "onnx":
@@ -178,4 +202,4 @@ def _openvino_description(fmt: str, path: str) -> dict:
     family = detect_family(model)
     return {"inputs": [s.to_dict() for s in specs], "outputs": ov_outputs(model),
             "embedding_rows": embedding_rows(model), "quantized": quantized_weights(model),
-            "family": family.name, "family_reason": family.reason}
+            "family": family.name, "family_reason": family.reason, "declared_values": declared_values(model)}

@@ -29,7 +29,7 @@ from wb_core.accuracy import Metric, reference_targets, resolve_metric
 from wb_core.backends.registry import get as get_backend
 from wb_core.backends.registry import ir_backend, title
 from wb_core.config import RunConfig
-from wb_core.data import Dataset, ImageOptions, check_inputs, check_references, load_dataset
+from wb_core.data import Dataset, ImageOptions, check_inputs, check_references, complete_inputs, load_dataset
 from wb_core.errors import ConfigError, Sentence, WorkbenchError, WorkerError, setting
 from wb_core.paths import cache_dir
 from wb_core.proc.parent import run_task
@@ -140,6 +140,10 @@ class VariantPlanner:
     def inputs(self) -> list:
         return list(self.description.inputs)
 
+    def _batch_axes(self) -> dict[str, int]:
+        """Inputs whose batch is not on axis 0, as the workers that evaluate and quantize need them."""
+        return {s.name: s.batch_axis for s in self.inputs if s.batch_axis}
+
     # ---- data ----
     def dataset(self) -> Dataset | None:
         """The user's data, else the demo's; None when there is neither."""
@@ -153,6 +157,11 @@ class VariantPlanner:
                 self._dataset = load_dataset(source, preprocess=self.options.preprocess, image=self.options.image,
                                              input_shape=self._ov_input_shape() if _is_folder(source) else None)
                 self._dataset = self._dataset.renamed(self.options.input_map)
+                # Inputs the data does not name (a recurrent state, a sample rate, a mask) get their default.
+                self._dataset, notes = complete_inputs(self._dataset, self.inputs, self.description.declared_values,
+                                                       self.input_options)
+                for note in notes:
+                    self._note(note)
         return self._dataset
 
     def _demo_has_data(self) -> bool:
@@ -287,7 +296,8 @@ class VariantPlanner:
         data_path, data_fp = self._data_path()
         metric = self.options.metric
         common = dict(subset_size=self.options.subset_size, output=self.options.output,
-                      metric=metric.name if isinstance(metric, Metric) else str(metric))
+                      metric=metric.name if isinstance(metric, Metric) else str(metric),
+                      batch_axes=tuple(sorted(self._batch_axes().items())))
         basis = self._basis(ir_backend())  # the INT8 variant is an IR, judged where IRs run
         limit = self.options.guard.limit_for(basis["metric"].name) if basis and "metric" in basis else None
         judged = limit is not None
@@ -414,6 +424,11 @@ class VariantPlanner:
             except ConfigError:
                 self._random = False  # no size to draw them at (a dynamic dimension without --dynamic-size)
                 return None
+            # Samples first, as data holds them: an input's batch axis back to the front, one value per
+            # sample for an input without a batch (a sample rate).
+            by_name = {s.name: s for s in self.inputs}
+            batch = {k: np.moveaxis(v, by_name[k].batch_axis, 0) if k in by_name and v.ndim else np.full(64, v)
+                     for k, v in batch.items()}
             x = next(iter(batch.values())) if len(batch) == 1 else batch
             self._random = Dataset(x=x, source="random inputs", meta={"synthetic": True})
         return self._random or None
@@ -531,7 +546,7 @@ class VariantPlanner:
         try:
             res = run_task({"task": "wb_core.variants.tasks:task_evaluate", "backend": backend, "data": str(data_path),
                             "out_dir": str(out_dir),
-                            "output": self.options.output,
+                            "output": self.options.output, "batch_axes": self._batch_axes(),
                             "variants": [{"id": "v", "model_path": str(path), "precision": precision,
                                           "untouched": untouched}]},
                            timeout=1800, what=f"measuring the accuracy of the {backend} {precision} variant")
