@@ -129,3 +129,174 @@ def test_a_model_only_onnxruntime_reads_is_described_and_runs_there_with_openvin
     assert ov.error.str.contains("profile it with ONNX Runtime").all()
     int8 = ort[ort.precision == "int8"]
     assert (int8.status == "skipped").all() and int8.error.str.contains("OpenVINO IR made by NNCF").all()
+
+
+def _vad_graph(state_dims):
+    """output = input @ W + state[0] @ A + state[1] @ B + (sr == 16000), stateN = tanh(state): a
+    voice-activity detector's inputs (audio, a recurrent state with its batch on axis 1, a sample rate)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w, a, b = (rng.standard_normal(s).astype(np.float32) for s in ((16, 4), (8, 4), (8, 4)))
+    nodes = [helper.make_node("MatMul", ["input", "W"], ["xw"]),
+             helper.make_node("Gather", ["state", "i0"], ["s0"], axis=0),
+             helper.make_node("Gather", ["state", "i1"], ["s1"], axis=0),
+             helper.make_node("MatMul", ["s0", "A"], ["sa"]), helper.make_node("MatMul", ["s1", "B"], ["sb"]),
+             helper.make_node("Equal", ["sr", "sr16k"], ["is16k"]),
+             helper.make_node("Cast", ["is16k"], ["bias"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["xw", "sa"], ["t1"]), helper.make_node("Add", ["t1", "sb"], ["t2"]),
+             helper.make_node("Add", ["t2", "bias"], ["output"]), helper.make_node("Tanh", ["state"], ["stateN"])]
+    graph = helper.make_graph(
+        nodes, "vad",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 16]),
+         helper.make_tensor_value_info("state", TensorProto.FLOAT, state_dims),
+         helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 4]),
+         helper.make_tensor_value_info("stateN", TensorProto.FLOAT, state_dims)],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(a, "A"), numpy_helper.from_array(b, "B"),
+         numpy_helper.from_array(np.array(0, np.int64), "i0"), numpy_helper.from_array(np.array(1, np.int64), "i1"),
+         numpy_helper.from_array(np.array(16000, np.int64), "sr16k")])
+    return graph, (w, a, b)
+
+
+@pytest.fixture(scope="module")
+def vad_model(tmp_path_factory):
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper
+
+    graph, weights = _vad_graph([2, "N", 8])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    path = tmp_path_factory.mktemp("vad") / "vad.onnx"
+    onnx.save(model, str(path))
+    return path, weights
+
+
+def test_a_state_input_with_its_batch_on_axis_1_is_profiled_at_batch_1_and_4(vad_model, db, fast):
+    from wb_core.api import inspect_model, profile
+
+    path, _ = vad_model
+    described = inspect_model(path)
+    specs = {s.name: s for s in described.inputs}
+    assert specs["state"].batch_axis == 1 and specs["input"].batch_axis == 0 and specs["sr"].shape == ()
+    assert specs["state"].describe() == "state: 2x?x8 float32 (batch on axis 1)"
+    assert described.declared_values["sr"][0] == 16000
+    summary = profile(path, spec=SweepSpec(backends="openvino,onnxruntime", batch_sizes="1,4"), db=db, study="vad",
+                      settings=fast, return_frame=False)
+    df = _frame(db, "vad")
+    assert (df.status == "ok").all() and len(df) == 4, df.error.tolist()
+    assert sorted(df[df.backend == "openvino"].batch_size.astype(int)) == [1, 4]
+    notes = " ".join(map(str, summary.notes))
+    assert "Input 'state' takes its batch on axis 1" in notes
+    assert "Integer input 'sr' gets 16000" in notes
+
+
+def _frame(db, study):
+    from wb_core.store import load_results
+
+    return load_results(db, study)
+
+
+def test_data_naming_only_the_audio_fills_the_state_with_zeros_and_the_sample_rate_with_its_value(vad_model, db,
+                                                                                                 fast, tmp_path):
+    from wb_core.api import profile
+
+    path, (w, _, _) = vad_model
+    x = np.random.default_rng(2).standard_normal((10, 16)).astype(np.float32)
+    # With the state at zeros and sr = 16000 the model gives x @ W + 1; any other state or rate differs.
+    np.savez(tmp_path / "audio.npz", input=x, **{"ref.output": x @ w + 1.0})
+    summary = profile(path, spec=SweepSpec(backends="openvino,onnxruntime", batch_sizes="1,4"), db=db, study="vad-data",
+                      settings=fast, data=str(tmp_path / "audio.npz"), metric="max_abs", return_frame=False)
+    df = _frame(db, "vad-data")
+    assert (df.status == "ok").all() and len(df) == 4, df.error.tolist()
+    assert (df.accuracy_metric == "max_abs vs reference").all()
+    assert (df.accuracy < 1e-5).all(), df.accuracy.tolist()
+    notes = " ".join(map(str, summary.notes))
+    assert "no array for input 'state'" in notes and "filled with zeros" in notes
+    assert "no array for input 'sr'" in notes and "filled with 16000" in notes
+
+
+def test_a_layout_in_the_ir_or_given_by_the_user_places_the_batch(vad_model, tmp_path, db, fast):
+    import openvino as ov
+
+    from wb_core.api import InputOptions, inspect_model, profile
+
+    path, _ = vad_model
+    model = ov.Core().read_model(str(path))
+    model.input("state").get_node().set_layout(ov.Layout("?N?"))
+    ov.save_model(model, str(tmp_path / "vad.xml"), compress_to_fp16=False)
+    described = inspect_model(tmp_path / "vad.xml")
+    state = next(s for s in described.inputs if s.name == "state")
+    assert state.batch_axis == 1 and "layout" in described.batch_axis_reasons["state"]
+
+    assert InputOptions.parse(batch_axes=["state=CNH"]).batch_axes == {"state": 1}
+    assert InputOptions.parse(batch_axes=["state=1,input=0"]).batch_axes == {"state": 1, "input": 0}
+    # A state whose every dimension is dynamic shows no batch axis: the user's places it.
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper
+
+    graph, (w, a, b) = _vad_graph(["L", "N", "H"])
+    open_path = tmp_path / "open.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(open_path))
+    assert all(s.batch_axis == 0 for s in inspect_model(open_path).inputs)
+    x = np.random.default_rng(3).standard_normal((8, 16)).astype(np.float32)
+    st = np.random.default_rng(4).standard_normal((8, 2, 8)).astype(np.float32)  # one sample: [layers, hidden]
+    expected = x @ w + st[:, 0] @ a + st[:, 1] @ b + 1.0
+    np.savez(tmp_path / "both.npz", input=x, state=st, sr=np.full(8, 16000, np.int64), **{"ref.output": expected})
+    df = profile(open_path, spec=SweepSpec(backends="onnxruntime", batch_sizes="4"), db=db, study="open",
+                 settings=fast, inputs=InputOptions(batch_axes={"state": "CNH"}, shapes={"state": [2, -1, 8]}),
+                 data=str(tmp_path / "both.npz"), metric="max_abs")
+    assert (df.status == "ok").all(), df.error.tolist()
+    assert float(df.accuracy.iloc[0]) < 1e-5
+
+
+@pytest.fixture(scope="module")
+def qdq_model(tmp_path_factory):
+    """y = DQ(Q(x)) @ DQ(Wq): an ONNX model quantized beforehand, QuantizeLinear/DequantizeLinear pairs
+    on its input and INT8 weights."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
+    w_scale = np.float32(np.abs(w).max() / 127)
+    w_q = np.clip(np.round(w / w_scale), -127, 127).astype(np.int8)
+    x_scale = np.float32(0.05)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["Wq", "ws"], ["Wd"]), helper.make_node("MatMul", ["xd", "Wd"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])],
+        [numpy_helper.from_array(np.array(x_scale), "xs"), numpy_helper.from_array(np.array(0, np.int8), "xz"),
+         numpy_helper.from_array(w_q, "Wq"), numpy_helper.from_array(np.array(w_scale), "ws")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    path = tmp_path_factory.mktemp("qdq") / "qdq.onnx"
+    onnx.save(model, str(path))
+    return path, w_q.astype(np.float32) * w_scale, x_scale
+
+
+def test_a_model_quantized_beforehand_is_said_so_and_gets_fp32_rows_from_its_float_graph(qdq_model, db, fast):
+    from wb_core.api import inspect_model, profile
+
+    path, w_float, x_scale = qdq_model
+    described = inspect_model(path)
+    assert described.quantized == "int8"
+    assert ("Weights quantized already", "int8") in described.facts()
+
+    summary = profile(path, spec=SweepSpec(batch_sizes="1,4"), db=db, study="qdq", settings=fast, return_frame=False)
+    df = _frame(db, "qdq")
+    assert (df.status == "ok").all(), df.error.tolist()
+    assert sorted(zip(df.precision, df.batch_size.astype(int))) == [("fp32", 1), ("fp32", 4), ("int8", 1), ("int8", 4)]
+    fp32, int8 = df[df.precision == "fp32"], df[df.precision == "int8"]
+    assert (int8.variant_note == "INT8 model quantized beforehand").all()
+    assert fp32.variant_note.str.contains("float graph of a model quantized beforehand: 1 quantizer").all()
+    assert "holds INT8 weights already" in " ".join(map(str, summary.notes))
+    # The FP32 rows ran the float graph: x @ the dequantized weights, with no rounding of x; the INT8 rows
+    # ran the model as it is, whose input is rounded to steps of its scale.
+    x = np.random.default_rng(5).standard_normal((6, 16)).astype(np.float32)
+    (float_ir,), (as_is,) = set(fp32.variant_path), set(int8.variant_path)
+    assert np.allclose(_ov_outputs(float_ir, x), x @ w_float, rtol=1e-5, atol=1e-5)
+    rounded = np.clip(np.round(x / x_scale), -128, 127) * x_scale
+    assert np.allclose(_ov_outputs(as_is, x), rounded @ w_float, rtol=1e-4, atol=1e-4)
+    assert not np.allclose(_ov_outputs(as_is, x), x @ w_float, rtol=1e-5, atol=1e-5)

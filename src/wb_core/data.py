@@ -658,7 +658,7 @@ def complete_inputs(ds: Dataset, specs: list, declared: dict | None = None, opts
     filled, notes = {}, []
     for s in missing:
         value, why = _default_value(s, declared)
-        filled[s.name] = (_sample_shape(s, opts), value)
+        filled[s.name] = (_sample_shape(s, opts, [_array_for(x, p).shape[1:] for p in present]), value)
         notes.append(f"The data has no array for input '{s.name}' ({s.describe()}): it is filled with {why}, in every "
                      f"sample; give an array named '{s.name}' in the data to feed it yourself.")
 
@@ -701,13 +701,17 @@ def _default_value(spec, declared: dict) -> tuple[float, str]:
     return 0, "zeros (a recurrent state starts at zeros; other inputs take their neutral value)"
 
 
-def _sample_shape(spec, opts) -> tuple[int, ...]:
-    """One sample's shape for an input the data does not hold: its dynamic dimensions from the options."""
+def _sample_shape(spec, opts, given: list) -> tuple[int, ...]:
+    """One sample's shape for an input the data does not hold: its dynamic dimensions from the options,
+    else from a sample of the data's own of as many dimensions (a mask as long as the token ids)."""
     from wb_core.model_inputs import resolve_shape
 
     dims = spec.sample_shape()
     if all(d >= 0 for d in dims):
         return dims
+    like = [g for g in given if len(g) == len(dims) and all(d < 0 or d == e for d, e in zip(dims, g))]
+    if like and (opts is None or opts.dynamic_size is None):
+        return tuple(like[0])
     try:
         if opts is None:
             raise ConfigError("no sizes")

@@ -204,20 +204,37 @@ class VariantPlanner:
         return self.description.quantized == "int8"
 
     def adapt(self, configs: list[RunConfig]) -> list[RunConfig]:
-        """A model quantized beforehand runs as what it is: its fp32 points are int8 points."""
+        """A model quantized beforehand runs as what it is, as int8 points. Where its float graph can be
+        made (the quantizers removed from its IR), its fp32 points run that, beside an int8 twin each,
+        so that INT8 is compared with FP32; elsewhere its fp32 points are int8 points, said why."""
         if not self.prequantized or not any(c.precision == "fp32" for c in configs):
             return configs
         import dataclasses
 
-        note = (f"'{self.model.name}' holds INT8 weights already (quantized beforehand): its runs are listed as "
-                f"precision int8, variant int8-ir.")
-        if note not in self.notes:
-            self.notes.append(note)
         out: dict[str, RunConfig] = {}
         for c in configs:
-            c = dataclasses.replace(c, precision="int8") if c.precision == "fp32" else c
+            if c.precision == "fp32" and self._has_float_graph(c.backend):
+                out.setdefault(c.key, c)
+                twin = dataclasses.replace(c, precision="int8")  # the model as it is
+                out.setdefault(twin.key, twin)
+                self._note(f"'{self.model.name}' holds INT8 weights already (quantized beforehand): its int8 runs "
+                           f"are the model as it is; its fp32 runs are its float graph, the quantizers removed and "
+                           f"the integer weights dequantized (the float weights they came from are not in the file), "
+                           f"so that INT8 can be compared with FP32.")
+                continue
+            if c.precision == "fp32":
+                self._note(f"'{self.model.name}' holds INT8 weights already (quantized beforehand): on "
+                           f"{title(c.backend)} its runs are listed as precision int8, variant int8-ir, and it has no "
+                           f"FP32 runs: {title(c.backend)} runs the file as it is, and the float graph the workbench "
+                           f"makes is an OpenVINO IR.")
+                c = dataclasses.replace(c, precision="int8")
             out.setdefault(c.key, c)
         return list(out.values())
+
+    def _has_float_graph(self, backend: str) -> bool:
+        """The float graph of a model quantized beforehand is an IR with its quantizers removed: the
+        backends that load IRs run it (a model OpenVINO cannot read has none)."""
+        return self.prequantized and get_backend(backend).loads == "openvino-ir" and not self.description.only_backends
 
     # ---- feasibility and files ----
     def _given(self, backend: str, precision: str) -> Path | None:
@@ -279,6 +296,15 @@ class VariantPlanner:
                 info = {"variant": "int8-ir", "variant_note": "INT8 model quantized beforehand"}
             elif precision == "int8":
                 path, info = self._int8()
+            elif self._has_float_graph(backend):
+                from wb_core.variants.convert import ensure_float_ir
+
+                path, removed = ensure_float_ir(self.model, self.fmt, self.fp)
+                info = {"variant": "fp32-ir",
+                        "variant_note": f"the float graph of a model quantized beforehand: {removed} quantizer(s) "
+                                        f"removed, its integer weights dequantized"}
+                if precision == "bf16" and get_backend(backend).bf16_note:
+                    info["variant_note"] += f"; {get_backend(backend).bf16_note}"
             else:
                 from wb_core.variants.convert import variant_path
 
@@ -492,6 +518,9 @@ class VariantPlanner:
     def _accuracy_columns(self, backend: str, precision: str, untouched: bool = False) -> dict:
         if precision == "fp32" and not self._has_real_data():
             return {}  # FP32 against itself on random inputs says nothing
+        if self.prequantized and not self._has_float_graph(backend) and not self._has_real_data():
+            return {"accuracy_note": f"not measured: {title(backend)} has no FP32 variant of this model quantized "
+                                     f"beforehand to compare it with; give labelled data to measure it"}
         basis = self._basis(backend)
         if basis is None:
             return {}

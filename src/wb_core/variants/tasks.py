@@ -312,3 +312,46 @@ def task_probe_tf_bf16(task: dict) -> None:
     mixed = fn(x).numpy()
     diff = float(np.max(np.abs(plain - mixed)))
     _emit({"type": "result", "effective": diff > 0.0, "max_abs_diff": diff, "tf_version": tf.__version__})
+
+
+def strip_quantizers(model) -> int:
+    """Remove a quantized model's quantizers in place, leaving its float graph; returns how many.
+
+    A quantize-dequantize pair on an activation (ONNX QuantizeLinear/DequantizeLinear, which
+    OpenVINO reads as FakeQuantize -> Convert to i8 -> Convert to f32 -> Subtract -> Multiply, or an
+    NNCF IR's FakeQuantize alone) is bypassed: its consumers read the float tensor it quantized.
+    Integer weights stay, dequantized in the graph (Convert -> Subtract -> Multiply): the float
+    weights they were made from are not in the file. NNCF's own `nncf.strip` handles PyTorch
+    models only (NNCF 3.4), hence this.
+    """
+    removed = 0
+    for fq in [op for op in model.get_ordered_ops() if op.get_type_name() == "FakeQuantize"]:
+        source, end = fq.input_value(0), fq.output(0)
+        chain = [t.get_node() for t in end.get_target_inputs()]
+        if len(chain) == 1 and chain[0].get_type_name() == "Convert" and not chain[0].get_output_element_type(0).is_real():
+            node = chain[0]
+            for kinds in (("Convert",), ("Subtract", "Multiply"), ("Multiply",)):  # back to float, then dequantize
+                nxt = [t.get_node() for t in node.output(0).get_target_inputs()]
+                if len(nxt) != 1 or nxt[0].get_type_name() not in kinds:
+                    break
+                node = nxt[0]
+                if node.get_type_name() == "Multiply":
+                    break
+            if node.get_type_name() != "Multiply":
+                continue  # a chain this does not know: left quantized
+            end = node.output(0)
+        end.replace(source)
+        removed += 1
+    if removed:
+        model.validate_nodes_and_infer_types()
+    return removed
+
+
+def task_float_graph(task: dict) -> None:
+    """Write the float graph of an IR quantized beforehand (its quantizers removed) for its FP32 runs."""
+    import openvino as ov
+
+    model = ov.Core().read_model(task["ir"])
+    removed = strip_quantizers(model)
+    ov.save_model(model, task["out"], compress_to_fp16=False)
+    _emit({"type": "result", "path": task["out"], "removed": removed})
