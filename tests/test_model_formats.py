@@ -300,3 +300,37 @@ def test_a_model_quantized_beforehand_is_said_so_and_gets_fp32_rows_from_its_flo
     rounded = np.clip(np.round(x / x_scale), -128, 127) * x_scale
     assert np.allclose(_ov_outputs(as_is, x), rounded @ w_float, rtol=1e-4, atol=1e-4)
     assert not np.allclose(_ov_outputs(as_is, x), x @ w_float, rtol=1e-5, atol=1e-5)
+
+
+def test_the_batch_axis_flag_reaches_the_workers_and_static_state_samples_are_read(tmp_path):
+    from typer.testing import CliRunner
+
+    from wb_core.cli import app
+    from wb_core.data import check_input
+    from wb_core.model_inputs import InputSpec, guess_batch_axes
+    from wb_core.store import load_results
+
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper
+
+    graph, _ = _vad_graph(["L", "N", "H"])  # no dimension shows the batch: the flag places it
+    path = tmp_path / "open.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    db = tmp_path / "cli.db"
+    res = CliRunner().invoke(app, ["profile", str(path), "--backend", "onnxruntime", "--batch", "1,4",
+                                   "--batch-axis", "state=CNH", "--shape", "state=2x1x8", "--db", str(db),
+                                   "--study", "cli", "--max-time", "0.3", "--warmup", "0.05", "--window", "0.1",
+                                   "--tolerance", "0.5"])
+    assert res.exit_code == 0, res.output
+    df = load_results(db, "cli")
+    assert (df.status == "ok").all() and sorted(df.batch_size.astype(int)) == [1, 4], df.error.tolist()
+    bad = CliRunner().invoke(app, ["profile", str(path), "--backend", "onnxruntime", "--batch-axis", "state=HW",
+                                   "--db", str(db)])
+    assert bad.exit_code != 0 and "with one N for the batch" in str(bad.exception)  # `wb` prints it as one line
+
+    # silero's OpenVINO-ready export: every shape static, the state 2x1x128 beside an input of batch 1.
+    specs = [InputSpec("input", (1, 512), "float32"), InputSpec("state", (2, 1, 128), "float32")]
+    assert guess_batch_axes(specs)["state"][0] == 1
+    state = InputSpec("state", (2, 1, 128), "float32", batch_axis=1)
+    for samples in (np.zeros((3, 2, 1, 128), np.float32), np.zeros((3, 2, 128), np.float32)):
+        assert check_input(samples, state).shape == (3, 2, 128)
