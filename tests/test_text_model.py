@@ -88,12 +88,24 @@ def test_cosine_on_another_output_and_accuracy_aware_int8_without_labels(encoder
     assert sum("first output 'last_hidden_state'" in n for n in s.notes) == 1
 
 
-def test_data_missing_an_input_is_one_sentence(encoder, db, tmp_path):
+def test_data_missing_an_input_is_filled_or_one_sentence(encoder, db, fast, tmp_path):
     path = tmp_path / "partial.npz"
     np.savez(path, input_ids=np.ones((4, 8), np.int64), attention_mask=np.ones((4, 8), np.int64))
-    with pytest.raises(ConfigError, match="no array for input 'token_type_ids' \\(it has: input_ids, attention_mask\\)"):
-        run_sweep(encoder, SweepSpec(precisions="int8"), db, "bad", inputs=InputOptions(dynamic_size=8),
-                  precision=PrecisionOptions(data=str(path)))
+    # The token type ids the data leaves out are zeros, as a tokenizer makes them for one sentence: said so.
+    s = run_sweep(encoder, SweepSpec(precisions="fp32"), db, "filled", settings=fast,
+                  inputs=InputOptions(dynamic_size=8), precision=PrecisionOptions(data=str(path)))
+    assert s.ok == 1, s.errors
+    assert any("no array for input 'token_type_ids'" in n and "filled with zeros" in n for n in s.notes)
+    # Without a size for its dynamic dimensions, a left-out input cannot be made: one sentence.
+    from wb_core.data import Dataset, complete_inputs
+
+    with pytest.raises(ConfigError, match="no array for input 'token_type_ids'.*dynamic dimensions leave its size open"):
+        complete_inputs(Dataset(x={"input_ids": np.ones((4, 8), np.int64)}), SPECS[:1] + [
+            InputSpec("token_type_ids", (-1, -1, -1), "int64")], opts=InputOptions())
+    # A mask left out takes the length of the token ids the data holds.
+    done, notes = complete_inputs(Dataset(x={"input_ids": np.ones((4, 8), np.int64)}), SPECS, opts=InputOptions())
+    assert done.x["attention_mask"].shape == (4, 8) and (done.x["attention_mask"] == 1).all()
+    assert done.x["token_type_ids"].shape == (4, 8) and (done.x["token_type_ids"] == 0).all() and len(notes) == 2
     # A mapping names arrays called otherwise.
     np.savez(path, ids=np.ones((4, 8), np.int64), attention_mask=np.ones((4, 8), np.int64),
              token_type_ids=np.zeros((4, 8), np.int64))
@@ -102,14 +114,15 @@ def test_data_missing_an_input_is_one_sentence(encoder, db, tmp_path):
                   precision=PrecisionOptions(data=str(path), input_map={"input_ids": "ids"}, output="pooled"))
 
 
-def test_a_model_quantized_beforehand_is_listed_as_int8(encoder, db, fast, tmp_path):
+def test_a_model_quantized_beforehand_runs_as_int8_beside_its_float_graph(encoder, db, fast, tmp_path):
     run_sweep(encoder, SweepSpec(precisions="int8"), db, "q", settings=fast, inputs=InputOptions(dynamic_size=8),
               precision=PrecisionOptions(data=str(_text_data(tmp_path / "t.npz", n=16)), subset_size=16))
     int8_ir = load_results(db, "q").iloc[0]["variant_path"]
     s = run_sweep(int8_ir, SweepSpec(precisions="fp32"), db, "pre", settings=fast, inputs=InputOptions(dynamic_size=8))
-    assert s.ok == 1, s.errors
-    row = load_results(db, "pre").iloc[0]
-    assert (row["precision"], row["variant"]) == ("int8", "int8-ir")
+    assert s.ok == 2, s.errors
+    rows = load_results(db, "pre").set_index("precision")
+    assert rows.loc["int8", "variant"] == "int8-ir" and rows.loc["int8", "variant_path"] == str(int8_ir)
+    assert rows.loc["fp32", "variant"] == "fp32-ir" and "quantizer(s) removed" in rows.loc["fp32", "variant_note"]
     assert any("quantized beforehand" in n for n in s.notes)
 
 

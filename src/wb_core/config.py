@@ -144,6 +144,9 @@ class InputOptions:
     text: str | None = None  # a text file, one sample per line, tokenized into the model's inputs
     tokenizer: str | None = None  # the local tokenizer.json that tokenizes `text`
     samples: str | None = None  # set by the sweep: the tokenized text (.npz, arrays LENGTH.INPUT) workers feed
+    # input name -> the dimension holding its batch, where it is not 0 (a recurrent state [layers, batch,
+    # hidden]); the sweep adds the axes the model's layout names, so that every worker reads the same.
+    batch_axes: dict = field(default_factory=dict)
 
     MAX_DIM = 10**7
 
@@ -168,6 +171,17 @@ class InputOptions:
                 if isinstance(d, bool) or not isinstance(d, int) or d == 0 or d < -1 or d > self.MAX_DIM:
                     raise ConfigError(f"Shape {list(dims)} for input '{name}' has a dimension that is zero, "
                                       f"negative, absurd or not a whole number.")
+        if not isinstance(self.batch_axes, dict):
+            raise ConfigError("Batch axes must be a mapping of input name to the dimension holding its batch.")
+        axes_given = {}
+        for name, axis in self.batch_axes.items():
+            if isinstance(axis, str):
+                axis = parse_batch_axis(str(name), axis)
+            if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < 32:
+                raise ConfigError(f"The batch axis for input '{name}' must be a dimension number (0, 1, ...) or a "
+                                  f"layout with N for the batch (NCH, CNH); got {axis!r}.")
+            axes_given[str(name)] = axis
+        object.__setattr__(self, "batch_axes", axes_given)
         # No default range: integer inputs then get one by their name (see models.resolve_int_ranges).
         if self.int_range is not None:
             object.__setattr__(self, "int_range", self._range(self.int_range, "default"))
@@ -196,6 +210,8 @@ class InputOptions:
         out = {"dynamic_size": self.dynamic_size, "shapes": {k: list(v) for k, v in self.shapes.items()},
                "int_range": list(self.int_range) if self.int_range is not None else None,
                "int_ranges": {k: list(v) for k, v in self.int_ranges.items()}}
+        if self.batch_axes:
+            out["batch_axes"] = dict(self.batch_axes)
         out.update({k: getattr(self, k) for k in ("text", "tokenizer", "samples") if getattr(self, k)})
         return out
 
@@ -206,7 +222,7 @@ class InputOptions:
         if not isinstance(d, dict):
             raise ConfigError(f"The {where} section must be a mapping with dynamic_size, shapes, int_range and "
                               f"int_ranges; got {type(d).__name__}.")
-        known = ("dynamic_size", "shapes", "int_range", "int_ranges", "text", "tokenizer", "samples")
+        known = ("dynamic_size", "shapes", "int_range", "int_ranges", "text", "tokenizer", "samples", "batch_axes")
         unknown = sorted(set(map(str, d)) - set(known))
         if unknown:
             raise ConfigError(f"Unknown field(s) {', '.join(unknown)} in {where}; known: {', '.join(known)}.")
@@ -219,11 +235,12 @@ class InputOptions:
                    shapes={str(k): (tuple(v) if isinstance(v, list) else v) for k, v in shapes.items()},
                    int_range=_text_range(d.get("int_range")) if d.get("int_range") else None,
                    int_ranges={str(k): _text_range(v) for k, v in ranges.items()},
+                   batch_axes=d.get("batch_axes") or {},
                    **{k: str(d[k]) for k in ("text", "tokenizer", "samples") if d.get(k)})
 
     @classmethod
     def parse(cls, dynamic_size=None, shapes: list[str] | None = None,
-              int_range: str | list[str] | None = None) -> InputOptions:
+              int_range: str | list[str] | None = None, batch_axes: list[str] | None = None) -> InputOptions:
         """From CLI text: shapes like `input_ids=1x128`, ranges like `0:30522` or `input_ids=0:30522`.
 
         `int_range` may be one string (values comma-separated) or the list of a repeated flag; all
@@ -254,14 +271,22 @@ class InputOptions:
                     per[name] = pair
                 else:
                     default = pair
-        return cls(dynamic_size=dynamic_size, shapes=shape_map, int_range=default, int_ranges=per)
+        axes_map = {}
+        for item in batch_axes or []:
+            for part in split_values(item):
+                name, eq, value = part.partition("=")
+                if not eq or not name.strip() or not value.strip():
+                    raise ConfigError(f"Batch axis '{part}' must look like NAME=1 or NAME=CNH (N marks the batch).")
+                axes_map[name.strip()] = parse_batch_axis(name.strip(), value.strip())
+        return cls(dynamic_size=dynamic_size, shapes=shape_map, int_range=default, int_ranges=per, batch_axes=axes_map)
 
     def check_names(self, specs) -> None:
         """Shapes and ranges must name inputs the model has."""
         names = {s.name for s in specs} | {s.name.split(":")[0] for s in specs}
         have = ", ".join(s.name for s in specs)
         for what, given in ((setting("shapes", "A shape"), self.shapes),
-                            (setting("int_ranges", "An integer range"), self.int_ranges)):
+                            (setting("int_ranges", "An integer range"), self.int_ranges),
+                            (setting("batch_axes", "A batch axis"), self.batch_axes)):
             for name in given:
                 if name not in names:
                     raise ConfigError(f"{what} names input '{name}', which the model does not have "
@@ -288,6 +313,18 @@ def parse_shape_axis(items: list[str] | None) -> tuple[list[str], list[str | Non
         raise ConfigError(f"Inputs swept over shapes must list as many shapes each, paired by position; got {detail}.")
     axis = [";".join(f"{k}={v[i]}" for k, v in listed.items()) for i in range(counts.pop())]
     return single, axis
+
+
+def parse_batch_axis(name: str, text: str) -> int:
+    """A batch axis as a dimension number (`1`) or as a layout whose N marks the batch (`CNH`, `?N?`)."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    letters = text.strip("[]").replace(",", "").upper()
+    if letters.count("N") == 1 and re.fullmatch(r"[A-Z?.]+", letters):
+        return letters.index("N")
+    raise ConfigError(f"The batch axis '{text}' for input '{name}' must be a dimension number (0, 1, ...) or a layout "
+                      f"with one N for the batch (NCH, CNH).")
 
 
 def with_point_shapes(opts: InputOptions, cfg: RunConfig) -> InputOptions:

@@ -532,18 +532,30 @@ def _image_geometry(opts: ImageOptions, shape: tuple[int, ...] | None):
 def check_input(x: np.ndarray, spec, what: str = "data") -> np.ndarray:
     """Return `x` fit for the model input `spec` (an InputSpec), or raise a ConfigError naming it.
 
+    Samples are on the data's first axis, whatever the input's batch axis: one sample of an input
+    whose batch is on axis 1 (a state [layers, batch, hidden]) is [layers, hidden], or [layers, 1,
+    hidden] as the model holds one. A scalar input (a sample rate) takes one value per sample.
     Floats are cast to the input's float type and integers to its integer type; a change of
     kind (integers into a float input, say) is refused, since it usually means unscaled pixels.
     """
     expected = spec.describe()
     shape = tuple(spec.shape)
-    if shape != (-1,) and x.ndim != len(shape):
+    axis = getattr(spec, "batch_axis", 0)
+    want = tuple(d for i, d in enumerate(shape) if i != axis)
+    if axis and x.ndim == len(shape) + 1 and x.shape[1 + axis] == 1:  # samples with the model's batch of 1 kept
+        x = x.reshape(x.shape[:1 + axis] + x.shape[2 + axis:])
+    sample = "x".join("?" if d < 0 else str(d) for d in want) or "one value"
+    where = f"batch on axis {axis}: one sample is {sample}" if axis else "batch first"
+    if axis:  # the sentence for the data says where the batch is; describe() says it for the model
+        expected = expected.replace(f" (batch on axis {axis})", "")
+    if shape != (-1,) and x.ndim != len(want) + 1:
         raise ConfigError(f"The {what} has samples of shape {tuple(x.shape[1:])} but the model expects "
-                          f"input {expected} (batch first).")
-    for i, (got, want) in enumerate(zip(x.shape[1:], shape[1:]), start=1):
-        if want > 0 and got != want:
+                          f"input {expected} ({where}).")
+    for i, (got, dim) in enumerate(zip(x.shape[1:], want if shape != (-1,) else ()), start=1):
+        if dim > 0 and got != dim:
+            which = f"{where}; sample dimension {i}" if axis else f"dimension {i}"
             raise ConfigError(f"The {what} has samples of shape {tuple(x.shape[1:])} but the model expects "
-                              f"input {expected} (dimension {i} should be {want}).")
+                              f"input {expected} ({which} should be {dim}).")
     want_dtype = np.dtype("float32" if spec.dtype == "bfloat16" else spec.dtype)
     if x.dtype.kind != want_dtype.kind and not (x.dtype.kind in "iu" and want_dtype.kind in "iu"):
         raise ConfigError(f"The {what} is {x.dtype} but the model expects input {expected}; "
@@ -615,3 +627,98 @@ def describe_data_source(source: str | Path) -> str:
     n = first[0][0] if first[0] else 1
     labels = "with labels" if "y" in arrays else "without labels (accuracy compares with FP32)"
     return f"{n:,} samples, {labels}"
+
+
+
+# ---- inputs the data does not name ----
+
+def complete_inputs(ds: Dataset, specs: list, declared: dict | None = None, opts=None) -> tuple[Dataset, list]:
+    """The data with an array for every model input, and a note for each one filled in.
+
+    When the data names only the main input (audio, an image, token ids) of a model that takes
+    more, the others get a documented default, one value per sample: the value the model's graph
+    names (a sample rate of 16000; `declared`: input name -> [value, why]); ones for a mask (every
+    position attended); zeros otherwise (a recurrent state starts at zeros). `opts` (InputOptions)
+    sizes their dynamic dimensions. Data that names none of the inputs, or all of them, is returned
+    as it is (`check_inputs` then says what is wrong).
+    """
+    if len(specs) < 2:
+        return ds, []
+    x = ds.x
+    if not ds.named:  # one array: the input it fits is the main one
+        fits = [s for s in specs if _fits(x, s)]
+        if len(fits) != 1:
+            return ds, []
+        x = {fits[0].name: x}
+    present = [s for s in specs if _array_for(x, s) is not None]
+    missing = [s for s in specs if _array_for(x, s) is None]
+    if not present or not missing:
+        return (ds, []) if x is ds.x else (_with_inputs(ds, x, ds.x_calib), [])
+    declared = declared or {}
+    filled, notes = {}, []
+    for s in missing:
+        value, why = _default_value(s, declared)
+        filled[s.name] = (_sample_shape(s, opts, [_array_for(x, p).shape[1:] for p in present]), value)
+        notes.append(f"The data has no array for input '{s.name}' ({s.describe()}): it is filled with {why}, in every "
+                     f"sample; give an array named '{s.name}' in the data to feed it yourself.")
+
+    def fill(inputs, n: int) -> dict:
+        out = dict(inputs)
+        for s in missing:
+            shape, value = filled[s.name]
+            out[s.name] = np.full((n, *shape), value, dtype=np.dtype("float32" if s.dtype == "bfloat16" else s.dtype))
+        return out
+
+    calib = ds.x_calib
+    if calib is not None:
+        calib = fill(calib if isinstance(calib, dict) else {next(iter(x)): calib}, _size(calib))
+    return _with_inputs(ds, fill(x, ds.size), calib), notes
+
+
+def _with_inputs(ds: Dataset, x: dict, calib) -> Dataset:
+    return Dataset(x=x, y=ds.y, x_calib=calib, source=ds.source, meta=ds.meta, refs=ds.refs)
+
+
+def _array_for(x: dict, spec):
+    arr = x.get(spec.name)
+    return arr if arr is not None else x.get(spec.name.split(":")[0])
+
+
+def _fits(x: np.ndarray, spec) -> bool:
+    try:
+        check_input(x, spec)
+    except ConfigError:
+        return False
+    return True
+
+
+def _default_value(spec, declared: dict) -> tuple[float, str]:
+    given = declared.get(spec.name) or declared.get(spec.name.split(":")[0])
+    if given:
+        return given[0], str(given[1])
+    if "mask" in spec.name.lower():
+        return 1, "ones (a mask with every position attended)"
+    return 0, "zeros (a recurrent state starts at zeros; other inputs take their neutral value)"
+
+
+def _sample_shape(spec, opts, given: list) -> tuple[int, ...]:
+    """One sample's shape for an input the data does not hold: its dynamic dimensions from the options,
+    else from a sample of the data's own of as many dimensions (a mask as long as the token ids)."""
+    from wb_core.model_inputs import resolve_shape
+
+    dims = spec.sample_shape()
+    if all(d >= 0 for d in dims):
+        return dims
+    like = [g for g in given if len(g) == len(dims) and all(d < 0 or d == e for d, e in zip(dims, g))]
+    if like and (opts is None or opts.dynamic_size is None):
+        return tuple(like[0])
+    try:
+        if opts is None:
+            raise ConfigError("no sizes")
+        shape = list(resolve_shape(spec, 1, opts))
+    except ConfigError:
+        raise ConfigError(f"The data has no array for input '{spec.name}' ({spec.describe()}), and its dynamic "
+                          f"dimensions leave its size open; give an array named '{spec.name}' in the data, or its "
+                          f"{setting('shapes', 'shape')}.") from None
+    del shape[spec.batch_axis]
+    return tuple(shape)

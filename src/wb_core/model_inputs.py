@@ -24,28 +24,42 @@ MAX_INPUT_BYTES = 8 << 30  # one generated input batch; beyond this a shape is a
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One model input. `shape` uses -1 for a dynamic dimension; dimension 0 is the batch."""
+    """One model input. `shape` uses -1 for a dynamic dimension; `batch_axis` is the dimension that
+    holds the batch (0 for most inputs; 1 for a recurrent state laid out [layers, batch, hidden])."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str
+    batch_axis: int = 0
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["shape"] = list(self.shape)
+        if not self.batch_axis:
+            d.pop("batch_axis")  # the common case stays as it always was stored
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> InputSpec:
-        return cls(name=d["name"], shape=tuple(d["shape"]), dtype=d["dtype"])
+        return cls(name=d["name"], shape=tuple(d["shape"]), dtype=d["dtype"], batch_axis=int(d.get("batch_axis") or 0))
 
     def describe(self) -> str:
         dims = "x".join("?" if d < 0 else str(d) for d in self.shape) or "scalar"
-        return f"{self.name}: {dims} {self.dtype}"
+        where = f" (batch on axis {self.batch_axis})" if self.batch_axis else ""
+        return f"{self.name}: {dims} {self.dtype}{where}"
+
+    @property
+    def batched(self) -> bool:
+        """The input has a batch dimension (a scalar, such as a sample rate, has none)."""
+        return len(self.shape) > 0
+
+    def sample_shape(self) -> tuple[int, ...]:
+        """The shape of one sample: the input's shape without its batch dimension."""
+        return tuple(d for i, d in enumerate(self.shape) if i != self.batch_axis) if self.batched else ()
 
 
 def ov_inputs(model) -> list[InputSpec]:
-    """InputSpecs of an openvino.Model."""
+    """InputSpecs of an openvino.Model; the batch axis from the input's layout when it names one (N)."""
     specs = []
     for i, port in enumerate(model.inputs):
         try:
@@ -54,8 +68,66 @@ def ov_inputs(model) -> list[InputSpec]:
             name = f"input_{i}"
         ps = port.get_partial_shape()
         shape = tuple(-1 if d.is_dynamic else d.get_length() for d in ps) if ps.rank.is_static else (-1,)
-        specs.append(InputSpec(name=name, shape=shape, dtype=_ov_dtype(port.get_element_type())))
+        specs.append(InputSpec(name=name, shape=shape, dtype=_ov_dtype(port.get_element_type()),
+                               batch_axis=_layout_batch_axis(port, len(shape))))
     return specs
+
+
+def _layout_batch_axis(port, rank: int) -> int:
+    """Where the input's layout (set in the IR, e.g. `?N?`) puts the batch; 0 when it sets none."""
+    try:
+        layout = port.get_node().get_layout()
+        if layout.empty or not layout.has_name("N"):
+            return 0
+        axis = int(layout.get_index_by_name("N"))
+    except Exception:  # an older layout API, or a layout without a batch letter
+        return 0
+    axis = axis + rank if axis < 0 else axis
+    return axis if 0 <= axis < rank else 0
+
+
+def batch_axis_of(spec: InputSpec, opts: InputOptions | None = None) -> int:
+    """The input's batch axis: the one given in the options (by name), else the model's own."""
+    given = dict(getattr(opts, "batch_axes", None) or {})
+    axis = given.get(spec.name, given.get(spec.name.split(":")[0], spec.batch_axis))
+    return int(axis) if spec.batched else 0
+
+
+def with_batch_axes(specs, axes: dict | None) -> list[InputSpec]:
+    """The specs with the batch axes given by name (the others as they are)."""
+    from dataclasses import replace
+
+    axes = axes or {}
+    out = []
+    for s in specs:
+        axis = axes.get(s.name, axes.get(s.name.split(":")[0]))
+        out.append(replace(s, batch_axis=int(axis)) if axis is not None and s.batched else s)
+    return out
+
+
+def guess_batch_axes(specs: list[InputSpec]) -> dict[str, tuple[int, str]]:
+    """Inputs whose batch is plainly not on axis 0, with the reason: input name -> (axis, why).
+
+    A recurrent state laid out [layers, batch, hidden] (silero-vad's `state` is 2x?x128) has a fixed
+    first dimension while the batch of the other inputs is dynamic (or of a fixed size b): when exactly
+    one of its other dimensions is dynamic (or b), that one is its batch. Inputs whose layout names
+    the batch are left as they are.
+    """
+    main = next((s for s in specs if s.batched and s.batch_axis == 0 and s.shape[0] < 0), None) \
+        or next((s for s in specs if s.batched and s.batch_axis == 0), None)
+    if main is None:
+        return {}
+    batch = main.shape[0]
+    out = {}
+    for s in specs:
+        if s is main or s.batch_axis or len(s.shape) < 2 or s.shape[0] == batch or s.shape[0] < 0:
+            continue
+        same = [i for i, d in enumerate(s.shape) if i > 0 and d == batch]
+        if len(same) == 1:
+            size = "dynamic" if batch < 0 else f"{batch}"
+            out[s.name] = (same[0], f"its first dimension is fixed at {s.shape[0]} while the batch of '{main.name}' "
+                                    f"is {size}, as is its dimension {same[0]}")
+    return out
 
 
 def _ov_dtype(t) -> str:
@@ -66,6 +138,8 @@ def _ov_dtype(t) -> str:
 
 # What OpenVINO's reader says (after its C++ file and line) -> what is wrong, in words.
 _OV_READ_ERRORS = (
+    (r"No conversion rule found for operations?: (?P<ops>[^\n]+)",
+     "it uses operations OpenVINO has no conversion for ({ops})"),
     (r"Incorrect weights in bin file|weights.*(?:out of|exceed)|Empty weights data",
      "its weights file '{bin}' does not match it (cut short, or from another model); copy both files again"),
     (r"Error parsing|pugi|not well.formed|XML",
@@ -125,7 +199,9 @@ def first_line(e: BaseException | str, limit: int = 300) -> str:
 
 
 def resolve_shape(spec: InputSpec, batch_size: int, opts: InputOptions) -> tuple[int, ...]:
-    """Concrete shape for one input at a batch size, filling dynamic dimensions from the options."""
+    """Concrete shape for one input at a batch size, filling dynamic dimensions from the options.
+
+    The batch goes on the input's batch axis (`batch_axis_of`); a scalar input has no batch."""
     if batch_size < 1:
         raise ConfigError(f"Batch size must be at least 1; got {batch_size}.")
     shape = list(opts.shapes.get(spec.name) or opts.shapes.get(spec.name.split(":")[0]) or spec.shape)
@@ -136,9 +212,14 @@ def resolve_shape(spec: InputSpec, batch_size: int, opts: InputOptions) -> tuple
         )
     if not shape:
         return ()
-    shape[0] = batch_size
-    for i in range(1, len(shape)):
-        if shape[i] < 0:
+    axis = batch_axis_of(spec, opts)
+    if not 0 <= axis < len(shape):
+        raise ConfigError(f"The batch axis {axis} given for input '{spec.name}' is not one of its {len(shape)} "
+                          f"dimensions ({spec.describe()}); give {setting('batch_axes', 'a batch axis')} "
+                          f"{spec.name}=0..{len(shape) - 1}.")
+    shape[axis] = batch_size
+    for i in range(len(shape)):
+        if shape[i] < 0 and i != axis:
             if opts.dynamic_size is None:
                 raise ConfigError(
                     f"Input '{spec.name}' has a dynamic dimension {i} ({spec.describe()}); give its size with "

@@ -1,6 +1,8 @@
 """Model files: detect the format, fingerprint the content, describe inputs, make input batches.
 
-Formats: TensorFlow SavedModel directory, Keras `.keras` file, ONNX `.onnx`, OpenVINO IR `.xml`+`.bin`.
+Formats: TensorFlow SavedModel directory, Keras `.keras` file, ONNX `.onnx`, OpenVINO IR `.xml`+`.bin`,
+TensorFlow Lite `.tflite` and PaddlePaddle `.pdmodel` (+`.pdiparams`), the last two read by OpenVINO's own
+frontends.
 Inspecting TensorFlow formats needs TensorFlow, which costs seconds and ~800 MB, so the parent
 process asks a child for it (see `wb_core.proc.parent`); ONNX and IR are read with OpenVINO in-process.
 """
@@ -16,13 +18,14 @@ from wb_core.config import InputOptions, default_int_range
 from wb_core.errors import ConfigError, ModelError, Sentence, setting
 from wb_core.model_inputs import (  # noqa: F401 - first_line and ov_inputs are read from here too
     InputSpec,
+    batch_axis_of,
     first_line,
     ov_inputs,
     ov_read_error,
     resolve_shape,
 )
 
-FORMATS = ("savedmodel", "keras", "onnx", "openvino")
+FORMATS = ("savedmodel", "keras", "onnx", "openvino", "tflite", "paddle")
 
 _FLOAT_DTYPES = {"float32", "float16", "float64", "bfloat16"}
 _INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}
@@ -49,6 +52,13 @@ def detect_format(path: str | Path) -> str:
         return "keras"
     if suffix == ".onnx":
         return "onnx"
+    if suffix == ".tflite":
+        return "tflite"
+    if suffix == ".pdmodel":
+        if not p.with_suffix(".pdiparams").is_file():
+            raise ModelError(f"PaddlePaddle model '{p}' has no weights file '{p.with_suffix('.pdiparams').name}' "
+                             f"beside it.")
+        return "paddle"
     if suffix == ".xml":
         if not p.with_suffix(".bin").is_file():
             raise ModelError(f"OpenVINO IR '{p}' has no weights file '{p.with_suffix('.bin').name}' beside it.")
@@ -58,7 +68,8 @@ def detect_format(path: str | Path) -> str:
     if suffix in (".h5", ".hdf5"):
         raise ModelError(f"'{p}' is a legacy HDF5 Keras file; save it as .keras or as a SavedModel first.")
     raise ModelError(
-        f"'{p}' is not a model format the workbench reads; use a SavedModel directory, .keras, .onnx or .xml (OpenVINO IR)."
+        f"'{p}' is not a model format the workbench reads; use a SavedModel directory, .keras, .onnx, .xml "
+        f"(OpenVINO IR), .tflite (TensorFlow Lite) or .pdmodel (PaddlePaddle)."
     )
 
 
@@ -68,8 +79,9 @@ def model_files(path: str | Path) -> list[Path]:
     if p.is_dir():
         return sorted(f for f in p.rglob("*") if f.is_file())
     files = [p]
-    if p.suffix.lower() == ".xml" and p.with_suffix(".bin").exists():
-        files.append(p.with_suffix(".bin"))
+    weights = {".xml": ".bin", ".pdmodel": ".pdiparams"}.get(p.suffix.lower())
+    if weights and p.with_suffix(weights).exists():
+        files.append(p.with_suffix(weights))
     return files
 
 
@@ -198,27 +210,36 @@ def make_batches(specs: list[InputSpec], batch_size: int, opts: InputOptions, po
     """
     rng = np.random.default_rng(seed)
     shapes = {s.name: resolve_shape(s, batch_size, opts) for s in specs}
-    sample_bytes = sum(int(np.prod(sh[1:] or (1,))) * 4 for sh in shapes.values())
+    axes = {s.name: batch_axis_of(s, opts) for s in specs}
+    sample_bytes = sum(int(np.prod(sh or (1,))) // batch_size * 4 for sh in shapes.values())
     n_batches = max(1, min(max_batches, max_bytes // max(1, sample_bytes * batch_size)))
     text = _text_pool(specs, shapes, opts)
     pool = text or {}
     if text:
         pool_size = len(next(iter(text.values())))
+    scalars = {}  # inputs without a batch (a sample rate): one value, the same in every batch
     for s in specs if not text else ():
-        sample_shape = (pool_size,) + shapes[s.name][1:]
+        shape = shapes[s.name]
+        dims = (1,) if not shape else (pool_size,) + tuple(d for i, d in enumerate(shape) if i != axes[s.name])
         dtype = np.dtype("float32" if s.dtype == "bfloat16" else s.dtype)
         if s.dtype in _INT_DTYPES:
             lo, hi = opts.range_for(s.name) or default_int_range(s.name)[0]
             if s.dtype == "bool":
-                pool[s.name] = rng.integers(0, 2, size=sample_shape).astype(bool)
+                values = rng.integers(0, 2, size=dims).astype(bool)
             else:
-                pool[s.name] = rng.integers(lo, hi, size=sample_shape).astype(dtype)
+                values = rng.integers(lo, hi, size=dims).astype(dtype)
         else:
-            pool[s.name] = rng.random(size=sample_shape, dtype=np.float32).astype(dtype)
+            values = rng.random(size=dims, dtype=np.float32).astype(dtype)
+        if shape:
+            pool[s.name] = values
+        else:
+            scalars[s.name] = np.asarray(values[0])
     batches = []
     for j in range(n_batches):
         idx = (np.arange(batch_size) + j * batch_size) % pool_size
-        batches.append({name: np.ascontiguousarray(arr[idx]) for name, arr in pool.items()})
+        # Samples are drawn along the pool's first axis and put on each input's own batch axis.
+        batches.append({**{name: np.ascontiguousarray(np.moveaxis(arr[idx], 0, axes.get(name, 0)))
+                           for name, arr in pool.items()}, **scalars})
     return batches
 
 
@@ -237,13 +258,14 @@ def _text_pool(specs: list[InputSpec], shapes: dict, opts: InputOptions) -> dict
     return {s.name: np.ascontiguousarray(arrays[s.name].astype(np.dtype(s.dtype), copy=False)) for s in specs}
 
 
-def resolve_int_ranges(specs: list[InputSpec], opts: InputOptions,
-                       rows: dict[str, int] | None = None) -> tuple[InputOptions, list[str]]:
+def resolve_int_ranges(specs: list[InputSpec], opts: InputOptions, rows: dict[str, int] | None = None,
+                       declared: dict[str, list] | None = None) -> tuple[InputOptions, list[str]]:
     """Every integer input's range made explicit, checked against the tables it indexes.
 
     Returns the options with a range for each integer input, and a note for each input that got
-    a default (chosen by its name; token ids span the embedding table when `rows` names it). A
-    range reaching past the table is refused before anything is measured.
+    a default (the value the model's graph names for it, as `declared` holds it: a sample rate;
+    else chosen by its name; token ids span the embedding table when `rows` names it). A range
+    reaching past the table is refused before anything is measured.
     """
     import dataclasses
 
@@ -255,6 +277,11 @@ def resolve_int_ranges(specs: list[InputSpec], opts: InputOptions,
             continue
         bound = rows.get(s.name) or rows.get(s.name.split(":")[0])
         given = opts.range_for(s.name)
+        if given is None and (declared or {}).get(s.name):
+            value, why = declared[s.name]
+            given = (int(value), int(value) + 1)
+            notes.append(Sentence(f"Integer input '{s.name}' gets {why}; choose another with "
+                                  f"{setting('int_ranges', 'an integer range')} {s.name}=LOW:HIGH."))
         if given is None:
             given, why = default_int_range(s.name, bound)
             notes.append(Sentence(f"Integer input '{s.name}' gets values {why}; choose them with "
@@ -265,3 +292,39 @@ def resolve_int_ranges(specs: list[InputSpec], opts: InputOptions,
                               f"{bound} rows; valid values are 0:{bound}.")
         ranges[s.name] = tuple(given)
     return dataclasses.replace(opts, int_ranges=ranges), notes
+
+
+_COMPARISONS = ("Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual")
+
+
+def declared_values(model) -> dict[str, list]:
+    """Integer inputs without a batch (a sample rate) whose value the model's graph names: input name
+    -> [value, why]. silero-vad compares its `sr` input with 16000 (and 8000): the first value it is
+    compared with is the one it expects. Read on an openvino.Model."""
+    out: dict[str, list] = {}
+    for i, param in enumerate(model.get_parameters()):
+        if param.get_element_type().is_real() or param.get_partial_shape().rank.is_dynamic \
+                or param.get_partial_shape().rank.get_length() > 1:
+            continue
+        try:
+            name = model.inputs[i].get_any_name()
+        except RuntimeError:
+            name = f"input_{i}"
+        frontier = [param.output(0)]
+        for _ in range(3):  # the input, a Convert or Squeeze, the comparison
+            nxt = []
+            for port in frontier:
+                for target in port.get_target_inputs():
+                    node = target.get_node()
+                    kind = node.get_type_name()
+                    if kind in _COMPARISONS and name not in out:
+                        other = node.input_value(1 - target.get_index()).get_node()
+                        if other.get_type_name() == "Constant":
+                            values = np.asarray(other.get_data()).reshape(-1)
+                            if values.size == 1:
+                                out[name] = [int(values[0]), f"{int(values[0])}, the value the model's graph compares "
+                                                              f"it with"]
+                    elif kind in ("Convert", "Squeeze", "Unsqueeze", "Reshape"):
+                        nxt.append(node.output(0))
+            frontier = nxt
+    return out

@@ -28,6 +28,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("tokenizer", "--tokenizer", "Tokenizer"),
     Option("data_inputs", "--data-input", "the data's array for each input"),
     Option("int_ranges", "--int-range", "Integer input range"),
+    Option("batch_axes", "--batch-axis", "Batch axis"),
     Option("output", "--output", "the output accuracy reads"),
     Option("image_size", "--image-size", "Image size"),
     Option("channels", "--channels", "Channels"),

@@ -15,7 +15,7 @@ import numpy as np
 import onnxruntime as ort
 
 from wb_core.errors import ConfigError, ModelError
-from wb_core.model_inputs import InputSpec, first_line, resolve_shape
+from wb_core.model_inputs import InputSpec, batch_axis_of, first_line, resolve_shape
 
 if TYPE_CHECKING:  # types only: backends/ does not import config at run time
     from wb_core.config import InputOptions, RunConfig
@@ -102,7 +102,8 @@ def check_loads(model_path: str) -> None:
 
 
 def _spec(arg) -> InputSpec:
-    shape = tuple(d if isinstance(d, int) and d > 0 else -1 for d in (arg.shape or [])) or (-1,)
+    # A scalar input (a sample rate) has shape []; an input of unknown rank has none.
+    shape = (-1,) if arg.shape is None else tuple(d if isinstance(d, int) and d > 0 else -1 for d in arg.shape)
     return InputSpec(name=arg.name, shape=shape, dtype=ONNX_DTYPES.get(arg.type, arg.type))
 
 
@@ -136,9 +137,10 @@ class OnnxRuntimeSession:
         # ONNX Runtime takes any shape its dynamic dimensions allow; a fixed batch dimension cannot change.
         for spec in self.inputs:
             resolve_shape(spec, batch_size, opts)
-            if spec.shape and spec.shape[0] > 0 and spec.shape[0] != batch_size:
+            axis = batch_axis_of(spec, opts)
+            if spec.shape and spec.shape[axis] > 0 and spec.shape[axis] != batch_size:
                 raise ConfigError(f"The model cannot take batch size {batch_size}: its input '{spec.name}' has a "
-                                  f"fixed batch dimension of {spec.shape[0]} ({spec.describe()}).")
+                                  f"fixed batch dimension of {spec.shape[axis]} ({spec.describe()}).")
         return {"load_ms": self.load_ms, "compile_ms": 0.0}
 
     def convert_batches(self, batches: list[dict]) -> list:
@@ -166,3 +168,70 @@ class OnnxRuntimeSession:
             "ort_execution_mode": _word(EXECUTION_MODES, opts.execution_mode),
             "ort_graph_optimization": _word(GRAPH_LEVELS, opts.graph_optimization_level),
         }
+
+
+# Operators that only a model quantized beforehand holds (QDQ pairs, integer kernels).
+QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul",
+                 "MatMulInteger", "ConvInteger", "QLinearAdd", "QLinearMul"}
+
+
+def describe_onnx(path: str) -> dict:
+    """An ONNX model's description read by the onnx library (inputs, outputs, prior quantization),
+    checked by opening it in ONNX Runtime: for a model OpenVINO cannot read (an `ai.onnx.ml`
+    operator, an operator its frontend lacks). In a worker: imports onnx and ONNX Runtime."""
+    import onnx
+
+    try:
+        proto = onnx.load(str(path))
+    except Exception as e:
+        raise ModelError(f"The onnx library cannot read '{path}': {first_line(e)}") from None
+    try:  # ONNX Runtime must run it, or no backend can
+        ort.InferenceSession(str(path), providers=[PROVIDER])
+    except Exception as e:
+        raise ModelError(f"ONNX Runtime cannot load '{path}' either: {first_line(e)}") from None
+    graph = proto.graph
+    weights = {t.name for t in graph.initializer}
+
+    def spec(value) -> InputSpec:
+        t = value.type.tensor_type
+        shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in t.shape.dim) \
+            if t.HasField("shape") else (-1,)
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name if t.elem_type else "float32"
+        return InputSpec(name=value.name, shape=shape, dtype=dtype)
+
+    kinds = {n.op_type for n in graph.node}
+    int8_weights = any(t.data_type in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8) and len(t.dims) >= 2
+                       for t in graph.initializer)
+    domains = sorted({n.domain for n in graph.node if n.domain not in ("", "ai.onnx")})
+    return {"declared_values": _declared_values(graph, weights),
+            "inputs": [spec(v).to_dict() for v in graph.input if v.name not in weights],
+            "outputs": [v.name for v in graph.output],
+            "quantized": "int8" if kinds & QUANTIZED_OPS or int8_weights else None,
+            "domains": domains}
+
+
+def _declared_values(graph, weights: set[str]) -> dict[str, list]:
+    """Integer inputs without a batch (a sample rate) that an Equal-like node compares with a constant:
+    name -> [value, why]; the model's metadata entry of the same name wins."""
+    import onnx
+    from onnx import numpy_helper
+
+    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for n in graph.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    out: dict[str, list] = {}
+    for v in graph.input:
+        t = v.type.tensor_type
+        if v.name in weights or t.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
+                                                onnx.TensorProto.FLOAT16) or len(t.shape.dim) > 1:
+            continue
+        for n in graph.node:
+            if n.op_type in ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual") and v.name in n.input:
+                other = n.input[1 - list(n.input).index(v.name)]
+                value = consts.get(other)
+                if value is not None and value.size == 1:
+                    out[v.name] = [int(value.reshape(-1)[0]), f"{int(value.reshape(-1)[0])}, the value the model's "
+                                                              f"graph compares it with"]
+                    break
+    return out

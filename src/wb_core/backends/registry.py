@@ -76,6 +76,10 @@ class BackendInfo:
     bf16_property: str = ""  # the runtime's option a bf16 run turns on (with `properties`)
     # Model format -> "module:function" that reads a model file's inputs in a worker (imports the runtime).
     readers: dict[str, str] = field(default_factory=dict)
+    # Model format -> "module:function" that describes, in a worker, a file the IR backend's reader
+    # refuses but this runtime runs as it is (an ONNX model with operators only it knows): such a
+    # model runs on this backend only.
+    sole_readers: dict[str, str] = field(default_factory=dict)
     # Its own sweep settings (streams, a hint, an execution mode...): each becomes a SweepSpec and a
     # RunConfig field, a CLI option, a dashboard control and a schema entry (wb_core.axes).
     axes: tuple[Axis, ...] = ()
@@ -233,10 +237,15 @@ def reader(fmt: str):
     return None
 
 
+def sole_readers(fmt: str) -> list[tuple[str, object]]:
+    """(backend, function) of every backend declaring a reader for `fmt` files the IR backend refuses."""
+    return [(info.name, _load(info.sole_readers[fmt])) for info in _REGISTRY.values() if fmt in info.sole_readers]
+
+
 register(BackendInfo(
     name="openvino",
     description="OpenVINO: an IR (converted once from any format), threads, streams, hint, pinning, precision",
-    formats=("openvino", "onnx", "savedmodel", "keras"),
+    formats=("openvino", "onnx", "savedmodel", "keras", "tflite", "paddle"),
     session="wb_core.backends.openvino:OpenVINOSession",
     distributions=("openvino",),
     settings=("threads",),
@@ -334,4 +343,5 @@ register(BackendInfo(
     title="ONNX Runtime",
     defaults=(("ONNX Runtime, default threads", {}),),
     load_checks={"onnx": "wb_core.backends.onnxruntime:check_loads"},
+    sole_readers={"onnx": "wb_core.backends.onnxruntime:describe_onnx"},
 ))

@@ -73,7 +73,8 @@ def with_axis_options(command):
 @app.command()
 @with_axis_options
 def profile(
-    model: str = typer.Argument(..., help="Model path (SavedModel dir, .keras, .onnx, .xml) or a demo name."),
+    model: str = typer.Argument(..., help="Model path (SavedModel dir, .keras, .onnx, .xml, .tflite, .pdmodel) or a "
+                                "demo name."),
     find_max_rate: bool = typer.Option(False, "--find-max-rate",
                                        help="Search the highest rate whose p99 stays under --p99-ms."),
     p99_ms: Optional[float] = typer.Option(None, "--p99-ms", parser=number,
@@ -102,6 +103,10 @@ def profile(
                                         "every integer input but masks and token type ids (repeatable, merged). "
                                         "Default: masks all ones, token type ids zeros, token ids within the "
                                         "model's vocabulary."),
+    batch_axis: list[str] = typer.Option([], "--batch-axis", help="The dimension holding an input's batch where it "
+                                         "is not the first, NAME=AXIS or NAME=LAYOUT with N for the batch, e.g. "
+                                         "state=1 or state=CNH for a recurrent state [layers, batch, hidden] "
+                                         "(repeatable). Default: the model's own layout."),
     text: Optional[Path] = typer.Option(None, "--text", help="A text file (or - for standard input, or a pipe such "
                                         "as <(command)), one sample per line, tokenized with "
                                         "--tokenizer into the model's inputs (input_ids, attention_mask, "
@@ -172,7 +177,7 @@ def profile(
     if seq_lens != [None]:  # one size or several: the seq_len column (several are a sweep axis)
         spec.seq_lens = seq_lens
     inputs = InputOptions.parse(dynamic_size=seq_lens[0] if len(seq_lens) == 1 else None, shapes=single_shapes,
-                                int_range=int_range)
+                                int_range=int_range, batch_axes=batch_axis)
     if spec_file:
         spec, file_settings, file_inputs = load_spec_file(spec_file)
         settings, inputs = file_settings or settings, file_inputs or inputs

@@ -163,7 +163,7 @@ def model_name(path: str | None, fallback: str) -> str:
     if demo:
         return demo
     p = PurePath(str(path).rstrip("/"))
-    stem = p.stem if p.suffix.lower() in (".xml", ".onnx", ".keras", ".h5", ".pb", ".bin") else p.name
+    stem = p.stem if p.suffix.lower() in (".xml", ".onnx", ".keras", ".h5", ".pb", ".bin", ".tflite", ".pdmodel") else p.name
     for part in [stem] + [q.name for q in p.parents]:
         if part and part.lower() not in GENERIC_NAMES and not part.isdigit():
             return part

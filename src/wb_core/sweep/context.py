@@ -114,9 +114,9 @@ def check_inputs(specs, inputs: InputOptions, settings: MeasureSettings, configs
         if s.dtype not in FEEDABLE_DTYPES:
             raise ConfigError(f"Input '{s.name}' has type {s.dtype}, which the workbench cannot generate; it feeds "
                               f"{', '.join(FEEDABLE_DTYPES)}.")
-        if len(s.shape) == 0:
-            raise ConfigError(f"Input '{s.name}' is a scalar (rank 0); the workbench feeds batched inputs whose first "
-                              f"dimension is the batch.")
+        if len(s.shape) == 0 and not any(len(o.shape) for o in specs):  # a sample rate beside the audio is fed once
+            raise ConfigError(f"Input '{s.name}' is a scalar (rank 0) and the model has no input with a batch; the "
+                              f"workbench feeds batched inputs.")
         bounds = FEEDABLE_DTYPES[s.dtype]
         if bounds and s.dtype != "bool":
             rng = inputs.int_ranges.get(s.name) or inputs.int_ranges.get(s.name.split(":")[0]) or inputs.int_range
@@ -137,9 +137,9 @@ def check_inputs(specs, inputs: InputOptions, settings: MeasureSettings, configs
         for s in specs:
             shape = resolve_shape(s, b, opts)
             elements = 1
-            for d in shape[1:]:
+            for d in shape:
                 elements *= d
-            sample_bytes += elements * 8
+            sample_bytes += elements // b * 8
     if sample_bytes * settings.pool_size > MAX_POOL_BYTES:
         raise ConfigError(f"A pool of {settings.pool_size} samples of this model's inputs would take "
                           f"{sample_bytes * settings.pool_size / 2**30:,.1f} GiB (limit "
@@ -206,6 +206,8 @@ def check_backends_load(description: ModelDescription, backends: Iterable[str], 
 
     todo = []
     for backend in dict.fromkeys(backends):
+        if description.only_backends and backend not in description.only_backends:
+            continue  # its points are skipped with the description's sentence, not refused here
         ref = load_check(backend, description.format)
         if ref is None:
             continue
@@ -296,18 +298,39 @@ class SweepContext:
         else:
             self.description = describe_model(self.model, timeout_s)
         check_backends_load(self.description, [c.backend for c in configs], timeout_s)
+        self._place_batch_axes()
         self.hardware = hardware.detect()
         if self.inputs.text:
             precision = self._prepare_text(configs, precision)
         if random_inputs:
             self.inputs, input_notes = resolve_int_ranges(self.input_specs, self.inputs,
-                                                          self.description.embedding_rows)
+                                                          self.description.embedding_rows,
+                                                          self.description.declared_values)
             for note in input_notes if not self.inputs.samples else ():  # text fills every input
                 self.note(note)
             check_inputs(self.input_specs, self.inputs, self.settings, configs)
         self.planner = VariantPlanner(self.description, precision, self.hardware)
         self.planner.input_options = self.inputs  # random inputs for the accuracy guard take the sweep's sizes
         self.planner.check_data(configs)  # data that cannot feed the model stops the study here too
+
+    def _place_batch_axes(self) -> None:
+        """Each input's batch axis, the user's over the model's, on the description and in the input
+        options every worker reads (a worker's own reading of the model knows its layout at most)."""
+        from wb_core.model_inputs import with_batch_axes
+
+        given = dict(self.inputs.batch_axes)
+        if given:
+            self.inputs.check_names(self.input_specs)
+            self.description = dataclasses.replace(self.description,
+                                                   inputs=tuple(with_batch_axes(self.description.inputs, given)))
+        for s in self.input_specs:
+            why = self.description.batch_axis_reasons.get(s.name)
+            if s.batch_axis and s.name not in given and why:
+                self.note(Sentence(f"Input '{s.name}' takes its batch on axis {s.batch_axis} ({why}); choose another "
+                                   f"with {setting('batch_axes', 'a batch axis')} {s.name}=AXIS."))
+        axes = {s.name: s.batch_axis for s in self.input_specs if s.batch_axis or s.name in given}
+        if axes != self.inputs.batch_axes:
+            self.inputs = dataclasses.replace(self.inputs, batch_axes=axes)
 
     # The model as preflight read it.
     @property

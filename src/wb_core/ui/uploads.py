@@ -16,7 +16,7 @@ from pathlib import Path
 from wb_core.api import ModelError, cache_dir
 
 DEFAULT_LIMIT_MB = 200
-MODEL_SUFFIXES = (".onnx", ".keras", ".xml", ".bin", ".zip")
+MODEL_SUFFIXES = (".onnx", ".keras", ".tflite", ".xml", ".bin", ".zip")
 
 
 def upload_limit_mb() -> int:
@@ -65,7 +65,7 @@ def save_upload(files: list[dict], dest_root: Path | None = None, limit_mb: int 
     for n in names:
         if not n.lower().endswith(MODEL_SUFFIXES):
             raise ModelError(f"'{n}' is not a model file the workbench reads; upload .onnx, .keras, "
-                             f"an IR's .xml with its .bin, or a SavedModel folder as .zip.")
+                             f".tflite, an IR's .xml with its .bin, or a SavedModel folder as .zip.")
     root = dest_root or cache_dir() / "uploads"
     root.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="upload-", dir=root))
@@ -83,12 +83,12 @@ def _model_in(folder: Path, names: list[str], limit: int) -> Path:
         found = sorted(p.parent for p in out.rglob("saved_model.pb"))
         if found:
             return found[0]
-        for suffix in (".onnx", ".keras", ".xml"):
+        for suffix in (".onnx", ".keras", ".tflite", ".xml"):
             hits = sorted(out.rglob(f"*{suffix}"))
             if hits:
                 return hits[0]
         raise ModelError(f"'{zips[0]}' holds no model (no saved_model.pb, .onnx, .keras or .xml inside).")
-    for suffix in (".onnx", ".keras", ".xml"):
+    for suffix in (".onnx", ".keras", ".tflite", ".xml"):
         hits = [n for n in lower if n.endswith(suffix)]
         if hits:
             return folder / lower[hits[0]]

@@ -83,3 +83,21 @@ def variant_path(backend: str, path: str | Path, fmt: str, fp: str) -> Path:
 
 # The files a backend may load (BackendInfo.loads), and how each is made from a model.
 MAKERS = {"openvino-ir": ensure_ir, "savedmodel": ensure_savedmodel}
+
+
+def ensure_float_ir(path: str | Path, fmt: str | None = None, fp: str | None = None) -> tuple[Path, int]:
+    """The float graph of a model quantized beforehand (its quantizers removed; see
+    `tasks.strip_quantizers`), for its FP32 runs; and how many quantizers were removed."""
+    import json
+
+    path = Path(path)
+    fp = fp or fingerprint(path)
+    ir = ensure_ir(path, fmt, fp)
+
+    def build(tmp: Path):
+        res = run_task({"task": "wb_core.variants.tasks:task_float_graph", "ir": str(ir), "out": str(tmp / "model.xml")},
+                       timeout=1800, what=f"removing the quantizers of '{path}'")
+        (tmp / "info.json").write_text(json.dumps({"removed": int(res.get("removed") or 0)}))
+
+    folder = _cached("ir-float", fp, build)
+    return folder / "model.xml", int(json.loads((folder / "info.json").read_text())["removed"])

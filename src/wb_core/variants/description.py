@@ -38,6 +38,17 @@ class ModelDescription:
     family: str | None = None
     family_reason: str | None = None
     text_roles: dict[str, str] = field(default_factory=dict)
+    # ---- which runtimes read it ----
+    # The backends that alone run it (empty: every backend whose formats include it), and why: a model
+    # OpenVINO cannot read but ONNX Runtime runs (an `ai.onnx.ml` operator) is described by the onnx
+    # library and runs on ONNX Runtime only.
+    only_backends: tuple[str, ...] = ()
+    only_reason: str | None = None
+    # ---- inputs beyond the first axis ----
+    # Why an input's batch is not on axis 0 (its layout says so, or its shape shows it), by input name.
+    batch_axis_reasons: dict[str, str] = field(default_factory=dict)
+    # Inputs without a batch whose value the model names (a sample rate): name -> [value, why].
+    declared_values: dict[str, list] = field(default_factory=dict)
 
     @property
     def is_text(self) -> bool:
@@ -54,6 +65,8 @@ class ModelDescription:
             rows.append(("Family", f"{self.family} ({self.family_reason})"))
         if self.quantized:
             rows.append(("Weights quantized already", self.quantized))
+        if self.only_backends:
+            rows.append(("Runs on", f"{', '.join(self.only_backends)} only ({self.only_reason})"))
         if self.is_text:
             rows.append(("Text inputs", ", ".join(f"{n} ({r})" for n, r in self.text_roles.items())))
         return rows
@@ -63,12 +76,13 @@ class ModelDescription:
         d["path"] = str(self.path)
         d["inputs"] = [s.to_dict() for s in self.inputs]
         d["outputs"] = list(self.outputs)
+        d["only_backends"] = list(self.only_backends)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelDescription:
         return cls(**{**d, "path": Path(d["path"]), "inputs": tuple(InputSpec.from_dict(s) for s in d["inputs"]),
-                      "outputs": tuple(d.get("outputs") or ())})
+                      "outputs": tuple(d.get("outputs") or ()), "only_backends": tuple(d.get("only_backends") or ())})
 
 
 def text_roles_of(inputs) -> dict[str, str]:
@@ -93,15 +107,47 @@ def describe_model(path: str | Path, timeout_s: float | None = None) -> ModelDes
     if key not in _DESCRIBED:
         res = run_task({"task": "wb_core.variants.description:task_describe", "format": fmt, "path": str(path)},
                        timeout=timeout_s or 600, what=f"reading the inputs of '{path}'")
-        inputs = tuple(InputSpec.from_dict(d) for d in res["inputs"])
+        inputs, axis_reasons = _batch_axes_read(tuple(InputSpec.from_dict(d) for d in res["inputs"]))
         _DESCRIBED[key] = ModelDescription(
             path=path, format=fmt, fingerprint=fp, inputs=inputs, outputs=tuple(res.get("outputs") or ()),
             embedding_rows=dict(res.get("embedding_rows") or {}), quantized=res.get("quantized"),
-            family=res.get("family"), family_reason=res.get("family_reason"), text_roles=text_roles_of(inputs))
+            family=res.get("family"), family_reason=res.get("family_reason"), text_roles=text_roles_of(inputs),
+            only_backends=tuple(res.get("only_backends") or ()), only_reason=res.get("only_reason"),
+            batch_axis_reasons=axis_reasons, declared_values=dict(res.get("declared_values") or {}))
     return _DESCRIBED[key]
 
 
+def _batch_axes_read(inputs: tuple[InputSpec, ...]) -> tuple[tuple[InputSpec, ...], dict[str, str]]:
+    """The inputs with their batch axes: the model's layout where it names one, else where the shape shows it."""
+    from wb_core.model_inputs import guess_batch_axes, with_batch_axes
+
+    reasons = {s.name: "the model's layout puts the batch (N) there" for s in inputs if s.batch_axis}
+    guessed = guess_batch_axes(list(inputs))
+    reasons.update({name: why for name, (_, why) in guessed.items()})
+    return tuple(with_batch_axes(inputs, {name: axis for name, (axis, _) in guessed.items()})), reasons
+
+
 # ---- in the child process ----
+
+def _sole_description(fmt: str, path: str, refused: Exception) -> dict | None:
+    """A model OpenVINO refuses, described by the first backend that reads it alone; None when none does."""
+    from wb_core.backends.registry import sole_readers, title
+    from wb_core.errors import ModelError
+
+    errors = []
+    for backend, read in sole_readers(fmt):
+        try:
+            res = read(path)
+        except ModelError as e:
+            errors.append(str(e))
+            continue
+        reason = str(refused).rstrip(".")
+        return {**res, "only_backends": [backend],
+                "only_reason": f"{reason}; {title(backend)} runs it as it is"}
+    if errors:
+        raise ModelError(f"{str(refused).rstrip('.')}; {' '.join(errors)}")
+    return None
+
 
 def task_describe(task: dict) -> None:
     """Read the model: a backend's own reader (a SavedModel's signature), Keras, or OpenVINO (IR, ONNX)."""
@@ -129,12 +175,26 @@ def _keras_inputs(path: str) -> list[InputSpec]:
 def _openvino_description(fmt: str, path: str) -> dict:
     from wb_core.errors import ModelError
     from wb_core.model_inputs import ov_inputs
-    from wb_core.models import check_onnx_opsets, check_ov_model, embedding_rows, ov_outputs, quantized_weights, read_ov_model
+    from wb_core.models import (
+        check_onnx_opsets,
+        check_ov_model,
+        declared_values,
+        embedding_rows,
+        ov_outputs,
+        quantized_weights,
+        read_ov_model,
+    )
     from wb_core.variants.family import detect_family
 
     if fmt == "onnx":
         check_onnx_opsets(path)
-    model = read_ov_model(path)
+    try:
+        model = read_ov_model(path)
+    except ModelError as refused:
+        alone = _sole_description(fmt, path, refused)
+        if alone is None:
+            raise
+        return alone
     check_ov_model(model, path)
     specs = ov_inputs(model)
     if not specs:
@@ -142,4 +202,4 @@ def _openvino_description(fmt: str, path: str) -> dict:
     family = detect_family(model)
     return {"inputs": [s.to_dict() for s in specs], "outputs": ov_outputs(model),
             "embedding_rows": embedding_rows(model), "quantized": quantized_weights(model),
-            "family": family.name, "family_reason": family.reason}
+            "family": family.name, "family_reason": family.reason, "declared_values": declared_values(model)}

@@ -27,9 +27,9 @@ import numpy as np
 
 from wb_core.accuracy import Metric, reference_targets, resolve_metric
 from wb_core.backends.registry import get as get_backend
-from wb_core.backends.registry import ir_backend
+from wb_core.backends.registry import ir_backend, title
 from wb_core.config import RunConfig
-from wb_core.data import Dataset, ImageOptions, check_inputs, check_references, load_dataset
+from wb_core.data import Dataset, ImageOptions, check_inputs, check_references, complete_inputs, load_dataset
 from wb_core.errors import ConfigError, Sentence, WorkbenchError, WorkerError, setting
 from wb_core.paths import cache_dir
 from wb_core.proc.parent import run_task
@@ -140,6 +140,10 @@ class VariantPlanner:
     def inputs(self) -> list:
         return list(self.description.inputs)
 
+    def _batch_axes(self) -> dict[str, int]:
+        """Inputs whose batch is not on axis 0, as the workers that evaluate and quantize need them."""
+        return {s.name: s.batch_axis for s in self.inputs if s.batch_axis}
+
     # ---- data ----
     def dataset(self) -> Dataset | None:
         """The user's data, else the demo's; None when there is neither."""
@@ -153,6 +157,11 @@ class VariantPlanner:
                 self._dataset = load_dataset(source, preprocess=self.options.preprocess, image=self.options.image,
                                              input_shape=self._ov_input_shape() if _is_folder(source) else None)
                 self._dataset = self._dataset.renamed(self.options.input_map)
+                # Inputs the data does not name (a recurrent state, a sample rate, a mask) get their default.
+                self._dataset, notes = complete_inputs(self._dataset, self.inputs, self.description.declared_values,
+                                                       self.input_options)
+                for note in notes:
+                    self._note(note)
         return self._dataset
 
     def _demo_has_data(self) -> bool:
@@ -212,20 +221,37 @@ class VariantPlanner:
         return self.description.quantized == "int8"
 
     def adapt(self, configs: list[RunConfig]) -> list[RunConfig]:
-        """A model quantized beforehand runs as what it is: its fp32 points are int8 points."""
+        """A model quantized beforehand runs as what it is, as int8 points. Where its float graph can be
+        made (the quantizers removed from its IR), its fp32 points run that, beside an int8 twin each,
+        so that INT8 is compared with FP32; elsewhere its fp32 points are int8 points, said why."""
         if not self.prequantized or not any(c.precision == "fp32" for c in configs):
             return configs
         import dataclasses
 
-        note = (f"'{self.model.name}' holds INT8 weights already (quantized beforehand): its runs are listed as "
-                f"precision int8, variant int8-ir.")
-        if note not in self.notes:
-            self.notes.append(note)
         out: dict[str, RunConfig] = {}
         for c in configs:
-            c = dataclasses.replace(c, precision="int8") if c.precision == "fp32" else c
+            if c.precision == "fp32" and self._has_float_graph(c.backend):
+                out.setdefault(c.key, c)
+                twin = dataclasses.replace(c, precision="int8")  # the model as it is
+                out.setdefault(twin.key, twin)
+                self._note(f"'{self.model.name}' holds INT8 weights already (quantized beforehand): its int8 runs "
+                           f"are the model as it is; its fp32 runs are its float graph, the quantizers removed and "
+                           f"the integer weights dequantized (the float weights they came from are not in the file), "
+                           f"so that INT8 can be compared with FP32.")
+                continue
+            if c.precision == "fp32":
+                self._note(f"'{self.model.name}' holds INT8 weights already (quantized beforehand): on "
+                           f"{title(c.backend)} its runs are listed as precision int8, variant int8-ir, and it has no "
+                           f"FP32 runs: {title(c.backend)} runs the file as it is, and the float graph the workbench "
+                           f"makes is an OpenVINO IR.")
+                c = dataclasses.replace(c, precision="int8")
             out.setdefault(c.key, c)
         return list(out.values())
+
+    def _has_float_graph(self, backend: str) -> bool:
+        """The float graph of a model quantized beforehand is an IR with its quantizers removed: the
+        backends that load IRs run it (a model OpenVINO cannot read has none)."""
+        return self.prequantized and get_backend(backend).loads == "openvino-ir" and not self.description.only_backends
 
     # ---- feasibility and files ----
     def _given(self, backend: str, precision: str) -> Path | None:
@@ -234,6 +260,9 @@ class VariantPlanner:
 
     def infeasible(self, cfg: RunConfig) -> str | None:
         backend = get_backend(cfg.backend)
+        alone = self._sole_backend_reason(cfg)
+        if alone:
+            return alone
         if cfg.precision == "int8" and (self.prequantized or self._given(cfg.backend, "int8")):
             return None
         if cfg.precision == "int8":
@@ -252,6 +281,22 @@ class VariantPlanner:
                         "would be FP32")
         return None
 
+    def _sole_backend_reason(self, cfg: RunConfig) -> str | None:
+        """Why a point cannot run when the model runs on some backends only (one OpenVINO cannot read)."""
+        only = self.description.only_backends
+        if not only:
+            return None
+        others = " or ".join(title(b) for b in only)
+        if cfg.backend not in only:
+            return f"{title(cfg.backend)} skipped: {self.description.only_reason}; profile it with {others}"
+        backend = get_backend(cfg.backend)
+        if cfg.precision == "int8" and backend.int8_via:
+            return (f"int8 skipped: the INT8 variant is an OpenVINO IR made by NNCF, and this model runs on {others} "
+                    f"only ({self.description.only_reason})")
+        if cfg.precision == "bf16" and backend.bf16_via:
+            return f"bf16 skipped: {backend.bf16_via.split(';')[0]}, and this model runs on {others} only"
+        return None
+
     def path_for(self, cfg: RunConfig) -> Path:
         return self._variant(cfg.backend, cfg.precision)[0]
 
@@ -268,6 +313,15 @@ class VariantPlanner:
                 info = {"variant": "int8-ir", "variant_note": "INT8 model quantized beforehand"}
             elif precision == "int8":
                 path, info = self._int8()
+            elif self._has_float_graph(backend):
+                from wb_core.variants.convert import ensure_float_ir
+
+                path, removed = ensure_float_ir(self.model, self.fmt, self.fp)
+                info = {"variant": "fp32-ir",
+                        "variant_note": f"the float graph of a model quantized beforehand: {removed} quantizer(s) "
+                                        f"removed, its integer weights dequantized"}
+                if precision == "bf16" and get_backend(backend).bf16_note:
+                    info["variant_note"] += f"; {get_backend(backend).bf16_note}"
             else:
                 from wb_core.variants.convert import variant_path
 
@@ -285,7 +339,8 @@ class VariantPlanner:
         data_path, data_fp = self._data_path()
         metric = self.options.metric
         common = dict(subset_size=self.options.subset_size, output=self.options.output,
-                      metric=metric.name if isinstance(metric, Metric) else str(metric))
+                      metric=metric.name if isinstance(metric, Metric) else str(metric),
+                      batch_axes=tuple(sorted(self._batch_axes().items())))
         basis = self._basis(ir_backend())  # the INT8 variant is an IR, judged where IRs run
         limit = self.options.guard.limit_for(basis["metric"].name) if basis and "metric" in basis else None
         judged = limit is not None
@@ -412,6 +467,11 @@ class VariantPlanner:
             except ConfigError:
                 self._random = False  # no size to draw them at (a dynamic dimension without --dynamic-size)
                 return None
+            # Samples first, as data holds them: an input's batch axis back to the front, one value per
+            # sample for an input without a batch (a sample rate).
+            by_name = {s.name: s for s in self.inputs}
+            batch = {k: np.moveaxis(v, by_name[k].batch_axis, 0) if k in by_name and v.ndim else np.full(64, v)
+                     for k, v in batch.items()}
             x = next(iter(batch.values())) if len(batch) == 1 else batch
             self._random = Dataset(x=x, source="random inputs", meta={"synthetic": True})
         return self._random or None
@@ -475,6 +535,9 @@ class VariantPlanner:
     def _accuracy_columns(self, backend: str, precision: str, untouched: bool = False) -> dict:
         if precision == "fp32" and not self._has_real_data():
             return {}  # FP32 against itself on random inputs says nothing
+        if self.prequantized and not self._has_float_graph(backend) and not self._has_real_data():
+            return {"accuracy_note": f"not measured: {title(backend)} has no FP32 variant of this model quantized "
+                                     f"beforehand to compare it with; give labelled data to measure it"}
         basis = self._basis(backend)
         if basis is None:
             return {}
@@ -529,7 +592,7 @@ class VariantPlanner:
         try:
             res = run_task({"task": "wb_core.variants.tasks:task_evaluate", "backend": backend, "data": str(data_path),
                             "out_dir": str(out_dir),
-                            "output": self.options.output,
+                            "output": self.options.output, "batch_axes": self._batch_axes(),
                             "variants": [{"id": "v", "model_path": str(path), "precision": precision,
                                           "untouched": untouched}]},
                            timeout=1800, what=f"measuring the accuracy of the {backend} {precision} variant")

@@ -30,6 +30,7 @@ class QuantizeSettings:
     base: str | None = None  # the recipe accuracy control and mixed precision build on
     limit: float | None = None  # the accuracy guard's bound, for accuracy control and mixed precision
     budget_s: float | None = None  # mixed precision's time budget
+    batch_axes: tuple = ()  # (input, axis) pairs for inputs whose batch is not on axis 0
 
     @property
     def method(self) -> str:
@@ -50,6 +51,7 @@ def variant_key(model_fp: str, data_fp: str, settings: QuantizeSettings) -> str:
                        "subset": settings.subset_size, "max_drop": settings.max_drop, "metric": settings.metric,
                        "nncf": _version("nncf"), "openvino": _version("openvino"),
                        **({"output": settings.output} if settings.output else {}),
+                       **({"batch_axes": [list(p) for p in settings.batch_axes]} if settings.batch_axes else {}),
                        "recipe": settings.recipe, "base": settings.base, "limit": settings.limit}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -65,7 +67,8 @@ def ensure_int8_ir(model: str | Path, fmt: str, model_fp: str, data_path: Path, 
                         "out": str(tmp / "model.xml"),
                         "subset_size": settings.subset_size, "max_drop": settings.max_drop,
                         "metric": settings.metric, "output": settings.output, "recipe": settings.recipe,
-                        "base": settings.base, "limit": settings.limit, "budget_s": settings.budget_s},
+                        "base": settings.base, "limit": settings.limit, "budget_s": settings.budget_s,
+                        "batch_axes": dict(settings.batch_axes)},
                        timeout=3600 if settings.budget_s is None else settings.budget_s + 600, what=what)
         info = {"variant": settings.method, "calibration_size": res.get("calibration_samples"),
                 "calibration_data": data_fp, "subset_size": settings.subset_size,

@@ -58,12 +58,23 @@ def output_names(res) -> list[str]:
 
 def _batch_for(specs, n: int) -> int:
     """A fixed batch dimension is kept; a dynamic one takes up to EVAL_BATCH samples at a time."""
-    fixed = {s.shape[0] for s in specs if s.shape and s.shape[0] > 0}
+    fixed = {s.shape[s.batch_axis] for s in specs if s.shape and s.shape[s.batch_axis] > 0}
     return fixed.pop() if len(fixed) == 1 else min(EVAL_BATCH, n)
 
 
-def _chunks(feeds: dict[str, np.ndarray], batch: int):
+def _as_batch(x: np.ndarray, spec) -> np.ndarray:
+    """Samples (on the data's first axis) as the input takes a batch of them: on its batch axis, or
+    one value for an input without a batch (a sample rate: every sample holds the same)."""
+    if spec is None:
+        return np.ascontiguousarray(x)
+    if not spec.batched:
+        return np.array(x[0])  # 0-d (ascontiguousarray would make it 1-d)
+    return np.ascontiguousarray(np.moveaxis(x, 0, spec.batch_axis) if spec.batch_axis else x)
+
+
+def _chunks(feeds: dict[str, np.ndarray], batch: int, specs=()):
     """Batches of exactly `batch` samples; the last is padded with its final sample (cut off later)."""
+    by_name = {s.name: s for s in specs}
     n = len(next(iter(feeds.values())))
     for i in range(0, n, batch):
         out = {}
@@ -71,15 +82,26 @@ def _chunks(feeds: dict[str, np.ndarray], batch: int):
             chunk = x[i:i + batch]
             if len(chunk) < batch:
                 chunk = np.concatenate([chunk, np.repeat(chunk[-1:], batch - len(chunk), axis=0)])
-            out[name] = np.ascontiguousarray(chunk)
+            out[name] = _as_batch(chunk, by_name.get(name))
         yield out, min(batch, n - i)
 
 
-def _items(feeds: dict[str, np.ndarray], step: int, single: bool) -> list:
+def _items(feeds: dict[str, np.ndarray], step: int, single: bool, specs=()) -> list:
     """Calibration / validation items for NNCF: an array for one input, a dict for several."""
+    by_name = {s.name: s for s in specs}
     n = len(next(iter(feeds.values())))
-    items = [{k: v[i:i + step] for k, v in feeds.items()} for i in range(0, n - step + 1, step)]
+    items = [{k: _as_batch(v[i:i + step], by_name.get(k)) for k, v in feeds.items()}
+             for i in range(0, n - step + 1, step)]
     return [next(iter(it.values())) for it in items] if single else items
+
+
+def _model_shape(spec, batch: int, samples: np.ndarray) -> tuple[int, ...]:
+    """The input's shape for a batch of these samples: the batch on its batch axis."""
+    if not spec.batched:
+        return ()
+    dims = list(samples.shape[1:])
+    dims.insert(spec.batch_axis, batch)
+    return tuple(dims)
 
 
 def task_evaluate(task: dict) -> None:
@@ -93,19 +115,25 @@ def task_evaluate(task: dict) -> None:
     from wb_core.backends.registry import open_session
     from wb_core.config import InputOptions, RunConfig
     from wb_core.data import check_inputs
+    from wb_core.model_inputs import with_batch_axes
 
     ds = _load(task["data"])
+    axes = dict(task.get("batch_axes") or {})  # the sweep's: the model's layout, or the user's
     for v in task["variants"]:
         cfg = RunConfig(backend=task["backend"], precision=v["precision"], untouched=bool(v.get("untouched")))
         session = open_session(v["model_path"], cfg)
-        feeds = check_inputs(ds.x, session.inputs, "validation data")
+        specs = with_batch_axes(session.inputs, axes)
+        feeds = check_inputs(ds.x, specs, "validation data")
         n = ds.size
-        batch = _batch_for(session.inputs, n)
-        session.prepare(batch, InputOptions(shapes={k: (batch,) + tuple(a.shape[1:]) for k, a in feeds.items()}))
+        batch = _batch_for(specs, n)
+        by_name = {s.name: s for s in specs}
+        session.prepare(batch, InputOptions(shapes={k: _model_shape(by_name[k], batch, a) for k, a in feeds.items()
+                                                    if by_name[k].batched},
+                                            batch_axes={s.name: s.batch_axis for s in specs if s.batch_axis}))
         infer = session.make_infer()
         outs, names = [], []
         started = time.perf_counter()
-        for chunk, k in _chunks(feeds, batch):
+        for chunk, k in _chunks(feeds, batch, specs):
             (converted,) = session.convert_batches([chunk])
             res = infer(converted)
             names = names or output_names(res)
@@ -132,6 +160,7 @@ def task_quantize(task: dict) -> None:
     import openvino as ov
 
     from wb_core.data import check_inputs
+    from wb_core.model_inputs import with_batch_axes
     from wb_core.models import ov_inputs
     from wb_core.variants.family import detect_family
     from wb_core.variants.recipes import base_recipe, nncf_arguments
@@ -143,14 +172,14 @@ def task_quantize(task: dict) -> None:
     if recipe == "auto":
         recipe = "accuracy-control" if task.get("max_drop") is not None else base_recipe(family.name)
     base = task.get("base") or base_recipe(family.name)
-    specs = ov_inputs(model)
+    specs = with_batch_axes(ov_inputs(model), task.get("batch_axes"))
     single = len(specs) == 1
     ds = _load(task["data"])
     calib = check_inputs(ds.calibration, specs, "calibration data")
     # Static batch dimensions take batches of that size; dynamic ones take single samples.
-    fixed = [s.shape[0] for s in specs if s.shape and s.shape[0] > 1]
+    fixed = [s.shape[s.batch_axis] for s in specs if s.shape and s.shape[s.batch_axis] > 1]
     step = fixed[0] if fixed else 1
-    items = _items(calib, step, single)
+    items = _items(calib, step, single, specs)
     if not items:
         raise ConfigError(f"The calibration data has {len(next(iter(calib.values())))} samples, fewer than the "
                           f"model's fixed batch of {step}.")
@@ -160,7 +189,7 @@ def task_quantize(task: dict) -> None:
             "family_reason": family.reason, "recipe": recipe}
     output = task.get("output")
     if recipe in ("accuracy-control", "mixed-precision"):
-        val_items = _items(check_inputs(ds.x, specs, "validation data"), step, single)
+        val_items = _items(check_inputs(ds.x, specs, "validation data"), step, single, specs)
         metric, targets, reference = _validation_targets(task, ds, model, val_items, step, output)
         info["metric"] = metric.name
         if reference:
@@ -283,3 +312,46 @@ def task_probe_tf_bf16(task: dict) -> None:
     mixed = fn(x).numpy()
     diff = float(np.max(np.abs(plain - mixed)))
     _emit({"type": "result", "effective": diff > 0.0, "max_abs_diff": diff, "tf_version": tf.__version__})
+
+
+def strip_quantizers(model) -> int:
+    """Remove a quantized model's quantizers in place, leaving its float graph; returns how many.
+
+    A quantize-dequantize pair on an activation (ONNX QuantizeLinear/DequantizeLinear, which
+    OpenVINO reads as FakeQuantize -> Convert to i8 -> Convert to f32 -> Subtract -> Multiply, or an
+    NNCF IR's FakeQuantize alone) is bypassed: its consumers read the float tensor it quantized.
+    Integer weights stay, dequantized in the graph (Convert -> Subtract -> Multiply): the float
+    weights they were made from are not in the file. NNCF's own `nncf.strip` handles PyTorch
+    models only (NNCF 3.4), hence this.
+    """
+    removed = 0
+    for fq in [op for op in model.get_ordered_ops() if op.get_type_name() == "FakeQuantize"]:
+        source, end = fq.input_value(0), fq.output(0)
+        chain = [t.get_node() for t in end.get_target_inputs()]
+        if len(chain) == 1 and chain[0].get_type_name() == "Convert" and not chain[0].get_output_element_type(0).is_real():
+            node = chain[0]
+            for kinds in (("Convert",), ("Subtract", "Multiply"), ("Multiply",)):  # back to float, then dequantize
+                nxt = [t.get_node() for t in node.output(0).get_target_inputs()]
+                if len(nxt) != 1 or nxt[0].get_type_name() not in kinds:
+                    break
+                node = nxt[0]
+                if node.get_type_name() == "Multiply":
+                    break
+            if node.get_type_name() != "Multiply":
+                continue  # a chain this does not know: left quantized
+            end = node.output(0)
+        end.replace(source)
+        removed += 1
+    if removed:
+        model.validate_nodes_and_infer_types()
+    return removed
+
+
+def task_float_graph(task: dict) -> None:
+    """Write the float graph of an IR quantized beforehand (its quantizers removed) for its FP32 runs."""
+    import openvino as ov
+
+    model = ov.Core().read_model(task["ir"])
+    removed = strip_quantizers(model)
+    ov.save_model(model, task["out"], compress_to_fp16=False)
+    _emit({"type": "result", "path": task["out"], "removed": removed})
