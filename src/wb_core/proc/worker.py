@@ -226,7 +226,9 @@ def task_convert(task: dict) -> None:
     except Exception as e:
         raise ModelError(f"OpenVINO cannot convert '{path}': {first_line(e)}") from None
     ov.save_model(model, out, compress_to_fp16=False)
-    emit({"type": "result", "path": out})
+    from wb_core.variants.ir_content import ir_facts
+
+    emit({"type": "result", "path": out, **ir_facts(out)})  # read once here, kept beside the IR
 
 
 def task_layers(task: dict) -> None:
