@@ -327,8 +327,11 @@ class SweepContext:
 
     def spec_record(self, **what) -> dict:
         """The study's record of a run: what was asked, with the settings and input options."""
-        return {**what, "settings": self.settings.__dict__, "inputs": self.inputs.to_dict(),
-                "precision": self.planner.options.record()}
+        rec = {**what, "settings": self.settings.__dict__, "inputs": self.inputs.to_dict(),
+               "precision": self.planner.options.record()}
+        if self.description.files:  # each file's digest: a later confirmation names the one that changed
+            rec["model_files"] = dict(self.description.files)
+        return rec
 
     def __enter__(self) -> SweepContext:
         return self
