@@ -189,5 +189,9 @@ def test_a_keras_model_and_its_savedmodel_share_their_int8_build(tmp_path, db, f
         profile(model, db=db, study=study, backends="openvino", precisions="int8", batch_sizes="1", threads="1",
                 settings=fast, data=str(data), subset_size=16)
     assert len(started) == 1
+    from wb_core.variants.description import describe_model
+
+    # both read from the IR they convert to: one convolution, the same family in both descriptions
+    assert {describe_model(tmp_path / n).family_reason for n in ("m.keras", "sm")} == {"1 convolution, no attention blocks"}
     x = RNG.standard_normal((2, 8, 8, 3)).astype(np.float32)
     np.testing.assert_array_equal(_run_ir(_fp32_ir(db, "keras"), x), _run_ir(_fp32_ir(db, "savedmodel"), x))
