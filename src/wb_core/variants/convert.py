@@ -6,7 +6,7 @@
 BF16 is a runtime hint, not a file. Conversions run in a child process (TensorFlow is heavy and a
 broken model can crash the converter), and land in the cache atomically, keyed by the fingerprint of
 every file the model reads (an ONNX model's external data, a SavedModel's variables). Beside each
-converted IR, `ir.json` keeps what the converter read of it (`wb_core.variants.ir_content`): its
+converted IR, `ir.json` keeps what the converter read of it (`wb_core.variants.ir_tasks`): its
 graph key, port names and family.
 """
 
@@ -50,7 +50,8 @@ def ensure_ir(path: str | Path, fmt: str | None = None, fp: str | None = None) -
     fp = fp or fingerprint(path)
 
     def build(tmp: Path):
-        res = run_task({"task": "convert", "format": fmt, "path": str(path), "out": str(tmp / "model.xml")},
+        res = run_task({"task": "wb_core.variants.ir_tasks:task_convert_ir", "format": fmt, "path": str(path),
+                        "out": str(tmp / "model.xml")},
                        timeout=1800, what=f"converting '{path}' to OpenVINO IR")
         _keep_facts(tmp / "model.xml", res)
 
@@ -69,14 +70,14 @@ def _keep_facts(xml: Path, facts: dict) -> dict:
 
 
 def ir_facts(xml: str | Path) -> dict:
-    """Graph key, port names and family of an IR (see `wb_core.variants.ir_content`): kept beside the
+    """Graph key, port names and family of an IR (see `wb_core.variants.ir_tasks`): kept beside the
     IRs this cache converted, read in a worker (and kept) for older ones and for a user's own IR."""
     xml = Path(xml)
     side = xml.with_name("ir.json")
     in_cache = cache_dir().resolve() in xml.resolve().parents
     if in_cache and side.is_file():
         return json.loads(side.read_text())
-    res = run_task({"task": "wb_core.variants.ir_content:task_ir_facts", "ir": str(xml)}, timeout=600,
+    res = run_task({"task": "wb_core.variants.ir_tasks:task_ir_facts", "ir": str(xml)}, timeout=600,
                    what=f"reading the OpenVINO IR '{xml}'")
     return _keep_facts(xml, res) if in_cache else {k: res.get(k) for k in FACTS}
 

@@ -103,7 +103,7 @@ def ensure_int8_ir(model: str | Path, fmt: str, model_fp: str, data_path: Path, 
         named = hashlib.sha256(json.dumps(facts["io"], sort_keys=True).encode()).hexdigest()[:8]
 
         def rename(tmp: Path):
-            run_task({"task": "wb_core.variants.ir_content:task_rename_io", "ir": str(folder / "model.xml"),
+            run_task({"task": "wb_core.variants.ir_tasks:task_rename_io", "ir": str(folder / "model.xml"),
                       "io": facts["io"], "out": str(tmp / "model.xml")}, timeout=600,
                      what=f"naming the INT8 IR's inputs and outputs as '{model}' does")
             (tmp / "info.json").write_text(json.dumps(info))

@@ -51,6 +51,16 @@ def ir_facts(xml: str) -> dict:
             "family_reason": family.reason}
 
 
+def task_convert_ir(task: dict) -> None:
+    """Worker task: convert a model to an FP32 IR (as the `convert` task does) and read its facts
+    there and then, while the converted graph is at hand."""
+    from wb_core.proc.channel import emit
+    from wb_core.proc.worker import convert_model_file
+
+    convert_model_file(task)
+    emit({"type": "result", "path": task["out"], **ir_facts(task["out"])})
+
+
 def task_ir_facts(task: dict) -> None:
     """Worker task: the facts of an IR converted before they were kept beside it."""
     from wb_core.proc.channel import emit
