@@ -71,6 +71,10 @@ IN_PARENT = {
     ("wb_core.export.servecheck", "_same_outputs"): (
         "`wb serve-check` compares the served answer with OpenVINO's own, in the process that holds "
         "the tritonserver client; it runs only on that request, never in a sweep, report or export"),
+    ("wb_core.models", "onnx_external_files"): (
+        "the fingerprint of an ONNX model covers its external data files, named inside it: the onnx "
+        "library reads the graph's tensor records (load_external_data=False, no weights, no runtime), "
+        "once per file content"),
 }
 
 # The internals a benchmark may import besides wb_core.api, each with its reason. Everything a

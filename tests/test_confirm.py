@@ -128,7 +128,7 @@ def test_confirm_refuses_a_moved_or_changed_model_and_a_study_without_ok_runs(le
     shutil.copy(lenet_ir.with_suffix(".bin"), d / "lenet.bin")
     profile(model, db=db, study="s", batch_sizes="1", threads="1", settings=fast)
     (d / "lenet.bin").write_bytes((d / "lenet.bin").read_bytes()[::-1])
-    with pytest.raises(ConfigError, match="has changed since study 's' measured it"):
+    with pytest.raises(ConfigError, match="has changed since study 's' measured it: its file 'lenet.bin' differs"):
         confirm("s", db, rounds=2, settings=fast)
     shutil.rmtree(d)
     with pytest.raises(ConfigError, match="is no longer there"):
@@ -139,3 +139,25 @@ def test_confirm_refuses_a_moved_or_changed_model_and_a_study_without_ok_runs(le
         confirm("none", db, rounds=2, settings=fast)
     with Store(db, readonly=True) as s:  # nothing was measured
         assert s.get_study("s-confirm") is None and s.get_study("none-confirm") is None
+
+
+def test_confirm_accepts_a_renamed_identical_copy(lenet_ir, tmp_path, db, fast):
+    """Content is compared, not names: the study's IR moved and renamed (both files) is the same model."""
+    from wb_core.api import confirm, profile
+
+    d = tmp_path / "m"
+    d.mkdir()
+    shutil.copy(lenet_ir, d / "lenet.xml")
+    shutil.copy(lenet_ir.with_suffix(".bin"), d / "lenet.bin")
+    profile(d / "lenet.xml", db=db, study="s", batch_sizes="1", threads="1", settings=fast, accuracy=False)
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    (d / "lenet.xml").rename(moved / "renamed.xml")
+    (d / "lenet.bin").rename(moved / "renamed.bin")
+    out = confirm("s", db, rounds=2, settings=fast, model=moved / "renamed.xml")
+    assert out["tuned"] is not None and out["tuned"]["status"] == "ok"
+    data = bytearray((moved / "renamed.bin").read_bytes())
+    data[-1] ^= 0xFF
+    (moved / "renamed.bin").write_bytes(bytes(data))
+    with pytest.raises(ConfigError, match="its file 'renamed.bin' differs"):
+        confirm("s", db, rounds=2, settings=fast, model=moved / "renamed.xml")

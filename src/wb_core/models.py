@@ -1,8 +1,8 @@
 """Model files: detect the format, fingerprint the content, describe inputs, make input batches.
 
-Formats: TensorFlow SavedModel directory, Keras `.keras` file, ONNX `.onnx`, OpenVINO IR `.xml`+`.bin`,
-TensorFlow Lite `.tflite` and PaddlePaddle `.pdmodel` (+`.pdiparams`), the last two read by OpenVINO's own
-frontends.
+Formats: TensorFlow SavedModel directory, Keras `.keras` file, ONNX `.onnx` (with its external data
+files), OpenVINO IR `.xml`+`.bin`, TensorFlow Lite `.tflite` and PaddlePaddle `.pdmodel` (+`.pdiparams`),
+the last two read by OpenVINO's own frontends.
 Inspecting TensorFlow formats needs TensorFlow, which costs seconds and ~800 MB, so the parent
 process asks a child for it (see `wb_core.proc.parent`); ONNX and IR are read with OpenVINO in-process.
 """
@@ -73,29 +73,96 @@ def detect_format(path: str | Path) -> str:
     )
 
 
-def model_files(path: str | Path) -> list[Path]:
-    """The files that make up a model (an IR's .bin included)."""
+MAIN = "."  # the label of the file the user names, whatever its name: a renamed copy is the same model
+
+
+def model_files(path: str | Path) -> list[tuple[str, Path]]:
+    """Every file the model reads, each with its label: what the model calls it, so that a renamed or
+    moved copy has the same labels. The file the user names is MAIN; an IR's weights are `.bin`; an
+    ONNX model's external data files are their `location`; a SavedModel's files (variables/, assets/)
+    are their paths inside the folder."""
     p = Path(path)
     if p.is_dir():
-        return sorted(f for f in p.rglob("*") if f.is_file())
-    files = [p]
+        return [(str(f.relative_to(p)), f) for f in sorted(p.rglob("*")) if f.is_file()]
+    files = [(MAIN, p)]
     weights = {".xml": ".bin", ".pdmodel": ".pdiparams"}.get(p.suffix.lower())
     if weights and p.with_suffix(weights).exists():
-        files.append(p.with_suffix(weights))
+        files.append((weights, p.with_suffix(weights)))
+    if p.suffix.lower() == ".onnx":
+        files += [(loc, p.parent / loc) for loc in onnx_external_files(p)]
     return files
 
 
-def fingerprint(path: str | Path) -> str:
-    """Content hash of the model's files (names relative to the model, and bytes)."""
+_EXTERNAL: dict[tuple, tuple[str, ...]] = {}  # ONNX file (path, size, mtime) -> its external data locations
+
+
+def onnx_external_files(path: str | Path) -> tuple[str, ...]:
+    """The external data files an ONNX model keeps its tensors in (each initializer's and constant's
+    `location`), in order; a location outside the model's folder, or a file that is not there, is
+    refused in a sentence."""
     p = Path(path)
-    h = hashlib.sha256()
-    root = p if p.is_dir() else p.parent
-    for f in model_files(p):
-        h.update(str(f.relative_to(root)).encode())
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _EXTERNAL:
+        try:
+            import onnx
+            from onnx.external_data_helper import _get_all_tensors, uses_external_data
+        except ImportError:
+            return ()
+        try:
+            proto = onnx.load(str(p), load_external_data=False)
+        except Exception:
+            return ()  # unreadable: the model's reader gives the sentence
+        locations: list[str] = []
+        for tensor in _get_all_tensors(proto):
+            if not uses_external_data(tensor):
+                continue
+            loc = next((e.value for e in tensor.external_data if e.key == "location"), "")
+            if loc and loc not in locations:
+                locations.append(loc)
+        _EXTERNAL[key] = tuple(locations)
+    for loc in _EXTERNAL[key]:
+        target = Path(loc)
+        if target.is_absolute() or ".." in target.parts:
+            raise ModelError(f"ONNX model '{p}' reads its weights from '{loc}', outside its own folder; keep the "
+                             f"external data files beside the model.")
+        if not (p.parent / target).is_file():
+            raise ModelError(f"ONNX model '{p}' keeps its weights in '{loc}', which is not beside it "
+                             f"(looked for {p.parent / target}); copy it there.")
+    return _EXTERNAL[key]
+
+
+def file_digests(path: str | Path) -> dict[str, str]:
+    """Label -> SHA-256 of the bytes, for every file the model reads (see `model_files`)."""
+    out = {}
+    for label, f in model_files(path):
+        h = hashlib.sha256()
         with open(f, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
+        out[label] = h.hexdigest()
+    return out
+
+
+def fingerprint(path: str | Path, digests: dict[str, str] | None = None) -> str:
+    """Content hash of every file the model reads (each by its label, not its name, and its bytes):
+    a changed weights file changes it; a renamed or moved identical copy keeps it."""
+    digests = file_digests(path) if digests is None else digests
+    h = hashlib.sha256()
+    for label in sorted(digests):
+        h.update(f"{label}\0{digests[label]}\n".encode())
     return h.hexdigest()[:16]
+
+
+def changed_files(stored: dict[str, str], path: str | Path) -> list[str]:
+    """The files of the model at `path` whose content is not what `stored` (label -> digest) recorded,
+    by the name they have now; a file that was added or is no longer read is listed too."""
+    current = file_digests(path)
+    p = Path(path)
+    names = {label: str(f.relative_to(p)) if p.is_dir() else f.name for label, f in model_files(p)}
+    out = [names.get(label, label) for label in sorted(set(current) | set(stored))
+           if current.get(label) != stored.get(label)]
+    return out
 
 
 def ov_outputs(model) -> list[str]:

@@ -3,10 +3,11 @@
 The pick, its runner-up and the runtime's real defaults run in interleaved rounds (study
 `<study>-confirm`) with everything the study used: its model file (checked unchanged), data,
 calibration size, text and tokenizer, input shapes and sequence length, measuring settings, and the
-variant file it measured (the INT8 IR itself). The verdict gives what tuning is worth over the best
-default, and splits it in two where it can: what the precision variant buys (that variant under the
-runtime's THROUGHPUT hint, against the best default) and what tuning buys on top (the pick against
-that same variant under the hint).
+variant file it measured (the INT8 IR itself). The model is checked by content, every file it reads
+(an IR's .bin, an ONNX model's external data, a SavedModel's variables), not by file name. The
+verdict gives what tuning is worth over the best default, and splits it in two where it can: what
+the precision variant buys (that variant under the runtime's THROUGHPUT hint, against the best
+default) and what tuning buys on top (the pick against that same variant under the hint).
 """
 
 from __future__ import annotations
@@ -47,17 +48,31 @@ def same_variant_with_hint(tuned: RunConfig) -> RunConfig | None:
 
 
 def check_model_unchanged(info: dict, model: str | Path | None, study: str) -> Path:
-    """The model file the study measured, still there and unchanged, or one sentence saying otherwise."""
-    from wb_core.models import fingerprint
+    """The model the study measured, still there and with the same content in every file it reads, or
+    one sentence saying otherwise (naming the file that changed). Content is compared, not names: a
+    renamed or moved identical copy is the same model."""
+    from wb_core.errors import ModelError
+    from wb_core.models import changed_files, fingerprint
 
     path = Path(model or info["model_path"])
     if not path.exists():
         raise ConfigError(f"The model file {path} that study '{study}' measured is no longer there; give its new "
                           f"place ({setting('model', 'Model path')}).")
-    if fingerprint(path) != info.get("model_fingerprint"):
-        raise ConfigError(f"The model at {path} has changed since study '{study}' measured it (its content differs); "
-                          f"profile it again in a new study.")
-    return path
+    try:
+        same = fingerprint(path) == info.get("model_fingerprint")
+    except ModelError as e:  # a file it reads is missing or out of its folder
+        raise ConfigError(f"The model at {path} cannot be checked against study '{study}': {e}") from None
+    if same:
+        return path
+    stored = (info.get("spec") or {}).get("model_files")
+    changed = changed_files(stored, path) if stored else []
+    if changed:
+        files = ", ".join(f"'{name}'" for name in changed)
+        raise ConfigError(f"The model at {path} has changed since study '{study}' measured it: its "
+                          f"file{'s' if len(changed) > 1 else ''} {files} "
+                          f"{'differ' if len(changed) > 1 else 'differs'}; profile it again in a new study.")
+    raise ConfigError(f"The model at {path} has changed since study '{study}' measured it (its content differs); "
+                      f"profile it again in a new study.")
 
 
 def study_precision_options(spec: dict, frame, keys: list[str]):

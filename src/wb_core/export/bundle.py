@@ -51,7 +51,10 @@ def model_files(dep: DeploymentConfig, fmt: str, notes: list[str]) -> list[tuple
             notes.append(f"The bundle has no model files for {fmt}: the model file ({src}) is not on disk.")
             return []
         base = {"triton": f"model_repository/{name}/1", "kserve": f"model/{name}/1"}.get(fmt, f"models/{name}/1")
-        return [(f"{base}/{model_file_name(dep, fmt)}", src)]
+        from wb_core.models import onnx_external_files
+
+        extra = onnx_external_files(src) if src.suffix.lower() == ".onnx" else ()  # the weights it reads by name
+        return [(f"{base}/{model_file_name(dep, fmt)}", src)] + [(f"{base}/{loc}", src.parent / loc) for loc in extra]
     if wants_ir:
         files = _ir_files(dep)
         if files is None:

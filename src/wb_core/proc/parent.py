@@ -34,9 +34,11 @@ def run_child(task: dict, timeout: float, on_message: Callable[[dict], None] | N
     return worker.outcome
 
 
-def run_task(task: dict, timeout: float, what: str) -> dict:
-    """Run a one-shot task (inspect, convert, demo); return its `result` message or raise WorkerError."""
-    outcome = run_child(task, timeout=timeout)
+def run_task(task: dict, timeout: float, what: str, on_message: Callable[[dict], None] | None = None) -> dict:
+    """Run a one-shot task (inspect, convert, demo); return its `result` message or raise WorkerError.
+
+    `on_message`: called with each message as it arrives (a long task's progress)."""
+    outcome = run_child(task, timeout=timeout, on_message=on_message)
     results = [m for m in outcome.messages if m.get("type") == "result"]
     if outcome.ok and results:
         return results[-1]

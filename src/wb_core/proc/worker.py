@@ -204,6 +204,12 @@ def load_keras_model(path: str):
 
 def task_convert(task: dict) -> None:
     """Convert a model to OpenVINO IR (f32 weights kept) or a Keras file to a SavedModel."""
+    convert_model_file(task)
+    emit({"type": "result", "path": task["out"]})
+
+
+def convert_model_file(task: dict) -> None:
+    """The conversion `task_convert` does, without its message (a task that says more calls it)."""
     import openvino as ov
 
     from wb_core.errors import ModelError
@@ -213,7 +219,6 @@ def task_convert(task: dict) -> None:
     if task.get("target") == "savedmodel":
         model = load_keras_model(path)
         model.export(out, verbose=False)
-        emit({"type": "result", "path": out})
         return
     try:
         if fmt == "keras":
@@ -226,7 +231,6 @@ def task_convert(task: dict) -> None:
     except Exception as e:
         raise ModelError(f"OpenVINO cannot convert '{path}': {first_line(e)}") from None
     ov.save_model(model, out, compress_to_fp16=False)
-    emit({"type": "result", "path": out})
 
 
 def task_layers(task: dict) -> None:

@@ -15,6 +15,7 @@ import importlib.metadata
 import os
 import platform
 import socket
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterable
@@ -311,6 +312,8 @@ class SweepContext:
             check_inputs(self.input_specs, self.inputs, self.settings, configs)
         self.planner = VariantPlanner(self.description, precision, self.hardware)
         self.planner.input_options = self.inputs  # random inputs for the accuracy guard take the sweep's sizes
+        if progress:
+            self.planner.on_progress = self._show_progress
         self.planner.check_data(configs)  # data that cannot feed the model stops the study here too
 
     def _place_batch_axes(self) -> None:
@@ -402,8 +405,11 @@ class SweepContext:
 
     def spec_record(self, **what) -> dict:
         """The study's record of a run: what was asked, with the settings and input options."""
-        return {**what, "settings": self.settings.__dict__, "inputs": self.inputs.to_dict(),
-                "precision": self.planner.options.record()}
+        rec = {**what, "settings": self.settings.__dict__, "inputs": self.inputs.to_dict(),
+               "precision": self.planner.options.record()}
+        if self.description.files:  # each file's digest: a later confirmation names the one that changed
+            rec["model_files"] = dict(self.description.files)
+        return rec
 
     def __enter__(self) -> SweepContext:
         return self
@@ -530,6 +536,13 @@ class SweepContext:
             if self.cancelled:
                 return
             yield p
+
+    def _show_progress(self, text: str) -> None:
+        """A step that takes minutes (INT8 accuracy control), on the progress bar or, before it, on stderr."""
+        if self.bar is not None:
+            self.bar.set_postfix_str(text, refresh=True)
+        else:
+            print(f"{self._progress_label}: {text}", file=sys.stderr, flush=True)
 
     def start_progress(self, total: int) -> None:
         if self._progress and total > 0 and self.bar is None:

@@ -4,11 +4,16 @@
   FP32 variant really is FP32).
 - TensorFlow runs a SavedModel: a Keras file is exported to one.
 BF16 is a runtime hint, not a file. Conversions run in a child process (TensorFlow is heavy and a
-broken model can crash the converter), and land in the cache atomically.
+broken model can crash the converter), and land in the cache atomically, keyed by the fingerprint of
+every file the model reads (an ONNX model's external data, a SavedModel's variables). Beside each
+converted IR, `ir.json` keeps what the converter read of it (`wb_core.variants.ir_tasks`): its
+graph key, port names and family.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -45,10 +50,36 @@ def ensure_ir(path: str | Path, fmt: str | None = None, fp: str | None = None) -
     fp = fp or fingerprint(path)
 
     def build(tmp: Path):
-        run_task({"task": "convert", "format": fmt, "path": str(path), "out": str(tmp / "model.xml")},
-                 timeout=1800, what=f"converting '{path}' to OpenVINO IR")
+        res = run_task({"task": "wb_core.variants.ir_tasks:task_convert_ir", "format": fmt, "path": str(path),
+                        "out": str(tmp / "model.xml")},
+                       timeout=1800, what=f"converting '{path}' to OpenVINO IR")
+        _keep_facts(tmp / "model.xml", res)
 
     return _cached("ir", fp, build) / "model.xml"
+
+
+FACTS = ("graph", "io", "family", "family_reason")
+
+
+def _keep_facts(xml: Path, facts: dict) -> dict:
+    facts = {k: facts.get(k) for k in FACTS}
+    tmp = xml.with_name(f".ir-{os.getpid()}.json")
+    tmp.write_text(json.dumps(facts))
+    tmp.replace(xml.with_name("ir.json"))
+    return facts
+
+
+def ir_facts(xml: str | Path) -> dict:
+    """Graph key, port names and family of an IR (see `wb_core.variants.ir_tasks`): kept beside the
+    IRs this cache converted, read in a worker (and kept) for older ones and for a user's own IR."""
+    xml = Path(xml)
+    side = xml.with_name("ir.json")
+    in_cache = cache_dir().resolve() in xml.resolve().parents
+    if in_cache and side.is_file():
+        return json.loads(side.read_text())
+    res = run_task({"task": "wb_core.variants.ir_tasks:task_ir_facts", "ir": str(xml)}, timeout=600,
+                   what=f"reading the OpenVINO IR '{xml}'")
+    return _keep_facts(xml, res) if in_cache else {k: res.get(k) for k in FACTS}
 
 
 def ensure_savedmodel(path: str | Path, fmt: str | None = None, fp: str | None = None) -> Path:

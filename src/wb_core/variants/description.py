@@ -1,8 +1,10 @@
 """What the workbench knows about a model, read once: `describe_model(path)` -> `ModelDescription`.
 
-Format, content fingerprint, inputs (name, shape, dtype), outputs, the rows of the embedding tables
-its integer inputs index, whether its weights are quantized already, its family (which decides the
-INT8 recipe) and which of its inputs a tokenizer fills. Reading a model costs a child process (a
+Format, content fingerprint (of every file the model reads, each file's digest kept), inputs (name,
+shape, dtype), outputs, the rows of the embedding tables its integer inputs index, whether its
+weights are quantized already, its family (which decides the INT8 recipe) and which of its inputs a
+tokenizer fills. The family is read here once, and only here: `wb inspect`, the profile's rows and
+the INT8 recipe all read this reading. Reading a model costs a child process (a
 broken file can crash the reader, and the readers import heavy runtimes), so the description is
 cached per model content and handed on: the sweep's preflight, the variant planner, tune, the
 training study and `wb inspect` all read the same one.
@@ -14,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from wb_core.model_inputs import InputSpec
-from wb_core.models import detect_format, fingerprint
+from wb_core.models import detect_format, file_digests, fingerprint
 from wb_core.proc.parent import run_task
 
 
@@ -22,10 +24,12 @@ from wb_core.proc.parent import run_task
 class ModelDescription:
     """One model, as every step after preflight sees it.
 
-    `family` is transformer, cnn or other for the formats OpenVINO reads as they are (IR, ONNX),
-    with `family_reason` saying why; None for TensorFlow formats, whose family is read from the IR
-    when an INT8 variant is built. `text_roles` maps each input a tokenizer fills to its role (ids,
-    attention_mask, type_ids); empty when the model has no token-ids input.
+    `family` is transformer, cnn or other, with `family_reason` saying why: read from the graph
+    OpenVINO reads for an IR or an ONNX file, and from the IR it converts a TensorFlow model to
+    (None, with the reason, when OpenVINO cannot convert it). `files` maps each file the model reads
+    to its SHA-256 (see `wb_core.models.model_files`), so that a later check can name the file that
+    changed. `text_roles` maps each input a tokenizer fills to its role (ids, attention_mask,
+    type_ids); empty when the model has no token-ids input.
     """
 
     path: Path
@@ -49,6 +53,7 @@ class ModelDescription:
     batch_axis_reasons: dict[str, str] = field(default_factory=dict)
     # Inputs without a batch whose value the model names (a sample rate): name -> [value, why].
     declared_values: dict[str, list] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_text(self) -> bool:
@@ -61,8 +66,8 @@ class ModelDescription:
         rows += [(f"Input {i + 1}", s.describe()) for i, s in enumerate(self.inputs)]
         if self.outputs:
             rows.append(("Outputs", ", ".join(self.outputs)))
-        if self.family:
-            rows.append(("Family", f"{self.family} ({self.family_reason})"))
+        if self.family or self.family_reason:
+            rows.append(("Family", f"{self.family or 'not read'} ({self.family_reason})"))
         if self.quantized:
             rows.append(("Weights quantized already", self.quantized))
         if self.only_backends:
@@ -102,18 +107,24 @@ def describe_model(path: str | Path, timeout_s: float | None = None) -> ModelDes
     """Read a model once (in a child process) into its description; cached per path and content."""
     path = Path(path)
     fmt = detect_format(path)
-    fp = fingerprint(path)
+    digests = file_digests(path)
+    fp = fingerprint(path, digests)
     key = (str(path.resolve()), fp)
     if key not in _DESCRIBED:
         res = run_task({"task": "wb_core.variants.description:task_describe", "format": fmt, "path": str(path)},
                        timeout=timeout_s or 600, what=f"reading the inputs of '{path}'")
         inputs, axis_reasons = _batch_axes_read(tuple(InputSpec.from_dict(d) for d in res["inputs"]))
+        family, reason = res.get("family"), res.get("family_reason")
+        if family is None and not res.get("only_backends"):
+            # a TensorFlow model: OpenVINO and NNCF see it as the IR it converts to
+            family, reason = _family_of_converted(path, fmt, fp)
         _DESCRIBED[key] = ModelDescription(
             path=path, format=fmt, fingerprint=fp, inputs=inputs, outputs=tuple(res.get("outputs") or ()),
             embedding_rows=dict(res.get("embedding_rows") or {}), quantized=res.get("quantized"),
-            family=res.get("family"), family_reason=res.get("family_reason"), text_roles=text_roles_of(inputs),
+            family=family, family_reason=reason, text_roles=text_roles_of(inputs),
             only_backends=tuple(res.get("only_backends") or ()), only_reason=res.get("only_reason"),
-            batch_axis_reasons=axis_reasons, declared_values=dict(res.get("declared_values") or {}))
+            batch_axis_reasons=axis_reasons, declared_values=dict(res.get("declared_values") or {}),
+            files=digests)
     return _DESCRIBED[key]
 
 
@@ -125,6 +136,18 @@ def _batch_axes_read(inputs: tuple[InputSpec, ...]) -> tuple[tuple[InputSpec, ..
     guessed = guess_batch_axes(list(inputs))
     reasons.update({name: why for name, (_, why) in guessed.items()})
     return tuple(with_batch_axes(inputs, {name: axis for name, (axis, _) in guessed.items()})), reasons
+
+
+def _family_of_converted(path: Path, fmt: str, fp: str) -> tuple[str | None, str | None]:
+    """The family of the IR a model converts to (converted once, into the cache every later step uses)."""
+    from wb_core.errors import WorkbenchError
+    from wb_core.variants.convert import ensure_ir, ir_facts
+
+    try:
+        facts = ir_facts(ensure_ir(path, fmt, fp))
+    except WorkbenchError as e:
+        return None, f"OpenVINO could not convert it, so it has no INT8 variant: {e}"
+    return facts.get("family"), facts.get("family_reason")
 
 
 # ---- in the child process ----

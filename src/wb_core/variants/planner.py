@@ -34,9 +34,10 @@ from wb_core.errors import ConfigError, Sentence, WorkbenchError, WorkerError, s
 from wb_core.paths import cache_dir
 from wb_core.proc.parent import run_task
 from wb_core.variants.description import ModelDescription
+from wb_core.variants.family import OTHER
 from wb_core.variants.guard import FAILED, Guard
 from wb_core.variants.quantize import DEFAULT_SUBSET, QuantizeSettings, ensure_int8_ir
-from wb_core.variants.recipes import DEFAULT_BUDGET_S, DESCRIPTIONS, RECIPES, order_for
+from wb_core.variants.recipes import DEFAULT_BUDGET_S, DESCRIPTIONS, RECIPES, base_recipe, order_for
 
 
 @dataclass
@@ -122,6 +123,7 @@ class VariantPlanner:
         self.attempts: list[dict] = []  # every INT8 recipe tried: recipe, accuracy, drop, passed, seconds
         self._random: Dataset | bool | None = None  # random inputs for the guard; False: none can be drawn
         self._random_path: Path | None = None
+        self.on_progress: Callable[[str], None] | None = None  # shows a long INT8 build's progress (the sweep's bar)
 
     # The model as preflight read it.
     @property
@@ -345,9 +347,10 @@ class VariantPlanner:
         limit = self.options.guard.limit_for(basis["metric"].name) if basis and "metric" in basis else None
         judged = limit is not None
         started, budget = time.monotonic(), float(self.options.fallback_budget_s)
-        queue, tried, family, best = [self.options.int8_recipe], set(), None, None
-        if self.options.max_accuracy_drop is not None:  # the user's own accuracy-aware quantization: one recipe
-            queue = ["auto"]
+        family = self.description.family or OTHER  # read once, by the description: the recipe follows it
+        single = self.options.max_accuracy_drop is not None  # the user's own accuracy-aware quantization
+        queue, tried, best = ["accuracy-control"] if single else list(order_for(family, self.options.int8_recipe)), \
+            set(), None
         while queue:
             recipe = queue.pop(0)
             if recipe in tried:
@@ -357,29 +360,32 @@ class VariantPlanner:
                 self._note(f"INT8 fallbacks stopped at their time budget ({budget:g} s) after "
                            f"{len(self.attempts)} recipe(s); {', '.join(queue + [recipe])} not tried.")
                 break
-            base = best["recipe"] if best else None
+            base = best["recipe"] if best else base_recipe(family)
+            builds_on = recipe in ("accuracy-control", "mixed-precision")
             settings = QuantizeSettings(**common, max_drop=self.options.max_accuracy_drop, recipe=recipe,
-                                        base=base if recipe in ("accuracy-control", "mixed-precision") else None,
-                                        limit=limit if recipe in ("accuracy-control", "mixed-precision") else None,
-                                        budget_s=max(30.0, budget - spent) if recipe != "auto" else None)
+                                        base=base if builds_on else None,
+                                        limit=limit if builds_on and not single else None,
+                                        budget_s=None if single else max(30.0, budget - spent))
             t0 = time.monotonic()
             try:
-                path, info = ensure_int8_ir(self.model, self.fmt, self.fp, data_path, data_fp, settings)
+                path, info = ensure_int8_ir(self.model, self.fmt, self.fp, data_path, data_fp, settings,
+                                            family=(self.description.family, self.description.family_reason),
+                                            on_message=self._quantize_progress)
             except ConfigError:
                 raise
             except WorkbenchError as e:
                 tried.add(recipe)
                 self.attempts.append({"recipe": recipe, "ok": False, "error": str(e),
                                       "seconds": round(time.monotonic() - t0, 2)})
-                if recipe == "auto":
+                if single:
                     raise
                 continue
+            info = dict(info)
+            reused = info.pop("quant_reused", False)
             actual = info.get("quant_recipe") or recipe
             tried.update({recipe, actual})
-            if family is None:
-                family = info.get("model_family")
-                if self.options.max_accuracy_drop is None:
-                    queue += [r for r in order_for(family or "other", actual) if r not in tried]
+            if actual == "accuracy-control":
+                self._note(self._accuracy_control_words({**info, 'quant_reused': reused}, None if single else budget))
             attempt = {"recipe": actual, "ok": True, "path": path, "info": info,
                        "seconds": info.get("quant_seconds") or round(time.monotonic() - t0, 2)}
             if basis and "metric" in basis:
@@ -406,6 +412,24 @@ class VariantPlanner:
             self._accuracy[(ir_backend(), "int8", False)] = measured
         return best["path"], self._int8_info(best)
 
+    def _accuracy_control_words(self, info: dict, budget: float | None) -> str:
+        """How long NNCF's accuracy control took (or that it was built before), against the fallbacks' budget."""
+        took = info.get("quant_seconds")
+        text = (f"NNCF's accuracy control took {took:.0f} s" if took is not None else "NNCF's accuracy control")
+        if info.get("validations"):
+            text += f" ({info['validations']} validation passes)"
+        if info.get("quant_reused"):
+            text += " when it was built; this study reused it from the cache"
+        if budget is not None:
+            text += f"; the INT8 fallbacks may start within {budget:g} s of the first recipe (the fallback budget)"
+        return text + "."
+
+    def _quantize_progress(self, msg: dict) -> None:
+        """Accuracy control validates again and again for minutes: each pass is shown."""
+        if msg.get("type") == "progress" and self.on_progress is not None:
+            self.on_progress(f"INT8 accuracy control: validation pass {msg.get('validations')}, "
+                             f"{msg.get('elapsed_s', 0):.0f} s so far")
+
     def _int8_info(self, chosen: dict) -> dict:
         info = dict(chosen["info"])
         recipe = chosen["recipe"]
@@ -413,9 +437,11 @@ class VariantPlanner:
         info["variant_note"] = (f"INT8 OpenVINO IR ({how}) on {info.get('calibration_size')} calibration samples")
         if self.fmt in ("savedmodel", "keras"):
             info["variant_note"] += "; TensorFlow models reach INT8 through this OpenVINO variant"
-        family = info.get("model_family")
+        # the description's reading, the one `wb inspect` shows and the recipe followed
+        family = info["model_family"] = self.description.family
+        info["model_family_reason"] = self.description.family_reason
         tried = [a for a in self.attempts if a is not chosen]
-        reason = (f"Read as a {family} model ({info.get('model_family_reason')})" if family else "")
+        reason = (f"Read as a {family} model ({self.description.family_reason})" if family else "")
         if tried:
             reason += (f"; {recipe} was chosen after " + ", ".join(_attempt_words(a) for a in tried))
         elif family:

@@ -150,7 +150,8 @@ def task_evaluate(task: dict) -> None:
 def task_quantize(task: dict) -> None:
     """Quantize an FP32 IR to INT8 with NNCF, by a recipe chosen for the model's family.
 
-    Task: ir, data (npz), out (xml path), subset_size, recipe ("auto": the family's first; see
+    Task: ir, data (npz), out (xml path), family and family_reason (as the model's description read
+    them), subset_size, recipe ("auto": the family's first; see
     wb_core.variants.recipes), base (the recipe accuracy control and mixed precision build on),
     max_drop (accuracy control's bound), limit (mixed precision's bound), metric (name), output
     (name or None), budget_s. Without labels, accuracy control and mixed precision keep the chosen
@@ -162,16 +163,16 @@ def task_quantize(task: dict) -> None:
     from wb_core.data import check_inputs
     from wb_core.model_inputs import with_batch_axes
     from wb_core.models import ov_inputs
-    from wb_core.variants.family import detect_family
+    from wb_core.variants.family import OTHER
     from wb_core.variants.recipes import base_recipe, nncf_arguments
 
     started = time.monotonic()
     model = ov.Core().read_model(task["ir"])
-    family = detect_family(model)
+    family = task.get("family") or OTHER  # read once, by the description
     recipe = task.get("recipe") or "auto"
     if recipe == "auto":
-        recipe = "accuracy-control" if task.get("max_drop") is not None else base_recipe(family.name)
-    base = task.get("base") or base_recipe(family.name)
+        recipe = "accuracy-control" if task.get("max_drop") is not None else base_recipe(family)
+    base = task.get("base") or base_recipe(family)
     specs = with_batch_axes(ov_inputs(model), task.get("batch_axes"))
     single = len(specs) == 1
     ds = _load(task["data"])
@@ -185,8 +186,8 @@ def task_quantize(task: dict) -> None:
                           f"model's fixed batch of {step}.")
     calibration = nncf.Dataset(items)
     subset = int(task["subset_size"])
-    info = {"calibration_samples": min(subset, len(items)) * step, "family": family.name,
-            "family_reason": family.reason, "recipe": recipe}
+    info = {"calibration_samples": min(subset, len(items)) * step, "family": family,
+            "family_reason": task.get("family_reason"), "recipe": recipe}
     output = task.get("output")
     if recipe in ("accuracy-control", "mixed-precision"):
         val_items = _items(check_inputs(ds.x, specs, "validation data"), step, single, specs)
@@ -198,7 +199,12 @@ def task_quantize(task: dict) -> None:
         sign = 1.0 if metric.higher_is_better else -1.0  # NNCF expects higher = better
         labelled = [(it, targets[i * step:(i + 1) * step]) for i, it in enumerate(val_items)]
 
+        validations = []
+
         def validate(compiled, data):
+            validations.append(time.monotonic())  # progress: NNCF validates once per step of its search
+            _emit({"type": "progress", "stage": "accuracy-control", "validations": len(validations),
+                   "elapsed_s": round(validations[-1] - started, 1)})
             outs, labels = [], []
             for xb, yb in data:
                 outs.append(pick_output(compiled(xb), output))
@@ -211,7 +217,7 @@ def task_quantize(task: dict) -> None:
         quantized = nncf.quantize_with_accuracy_control(
             model, calibration, nncf.Dataset(labelled, lambda item: item[0]), validate,
             max_drop=float(bound), drop_type=nncf.DropType.ABSOLUTE, subset_size=subset, **nncf_arguments(base))
-        info["base"] = base
+        info.update(base=base, validations=len(validations))
     elif recipe == "mixed-precision":
         quantized = nncf.quantize(model, calibration, subset_size=subset, **nncf_arguments(base))
         deadline = started + float(task.get("budget_s") or 600)
