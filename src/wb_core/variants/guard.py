@@ -250,6 +250,24 @@ def short_words(check: dict) -> str:
     return f"{SHORT.get(f, f)} {_share(v) if f in shares else format(v, '.3f')}"
 
 
+def figure_words(output: dict) -> str:
+    """Every figure of one output in short words, the checked ones with their verdict:
+    'score cosine 0.710 (failed, at least 0.99); cosine 0.999'."""
+    checks = {c["figure"]: c for c in output.get("checks") or []}
+    parts = []
+    for figure, value in (output.get("figures") or {}).items():
+        if figure not in SHORT or not isinstance(value, (int, float)):
+            continue
+        text = short_words({"figure": figure, "value": value})
+        if figure in checks:
+            higher, limit = OUTPUT_LIMITS[figure]
+            bound = _share(limit) if figure not in ("score_cosine", "box_iou", "cosine") else f"{limit:g}"
+            text += f" ({'passed' if checks[figure]['passed'] else 'failed'}, {'at least' if higher else 'at most'} " \
+                    f"{bound})"
+        parts.append(text)
+    return "; ".join(parts)
+
+
 def _base(metric: str) -> str:
     return str(metric).split(" ")[0]
 
