@@ -60,7 +60,7 @@ OUTPUT_LIMITS = {"top1_agreement": (True, 0.90), "top5_agreement": (True, 0.98),
                  "sequence_agreement": (True, 0.95), "cer": (False, 0.02), "token_agreement": (True, 0.90),
                  "cosine": (True, 0.99), "worst_relative_error": (False, 0.25)}
 KIND_CHECKS = {"classes": ("top1_agreement", "top5_agreement"),
-               "detection": ("score_cosine", "detections_kept", "detections_added", "box_iou"),
+               "detection": ("detections_kept", "detections_added", "box_iou", "score_cosine"),
                "ctc": ("sequence_agreement", "cer"), "tokens": ("token_agreement",), "embedding": ("cosine",),
                "values": ("cosine", "worst_relative_error")}
 BOUNDED = ("top1", "top5", "cosine")  # metrics whose drop cannot exceed 1 (or 2 for cosine)
@@ -162,9 +162,8 @@ class Guard:
         if failed:
             first = failed[0]
             words = f"{label} fails the accuracy guard on " + check_words(first, kinds.get(first["output"], {}))
-            others = len(failed) - 1
-            if others:
-                words += f" ({others} other check{'s' if others > 1 else ''} missed too)"
+            if len(failed) > 1:
+                words += "; also missed: " + ", ".join(f"{short_words(c)} on '{c['output']}'" for c in failed[1:])
             if cols.get("accuracy_guard") == FAILED:
                 words += ". " + cols["accuracy_guard_note"]
             else:
@@ -196,7 +195,9 @@ class Guard:
 
 
 def _share(x: float) -> str:
-    return f"{x:.1%}" if 0 < x < 1 else f"{x:.0%}"
+    """'51.6%', '90%'."""
+    text = f"{x:.1%}"
+    return text[:-3] + "%" if text.endswith(".0%") else text
 
 
 def check_words(check: dict, output: dict) -> str:
@@ -211,7 +212,7 @@ def check_words(check: dict, output: dict) -> str:
         what = f"it keeps FP32's top class in its top 5 on {_share(v)} of samples (at least {_share(limit)} must)"
     elif f == "score_cosine":
         what = (f"the scores alone have a cosine similarity to FP32 of {v:.3f} (at least {limit:g}; the whole "
-                f"output's is {fig.get('cosine', float('nan')):.3f})")
+                f"output's is {fig.get('cosine', float('nan')):.4f})")
     elif f == "detections_kept":
         what = (f"{fig.get('detections_kept_count')} of {fig.get('detections')} FP32 detections above "
                 f"{fig.get('threshold', 0.25):g} survive (at least {_share(limit)} must)")
