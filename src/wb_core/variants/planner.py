@@ -451,6 +451,10 @@ class VariantPlanner:
             self._accuracy[key] = {"note": ref.get("note")}
             return self._accuracy[key]
         self._note_output(ref.get("output_names") or [])
+        if ref.get("capped_by_disk"):
+            self._note(f"Accuracy was measured on the first {ref['samples']} of {ref['data_samples']} samples: FP32's "
+                       f"outputs of more would take over half the {ref['capped_by_disk'] / 2 ** 30:.1f} GB free in "
+                       f"the temporary folder.")
         if plan["target"] == "labels":
             name = metric.name
         elif plan["target"] == "refs":
@@ -597,7 +601,8 @@ class VariantPlanner:
                                    "judged": res.get("judged"), "headline": res.get("headline"),
                                    "kinds": res.get("kinds"), "agreement": res.get("agreement"),
                                    "batch": res.get("batch"), "samples": res.get("samples"),
-                                   "checked": res.get("ok"), "samples_per_s": res.get("samples_per_s")}
+                                   "checked": res.get("ok"), "samples_per_s": res.get("samples_per_s"),
+                                   "capped_by_disk": res.get("capped_by_disk"), "data_samples": res.get("data_samples")}
         except ConfigError:
             raise  # bad data or metric: the user must fix it, the sweep cannot mean anything
         except WorkbenchError as e:

@@ -161,7 +161,15 @@ def _headline_metric(task: dict, ds):
     if target == "refs":
         given = np.asarray(ds.refs[task["refs_name"]])
         metric, _ = reference_targets(spec, given[:1])
-        return metric, lambda lo, hi, ref: reference_targets(spec, given[lo:hi].reshape(ref.shape))[1]
+
+        def targets(lo, hi, ref):
+            rows = given[lo:hi]
+            if rows.size != ref.size:
+                raise ConfigError(f"The reference outputs '{task['refs_name']}' in the data have samples of shape "
+                                  f"{tuple(given.shape[1:])}, but the model's output gives {tuple(ref.shape[1:])}.")
+            return reference_targets(spec, rows.reshape(ref.shape).astype(np.float32))[1]
+
+        return metric, targets
     metric, _ = reference_targets(spec, np.zeros((1, 1), np.float32))
     return metric, lambda lo, hi, ref: reference_targets(spec, ref)[1]
 
@@ -211,7 +219,7 @@ def task_evaluate(task: dict) -> None:
     score = RunningScore(metric)
     agreements: list = []
     names: list[str] = []
-    done, k, started = 0, 0, time.perf_counter()
+    done, k, started, capped = 0, 0, time.perf_counter(), None
     while done < n:
         chunk = {name: x[done:done + batch] for name, x in feeds.items()}
         m = len(next(iter(chunk.values())))
@@ -234,6 +242,12 @@ def task_evaluate(task: dict) -> None:
         del res
         refs = outs if write else spool.read(k)
         if write:
+            if k == 0:  # FP32's outputs go to disk: take no more samples than half its free space holds
+                free = shutil.disk_usage(spool.folder.parent if not spool.folder.exists() else spool.folder).free
+                per = max(1, sum(int(a.nbytes) for a in outs) // max(m, 1))
+                room = max(m, int(free * 0.5) // per)
+                if room < n:
+                    n, capped = room, {"disk_free": free}
             spool.write(k, outs)
             if kinds is None:
                 kinds = [read_kind(name, a) for name, a in zip(judged, outs)]
@@ -251,7 +265,8 @@ def task_evaluate(task: dict) -> None:
            "executed_precision": session.info().get("executed_precision"), "samples": done, "batch": batch,
            "kinds": [kd.to_dict() for kd in kinds or []], "value": score.value, "metric": metric.name,
            "agreement": [{"output": a.kind.output, "figures": a.figures()} for a in agreements],
-           "samples_per_s": round(done / seconds, 1) if seconds > 0 else None})
+           "samples_per_s": round(done / seconds, 1) if seconds > 0 else None,
+           **({"capped_by_disk": capped["disk_free"], "data_samples": ds.size} if capped else {})})
 
 
 def task_quantize(task: dict) -> None:
