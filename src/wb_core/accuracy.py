@@ -1,4 +1,8 @@
-"""Accuracy metrics: top-1, top-5, MSE, cosine similarity, max abs error, or a user callable (API only).
+"""Accuracy metrics: top-1, top-5, MSE, cosine similarity, max abs error, or a user's function.
+
+A user's function takes (outputs, labels) and returns a number, higher is better; the API takes the
+function itself, the CLI its import path (`package.module:function`). Accuracy is summed batch by
+batch, so a user's function is called once per batch and its results averaged by samples.
 
 With labels they score outputs against the labels; without, against the FP32 variant's outputs
 on the same inputs (`reference_targets`).
@@ -86,9 +90,44 @@ BUILTIN = {
 NAMES = ("auto",) + tuple(BUILTIN)
 
 
+def is_import_path(metric) -> bool:
+    """`package.module:function`: a user's metric named on the command line."""
+    return isinstance(metric, str) and ":" in metric
+
+
+def load_function(path: str, what: str = "metric") -> Callable:
+    """The function an import path `package.module:function` names; a ConfigError says what is missing."""
+    import importlib
+
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"A {what} given by import path reads 'package.module:function'; got '{path}'.")
+    try:
+        target = importlib.import_module(module_name)
+    except Exception as e:  # the user's module: any error it raises on import is theirs to see
+        raise ConfigError(f"The {what} '{path}' cannot be imported: {type(e).__name__}: {e}.") from None
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+    if not callable(target):
+        raise ConfigError(f"The {what} '{path}' names nothing callable in module '{module_name}'.")
+    return target
+
+
+def import_path_of(fn: Callable) -> str | None:
+    """`module:qualname` of a function a fresh process can import again; None for a lambda, a nested
+    function or one defined in `__main__` (a notebook)."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not module or module == "__main__" or "<" in qualname:
+        return None
+    try:
+        return f"{module}:{qualname}" if load_function(f"{module}:{qualname}") is fn else None
+    except ConfigError:
+        return None
+
+
 def resolve_metric(metric: str | Callable | Metric, labels: np.ndarray | None = None,
                    output_shape: tuple[int, ...] | None = None) -> Metric:
-    """A Metric from a name, a callable (outputs, labels) -> float (higher is better), or `auto`.
+    """A Metric from a name, an import path, a callable (outputs, labels) -> float (higher is better), or `auto`.
 
     `auto` is top-1 for integer class labels and MSE for float targets.
     """
@@ -96,13 +135,16 @@ def resolve_metric(metric: str | Callable | Metric, labels: np.ndarray | None = 
         return metric
     if callable(metric):
         return Metric(getattr(metric, "__name__", "custom"), True, fn=metric)
+    if is_import_path(metric):
+        return Metric(str(metric), True, fn=load_function(str(metric)))
     name = str(metric).lower()
     if name == "auto":
         if labels is not None and labels.dtype.kind in "iub" and labels.ndim == 1:
             return BUILTIN["top1"]
         return BUILTIN["mse"]
     if name not in BUILTIN:
-        raise ConfigError(f"Unknown metric '{metric}'; choose from {', '.join(NAMES)}.")
+        raise ConfigError(f"Unknown metric '{metric}'; choose from {', '.join(NAMES)}, or name a function of "
+                          f"yours as package.module:function.")
     return BUILTIN[name]
 
 

@@ -220,7 +220,35 @@ def _guard(df: pd.DataFrame) -> str:
     head = (f"<p>{len(failed)} variant(s) failed the accuracy guard: their runs are measured and listed below as "
             f"'accuracy failed', and never recommended.</p>" if len(failed) else
             "<p>Every reduced-precision variant passed the accuracy guard.</p>")
-    return f"<h2>Accuracy guard</h2><div class='{'warn' if len(failed) else 'best'}'>{head}<ul>{items}</ul></div>"
+    return (f"<h2>Accuracy guard</h2><div class='{'warn' if len(failed) else 'best'}'>{head}<ul>{items}</ul></div>"
+            + _output_figures(judged))
+
+
+def _output_figures(judged: pd.DataFrame) -> str:
+    """Each judged variant's outputs: what each was read as, and its figures against FP32."""
+    import json
+
+    from wb_core.variants.agreement import KIND_WORDS
+    from wb_core.variants.guard import figure_words
+
+    if "accuracy_outputs" not in judged.columns:
+        return ""
+    rows = []
+    for _, r in judged.iterrows():
+        try:
+            outputs = json.loads(r["accuracy_outputs"]) if isinstance(r.get("accuracy_outputs"), str) else []
+        except ValueError:
+            continue
+        for o in outputs:
+            rows.append(f"<tr><td class='text'>{_e(run_name(r))}</td><td class='text'>{_e(o.get('output'))}</td>"
+                        f"<td class='text'>{_e(KIND_WORDS.get(o.get('kind'), o.get('kind')))} "
+                        f"<span class='muted'>({_e(o.get('kind_reason'))})</span></td>"
+                        f"<td class='text'>{_e(figure_words(o))}</td></tr>")
+    if not rows:
+        return ""
+    return ("<p>Each output against FP32 on the same inputs:</p><table><tr><th class='text'>variant</th>"
+            "<th class='text'>output</th><th class='text'>read as</th><th class='text'>figures</th></tr>"
+            + "".join(rows) + "</table>")
 
 
 def _busy(df: pd.DataFrame) -> str:

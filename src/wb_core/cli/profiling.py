@@ -119,8 +119,10 @@ def profile(
     data: Optional[str] = typer.Option(None, "--data", help="Calibration/validation data: .npz (x, optional y; or "
                                        "one array per model input named after it), a folder with one subfolder "
                                        "of images per class, or demo:NAME."),
-    metric: str = typer.Option("auto", "--metric", help="Accuracy metric: auto, top1, top5, mse, cosine, max_abs. "
-                               "Without labels in the data: against the FP32 outputs (auto: cosine)."),
+    metric: str = typer.Option("auto", "--metric", help="Accuracy metric: auto, top1, top5, mse, cosine, max_abs, "
+                               "or a function of yours as package.module:function (outputs, labels -> a number, "
+                               "higher is better; called per batch). Without labels in the data: against the FP32 "
+                               "outputs (auto: cosine). The guard also checks every output by its kind."),
     output: Optional[str] = typer.Option(None, "--output", help="The model output accuracy reads, by name "
                                          "(default: the first), e.g. sentence_embedding."),
     data_input: list[str] = typer.Option([], "--data-input", help="Map a model input to an array of the data, "
@@ -132,7 +134,12 @@ def profile(
     accuracy_guard: str = typer.Option("auto", "--accuracy-guard", help="The largest accuracy drop an INT8 or BF16 "
                                        "variant may show against FP32 before it is marked 'accuracy failed' and "
                                        "never recommended: auto (cosine to FP32 at least 0.99, top-1 within 1 "
-                                       "point), a number such as 0.02, or off."),
+                                       "point, and each output's own checks: top-1 agreement, detections kept, "
+                                       "decoded sequences), a number such as 0.02 (the accuracy metric's drop), "
+                                       "or off."),
+    memory_budget: Optional[float] = typer.Option(None, "--memory-budget", help="Megabytes one batch of model "
+                                                  "outputs may take while accuracy is measured (FP32's and a "
+                                                  "variant's together); default: half the free memory."),
     int8_recipe: str = typer.Option("auto", "--int8-recipe", help="The first INT8 recipe to try: auto (the model "
                                     "family's: transformer or cnn), default, mixed-preset, transformer, "
                                     "transformer-sq50, accuracy-control, mixed-precision."),
@@ -203,7 +210,8 @@ def profile(
     if cluster and (search != "grid" or budget is not None or p99_ms is not None):
         _fail("The smart search runs on this machine; leave out --cluster, or search with a grid.")
     prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,
-                                      output, data_input, accuracy_guard, int8_recipe, fallback_budget)
+                                      output, data_input, accuracy_guard, int8_recipe, fallback_budget,
+                                      memory_budget)
     run = RunOptions(search=search, p99_ms=p99_ms, budget=budget, cluster=cluster, hosts=hosts, ship_model=ship_model,
                      timeout_s=timeout, remeasure_busy=remeasure_busy, ci_target=ci_target, max_rounds=max_rounds)
     summary = run_profile(path, spec, settings=settings, inputs=inputs, precision_options=prec, run=run, db=db,
@@ -275,7 +283,7 @@ TABLE_COLUMNS = ["backend", "precision", "seq_len", "shape", "batch_size", "thre
 
 def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,
                                output=None, data_input=(), accuracy_guard="auto", int8_recipe="auto",
-                               fallback_budget=600.0):
+                               fallback_budget=600.0, memory_budget=None):
     from wb_core.api import ImageOptions, PrecisionOptions
 
     mapping = {}
@@ -287,7 +295,8 @@ def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, imag
     return PrecisionOptions(data=data, metric=metric, subset_size=calib_size, max_accuracy_drop=max_accuracy_drop,
                             image=ImageOptions(size=ImageOptions.parse_size(image_size), scale=image_scale),
                             accuracy=accuracy, output=output, input_map=mapping, guard=accuracy_guard,
-                            int8_recipe=int8_recipe, fallback_budget_s=fallback_budget)
+                            int8_recipe=int8_recipe, fallback_budget_s=fallback_budget,
+                            memory_budget_mb=memory_budget)
 
 
 def _print_table(df, notes=()) -> None:

@@ -18,6 +18,7 @@ import math
 import shutil
 import tempfile
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from wb_core.accuracy import Metric, reference_targets, resolve_metric
+from wb_core.accuracy import Metric, import_path_of, is_import_path, reference_targets, resolve_metric
 from wb_core.backends.registry import get as get_backend
 from wb_core.backends.registry import ir_backend, title
 from wb_core.config import RunConfig
@@ -35,7 +36,7 @@ from wb_core.paths import cache_dir
 from wb_core.proc.parent import run_task
 from wb_core.variants.description import ModelDescription
 from wb_core.variants.family import OTHER
-from wb_core.variants.guard import FAILED, Guard
+from wb_core.variants.guard import FAILED, PASSED, Guard, short_words
 from wb_core.variants.quantize import DEFAULT_SUBSET, QuantizeSettings, ensure_int8_ir
 from wb_core.variants.recipes import DEFAULT_BUDGET_S, DESCRIPTIONS, RECIPES, base_recipe, order_for
 
@@ -56,6 +57,7 @@ class PrecisionOptions:
     guard: Guard | float | str = "auto"  # the accuracy guard: "auto" (per metric), a largest drop, or "off"
     int8_recipe: str = "auto"  # the first INT8 recipe to try; "auto": the model family's own
     fallback_budget_s: float = DEFAULT_BUDGET_S  # time the INT8 fallbacks may take after the first recipe
+    memory_budget_mb: float | None = None  # a batch of outputs, FP32's and a variant's; None: half the free memory
     # Variant files built before, "backend/precision" -> path (e.g. the INT8 IR a study measured):
     # used as they are, so a confirmation measures the very model the study measured.
     variants: dict = field(default_factory=dict)
@@ -70,7 +72,7 @@ class PrecisionOptions:
                "subset_size": self.subset_size, "metric": self.metric if isinstance(self.metric, str) else None,
                "max_accuracy_drop": self.max_accuracy_drop, "accuracy": self.accuracy, "output": self.output,
                "input_map": dict(self.input_map), "int8_recipe": self.int8_recipe,
-               "fallback_budget_s": self.fallback_budget_s,
+               "fallback_budget_s": self.fallback_budget_s, "memory_budget_mb": self.memory_budget_mb,
                "guard": self.guard.limit if isinstance(self.guard, Guard) else self.guard}
         if self.image != ImageOptions():
             out["image"] = dataclasses.asdict(self.image)
@@ -92,11 +94,17 @@ class PrecisionOptions:
             d = self.max_accuracy_drop
             if not isinstance(d, (int, float)) or not math.isfinite(d) or d < 0:
                 raise ConfigError(f"The maximum accuracy drop must be a number of at least 0; got {d!r}.")
-            if callable(self.metric) and not isinstance(self.metric, Metric):
+            if (callable(self.metric) and not isinstance(self.metric, Metric)) or is_import_path(self.metric):
                 raise ConfigError("Accuracy-aware quantization needs a built-in metric (top1, top5, mse, cosine), "
                                   "not a function.")
+        m = self.memory_budget_mb
+        if m is not None and (isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m) or m <= 0):
+            raise ConfigError(f"The memory budget must be a number of megabytes above 0; got {m!r}.")
         if isinstance(self.metric, str):
             resolve_metric(self.metric)  # an unknown name fails here, before any work
+
+
+MEMORY_SHARE = 0.5  # of the memory available when accuracy is measured: the default memory budget
 
 
 def _demo_of(model: Path) -> str | None:
@@ -124,6 +132,7 @@ class VariantPlanner:
         self._random: Dataset | bool | None = None  # random inputs for the guard; False: none can be drawn
         self._random_path: Path | None = None
         self.on_progress: Callable[[str], None] | None = None  # shows a long INT8 build's progress (the sweep's bar)
+        self._spool: Path | None = None  # FP32's outputs, batch by batch, while the sweep runs
 
     # The model as preflight read it.
     @property
@@ -345,7 +354,8 @@ class VariantPlanner:
                       batch_axes=tuple(sorted(self._batch_axes().items())))
         basis = self._basis(ir_backend())  # the INT8 variant is an IR, judged where IRs run
         limit = self.options.guard.limit_for(basis["metric"].name) if basis and "metric" in basis else None
-        judged = limit is not None
+        judged = bool(basis and "metric" in basis and not self.options.guard.off and
+                      (limit is not None or any(k["kind"] for k in basis["kinds"])))
         started, budget = time.monotonic(), float(self.options.fallback_budget_s)
         family = self.description.family or OTHER  # read once, by the description: the recipe follows it
         single = self.options.max_accuracy_drop is not None  # the user's own accuracy-aware quantization
@@ -390,15 +400,20 @@ class VariantPlanner:
                        "seconds": info.get("quant_seconds") or round(time.monotonic() - t0, 2)}
             if basis and "metric" in basis:
                 ev = self._evaluate_file(("int8", str(path)), ir_backend(), path, "int8")
-                if "outputs" in ev:
-                    value = _score(ev, basis["metric"], basis["targets"])
-                    attempt.update(accuracy=value, drop=basis["metric"].drop(basis["reference"], value),
-                                   samples_per_s=ev.get("samples_per_s"))
-            attempt["passed"] = self.options.guard.passes(basis["metric"].name, attempt.get("drop")) \
-                if judged else None
+                if ev.get("value") is not None:
+                    value = ev["value"]
+                    drop = basis["metric"].drop(basis["reference"], value)
+                    outputs = self._output_figures(basis, ev)
+                    verdict = self.options.guard.verdict(basis["name"], "int8", basis["reference"], value, drop,
+                                                         outputs)
+                    failed = [c for o in outputs for c in o.get("checks", []) if not c["passed"]]
+                    attempt.update(accuracy=value, drop=drop, samples_per_s=ev.get("samples_per_s"),
+                                   failed_checks=len(failed), verdict=verdict.get("accuracy_guard"))
+                    if failed:
+                        attempt["failed_check"] = f"{short_words(failed[0])} on '{failed[0]['output']}'"
+            attempt["passed"] = (attempt.get("verdict") == PASSED) if judged else None
             self.attempts.append(attempt)
-            if best is None or (attempt.get("drop") is not None and
-                                (best.get("drop") is None or attempt["drop"] < best["drop"])):
+            if best is None or _rank(attempt) < _rank(best):
                 best = attempt
             if not judged or attempt["passed"]:
                 best = attempt
@@ -450,7 +465,7 @@ class VariantPlanner:
         layers = info.pop("fp32_layers", None)
         if layers:
             info["quant_fp32_layers"] = ", ".join(layers)
-        info["quant_attempts"] = json.dumps([{k: v for k, v in a.items() if k not in ("path", "info")}
+        info["quant_attempts"] = json.dumps([{k: v for k, v in a.items() if k not in ("path", "info", "verdict")}
                                              for a in self.attempts])
         return info
 
@@ -503,10 +518,12 @@ class VariantPlanner:
         return self._random or None
 
     def _basis(self, backend: str) -> dict | None:
-        """How accuracy is judged on this backend: the metric, its targets and the FP32 reference score.
+        """How accuracy is judged on this backend: the metric, what it is scored against, FP32's score
+        and FP32's reading of its outputs (their kinds).
 
         None when accuracy is off or there is nothing to measure it with; {"note": ...} when the FP32
-        variant could not be evaluated.
+        variant could not be evaluated. Its outputs stay in the worker and in a folder on disk, batch by
+        batch, for the other variants to be compared with: this process never holds them.
         """
         key = ("basis", backend)
         if key in self._accuracy:
@@ -517,35 +534,37 @@ class VariantPlanner:
         ds = self._eval_data()
         if ds is None:
             return None
+        names = list(self.description.outputs)
+        read = self.options.output or (names[0] if names else None)
+        given = read if read and read in ds.refs else None
+        if given is None and len(ds.refs) == 1 and len(names) <= 1:
+            given = next(iter(ds.refs))  # one reference, one output
+        if ds.has_labels:
+            plan = {"target": "labels"}
+            metric = resolve_metric(self.options.metric, ds.y)
+        else:
+            if callable(self.options.metric) and not isinstance(self.options.metric, Metric) and given is None:
+                raise ConfigError("Without labels, accuracy compares with the FP32 outputs using a built-in metric "
+                                  "(cosine, mse, max_abs, top1, top5), not a function.")
+            plan = {"target": "refs", "refs_name": given} if given is not None else {"target": "reference"}
+            metric, _ = reference_targets(self.options.metric, np.zeros((1, 1), np.float32))
+        self._accuracy["plan", backend] = plan
         ref = self._evaluate(backend, "fp32")
-        if "outputs" not in ref:
+        if ref.get("value") is None and "note" in ref:
             self._accuracy[key] = {"note": ref.get("note")}
             return self._accuracy[key]
         self._note_output(ref.get("output_names") or [])
-        names = ref.get("output_names") or []
-        read = self.options.output or (names[0] if names else None)
-        given = ds.refs.get(read) if read else None
-        if given is None and len(ds.refs) == 1 and len(names) <= 1:
-            given = next(iter(ds.refs.values()))  # one reference, one output
-        if ds.has_labels:
-            metric = resolve_metric(self.options.metric, ds.y, ref["outputs"].shape)
-            targets, name = ds.y, None
-        elif given is not None:
-            given = np.asarray(given)[:len(ref["outputs"])]
-            if given.reshape(len(given), -1).shape != ref["outputs"].reshape(len(ref["outputs"]), -1).shape:
-                raise ConfigError(f"The reference outputs '{read}' in the data from {ds.source} have samples of shape "
-                                  f"{tuple(given.shape[1:])}, but the model's output gives "
-                                  f"{tuple(ref['outputs'].shape[1:])}.")
-            given = given.reshape(ref["outputs"].shape).astype(np.float32)
-            metric, targets = reference_targets(self.options.metric, given)
+        if ref.get("capped_by_disk"):
+            self._note(f"Accuracy was measured on the first {ref['samples']} of {ref['data_samples']} samples: FP32's "
+                       f"outputs of more would take over half the {ref['capped_by_disk'] / 2 ** 30:.1f} GB free in "
+                       f"the temporary folder.")
+        if plan["target"] == "labels":
+            name = metric.name
+        elif plan["target"] == "refs":
             name = f"{metric.name} vs reference"
-            self._note(f"Accuracy is each variant's {metric.name} against the reference outputs 'ref.{read}' in "
-                       f"the data from {ds.source}.")
+            self._note(f"Accuracy is each variant's {metric.name} against the reference outputs "
+                       f"'ref.{plan['refs_name']}' in the data from {ds.source}.")
         else:
-            if callable(self.options.metric) and not isinstance(self.options.metric, Metric):
-                raise ConfigError("Without labels, accuracy compares with the FP32 outputs using a built-in metric "
-                                  "(cosine, mse, max_abs, top1, top5), not a function.")
-            metric, targets = reference_targets(self.options.metric, ref["outputs"])
             name = f"{metric.name} vs fp32"
             if ds.meta.get("synthetic"):
                 self._note(f"No data was given: accuracy is each variant's {metric.name} against the FP32 variant's "
@@ -554,9 +573,20 @@ class VariantPlanner:
             else:
                 self._note(f"The data from {ds.source} has no labels: accuracy is each variant's {metric.name} "
                            f"against the FP32 variant's outputs on the same inputs.")
-        self._accuracy[key] = {"metric": metric, "targets": targets, "name": name or metric.name, "ds": ds,
-                               "reference": _score(ref, metric, targets), "ref": ref}
+        self._accuracy[key] = {"metric": metric, "name": name, "ds": ds, "reference": ref["value"], "ref": ref,
+                               "kinds": ref.get("kinds") or []}
         return self._accuracy[key]
+
+    def _output_figures(self, basis: dict, evaluation: dict) -> list[dict]:
+        """Each judged output: its kind, how it was told, its figures against FP32 and the guard's checks."""
+        figures = {a["output"]: a["figures"] for a in evaluation.get("agreement") or []}
+        out = []
+        for kind in basis["kinds"]:
+            entry = {"output": kind["output"], "kind": kind["kind"], "kind_reason": kind["reason"],
+                     "figures": figures.get(kind["output"], {})}
+            entry["checks"] = self.options.guard.check_outputs([entry])
+            out.append(entry)
+        return out
 
     def _accuracy_columns(self, backend: str, precision: str, untouched: bool = False) -> dict:
         if precision == "fp32" and not self._has_real_data():
@@ -567,21 +597,30 @@ class VariantPlanner:
         basis = self._basis(backend)
         if basis is None:
             return {}
+        judged = precision != "fp32"  # an untouched default is a comparison, not a candidate: measured, not judged
         if "metric" not in basis:
-            return {"accuracy_note": basis.get("note")}
+            cols = {"accuracy_note": basis.get("note")}
+            return {**cols, **self.options.guard.unchecked(precision, basis.get("note") or "")} if judged else cols
         cur = basis["ref"] if precision == "fp32" and not untouched else self._evaluate(backend, precision, untouched)
-        if "outputs" not in cur:
-            return {"accuracy_note": cur.get("note")}
+        if cur.get("value") is None:
+            cols = {"accuracy_note": cur.get("note")}
+            return {**cols, **self.options.guard.unchecked(precision, cur.get("note") or "")} if judged else cols
         metric, ds = basis["metric"], basis["ds"]
-        reference, value = basis["reference"], _score(cur, metric, basis["targets"])
+        reference, value = basis["reference"], cur["value"]
         drop = metric.drop(reference, value)
         cols = {"accuracy": value, "accuracy_drop": drop, "accuracy_metric": basis["name"],
-                "accuracy_reference": reference, "accuracy_samples": int(len(cur["outputs"])),
+                "accuracy_reference": reference, "accuracy_samples": int(cur.get("samples") or 0),
                 "data_source": ds.source}
         if self.options.output:
             cols["accuracy_output"] = self.options.output
-        if precision != "fp32":  # an untouched default is a comparison, not a candidate: measured, not judged
-            verdict = self.options.guard.judge(basis["name"], precision, reference, value, drop)
+        if cur is basis["ref"]:
+            outputs = [{"output": k["output"], "kind": k["kind"], "kind_reason": k["reason"]} for k in basis["kinds"]]
+        else:
+            outputs = self._output_figures(basis, cur)
+        if outputs:
+            cols["accuracy_outputs"] = json.dumps(outputs)
+        if judged:
+            verdict = self.options.guard.verdict(basis["name"], precision, reference, value, drop, outputs)
             cols.update(verdict)
             if verdict.get("accuracy_guard") == FAILED and precision != "int8":  # INT8 says so with its attempts
                 self._note(f"{verdict['accuracy_guard_note']} Its runs are marked 'accuracy failed' and never "
@@ -594,9 +633,9 @@ class VariantPlanner:
 
     def _note_output(self, names: list[str]) -> None:
         if len(names) > 1 and not self.options.output:
-            self._note(Sentence(f"Accuracy reads the model's first output '{names[0]}' of {len(names)} "
-                                f"({', '.join(names)}); choose another with {setting('output', 'the output name')} "
-                                f"NAME."))
+            self._note(Sentence(f"The accuracy figure reads the model's first output '{names[0]}' of {len(names)} "
+                                f"({', '.join(names)}); the accuracy guard checks every one of them. Choose one "
+                                f"with {setting('output', 'the output name')} NAME."))
 
     def _evaluate(self, backend: str, precision: str, untouched: bool = False) -> dict:
         path, _ = self._variant(backend, precision)
@@ -610,29 +649,80 @@ class VariantPlanner:
             self._random_path = ds.save()[0]
         return self._random_path
 
+    def _spool_dir(self, backend: str) -> Path:
+        """Where FP32's outputs wait, batch by batch, for the other variants of `backend`."""
+        if self._spool is None:
+            self._spool = Path(tempfile.mkdtemp(prefix="wb-fp32-outputs-"))
+            weakref.finalize(self, shutil.rmtree, str(self._spool), True)
+        return self._spool / backend
+
+    def memory_budget(self) -> int:
+        """Bytes a batch of outputs may take in an evaluating worker (FP32's and the variant's together)."""
+        if self.options.memory_budget_mb:
+            return int(self.options.memory_budget_mb * 2 ** 20)
+        import psutil
+
+        return int(psutil.virtual_memory().available * MEMORY_SHARE)
+
+    def _metric_spec(self):
+        """The metric as a worker can take it: a name, an import path, or the function pickled by value."""
+        metric = self.options.metric
+        if isinstance(metric, Metric):
+            metric = metric.fn or metric.name
+        if isinstance(metric, str):
+            return metric
+        path = import_path_of(metric)
+        if path:
+            return path
+        try:
+            import cloudpickle
+        except ImportError:
+            raise ConfigError("The metric function is defined where another process cannot import it (a notebook, a "
+                              "lambda, a nested function): define it in a module and give it, or its import path "
+                              "package.module:function.") from None
+        import base64
+
+        return {"pickled": base64.b64encode(cloudpickle.dumps(metric)).decode()}
+
     def _evaluate_file(self, key: tuple, backend: str, path: Path, precision: str, untouched: bool = False) -> dict:
         if key in self._accuracy:
             return self._accuracy[key]
-        data_path = self._eval_data_path()
-        out_dir = Path(tempfile.mkdtemp(prefix="wb-eval-"))
+        reference = key == (backend, "fp32", False)  # FP32 itself: its outputs are written for the others
+        plan = self._accuracy.get(("plan", backend)) or {"target": "reference"}
+        task = {"task": "wb_core.variants.tasks:task_evaluate", "backend": backend, "data": str(self._eval_data_path()),
+                "variant": {"model_path": str(path), "precision": precision, "untouched": untouched},
+                "judged": [self.options.output] if self.options.output else None, "headline": self.options.output,
+                "metric": self._metric_spec(), **plan, "spool": str(self._spool_dir(backend)), "write": reference,
+                "budget": self.memory_budget(), "batch_axes": self._batch_axes()}
+        if not reference:
+            basis = self._basis(backend)
+            if not basis or "metric" not in basis:
+                return {"note": (basis or {}).get("note") or "the FP32 variant was not evaluated"}
+            ref = basis["ref"]
+            task.update(batch=ref["batch"], samples=ref["samples"], kinds=ref["kinds"], judged=ref["judged"],
+                        headline=ref["headline"])
         try:
-            res = run_task({"task": "wb_core.variants.tasks:task_evaluate", "backend": backend, "data": str(data_path),
-                            "out_dir": str(out_dir),
-                            "output": self.options.output, "batch_axes": self._batch_axes(),
-                            "variants": [{"id": "v", "model_path": str(path), "precision": precision,
-                                          "untouched": untouched}]},
-                           timeout=1800, what=f"measuring the accuracy of the {backend} {precision} variant")
-            self._accuracy[key] = {"outputs": np.load(out_dir / "v.npy"), "output_names": res.get("outputs"),
-                                   "checked": res.get("ok"), "samples_per_s": res.get("samples_per_s")}
+            res = run_task(task, timeout=1800, what=f"measuring the accuracy of the {backend} {precision} variant")
+            self._accuracy[key] = {"value": res.get("value"), "output_names": res.get("outputs"),
+                                   "judged": res.get("judged"), "headline": res.get("headline"),
+                                   "kinds": res.get("kinds"), "agreement": res.get("agreement"),
+                                   "batch": res.get("batch"), "samples": res.get("samples"),
+                                   "checked": res.get("ok"), "samples_per_s": res.get("samples_per_s"),
+                                   "capped_by_disk": res.get("capped_by_disk"), "data_samples": res.get("data_samples")}
         except ConfigError:
             raise  # bad data or metric: the user must fix it, the sweep cannot mean anything
         except WorkbenchError as e:
             note = f"Accuracy of the {backend} {precision} variant was not measured: {e}"
             self._note(note)
             self._accuracy[key] = {"note": note}
-        finally:
-            shutil.rmtree(out_dir, ignore_errors=True)
         return self._accuracy[key]
+
+
+def _rank(attempt: dict) -> tuple:
+    """Attempts best first: passed, then the fewest failed checks, then the smallest drop."""
+    drop = attempt.get("drop")
+    return (not attempt.get("passed"), attempt.get("failed_checks", 0) if attempt.get("ok") else 1 << 30,
+            drop if drop is not None and math.isfinite(drop) else math.inf)
 
 
 def _attempt_words(attempt: dict) -> str:
@@ -642,14 +732,8 @@ def _attempt_words(attempt: dict) -> str:
     if attempt.get("accuracy") is None:
         return f"{attempt['recipe']} ({attempt['seconds']:g} s)"
     verdict = "passed" if attempt.get("passed") else "failed"
-    return f"{attempt['recipe']} {verdict} with a drop of {attempt['drop']:.3g} ({attempt['seconds']:g} s)"
-
-
-def _score(evaluation: dict, metric: Metric, targets) -> float:
-    """The metric of one variant's outputs, computed once (a user's metric may be slow)."""
-    if "score" not in evaluation:
-        evaluation["score"] = metric(evaluation["outputs"], targets)
-    return evaluation["score"]
+    why = f", {attempt['failed_check']}" if attempt.get("failed_check") else ""
+    return f"{attempt['recipe']} {verdict} with a drop of {attempt['drop']:.3g}{why} ({attempt['seconds']:g} s)"
 
 
 def _is_folder(source) -> bool:

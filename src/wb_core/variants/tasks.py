@@ -8,6 +8,8 @@ TensorFlow. Each emits one `result` message.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -104,47 +106,207 @@ def _model_shape(spec, batch: int, samples: np.ndarray) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def task_evaluate(task: dict) -> None:
-    """Run the validation samples through each variant with its precision settings; save outputs.
+class ReferenceSpool:
+    """FP32's outputs, batch by batch, in a folder: written by FP32's evaluation, read back one batch at
+    a time by each variant's, so neither process ever holds every output."""
 
-    Task: backend, variants [{id, model_path, precision}], data (npz), out_dir, output (a name or
-    None for the first). Outputs go to `out_dir/<id>.npy`; the parent computes the metric, so a
-    user's metric callable works too.
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    def _path(self, k: int) -> Path:
+        return self.folder / f"{k:06d}.npz"
+
+    def write(self, k: int, arrays: list[np.ndarray]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(self._path(k), "wb") as f:
+            np.savez(f, *arrays)
+
+    def read(self, k: int) -> list[np.ndarray]:
+        with np.load(self._path(k), allow_pickle=False) as f:
+            return [f[f"arr_{i}"] for i in range(len(f.files))]
+
+
+def _by_name(res, wanted: list[str]) -> list[np.ndarray]:
+    """The outputs called `wanted`, in that order (a name may lack its ':0' suffix)."""
+    entries = _output_entries(res)
+    out = []
+    for name in wanted:
+        for names, arr in entries:
+            if name in names or name in {n.split(":")[0] for n in names}:
+                out.append(arr)
+                break
+        else:
+            have = ", ".join(names[0] for names, _ in entries)
+            raise ConfigError(f"The model has no output '{name}' (its outputs: {have}).")
+    return out
+
+
+def _static_output_bytes(session) -> int | None:
+    """Bytes of every output for one sample, where the compiled model states its output shapes."""
+    compiled = getattr(session, "compiled", None)
+    try:
+        total, batch = 0, None
+        for port in compiled.outputs:
+            shape = port.get_partial_shape()
+            if not shape.is_static:
+                return None
+            dims = [d.get_length() for d in shape]
+            batch = dims[0] if dims else 1
+            total += int(np.prod(dims[1:] or [1])) * port.get_element_type().size
+        return total if batch else None
+    except (AttributeError, TypeError, RuntimeError):
+        return None
+
+
+def _mb(n: float) -> str:
+    return f"{n / 2 ** 30:.1f} GB" if n >= 2 ** 30 else f"{n / 2 ** 20:.0f} MB"
+
+
+def fit_batch(batch: int, fixed: bool, per_sample: int, budget: int | None) -> int:
+    """The largest batch (at most `batch`) whose outputs fit the memory budget twice over: FP32's and the
+    variant's side by side. A ModelError says so when not even one sample (or the model's fixed batch) fits."""
+    from wb_core.errors import ModelError
+
+    if not budget or per_sample <= 0 or 2 * per_sample * batch <= budget:
+        return batch
+    if fixed or 2 * per_sample > budget:
+        size = batch if fixed else 1
+        raise ModelError(f"One batch of {size} sample{'s' if size != 1 else ''} gives {_mb(per_sample * size)} of "
+                         f"outputs, {_mb(2 * per_sample * size)} with FP32's beside them: more than the memory budget "
+                         f"of {_mb(budget)}, so accuracy is not measured. Give a larger memory budget, or choose a "
+                         f"smaller output to judge.")
+    return max(1, budget // (2 * per_sample))
+
+
+def _headline_metric(task: dict, ds):
+    """(metric, targets-of(batch index range, FP32 batch)) for the headline accuracy figure."""
+    from wb_core.accuracy import reference_targets, resolve_metric
+
+    spec = task.get("metric") or "auto"
+    if isinstance(spec, dict) and "pickled" in spec:
+        import base64
+
+        import cloudpickle
+
+        spec = cloudpickle.loads(base64.b64decode(spec["pickled"]))
+    target = task.get("target")
+    if target == "labels":
+        metric = resolve_metric(spec, ds.y)
+        return metric, lambda lo, hi, ref: ds.y[lo:hi]
+    if target == "refs":
+        given = np.asarray(ds.refs[task["refs_name"]])
+        metric, _ = reference_targets(spec, given[:1])
+
+        def targets(lo, hi, ref):
+            rows = given[lo:hi]
+            if rows.size != ref.size:
+                raise ConfigError(f"The reference outputs '{task['refs_name']}' in the data have samples of shape "
+                                  f"{tuple(given.shape[1:])}, but the model's output gives {tuple(ref.shape[1:])}.")
+            return reference_targets(spec, rows.reshape(ref.shape).astype(np.float32))[1]
+
+        return metric, targets
+    metric, _ = reference_targets(spec, np.zeros((1, 1), np.float32))
+    return metric, lambda lo, hi, ref: reference_targets(spec, ref)[1]
+
+
+def task_evaluate(task: dict) -> None:
+    """Run the validation samples through one variant batch by batch; emit its accuracy figures.
+
+    Task: backend, variant {model_path, precision, untouched}, data (npz), judged (output names; None:
+    every output), headline (the output the headline metric reads; None: the first), metric (a name,
+    an import path, or {"pickled": ...}), target ("labels", "refs" with refs_name, or "reference": FP32's
+    outputs), spool (a folder), write (True for FP32: its judged outputs go to the spool; False: they are
+    read from it and compared), batch and samples (FP32's, given to the variants), kinds (FP32's reading
+    of its outputs), budget (bytes a batch's outputs may take, FP32's and this variant's together).
+    Only running sums are kept: one batch of outputs at a time, never all of them.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from wb_core.backends.registry import open_session
     from wb_core.config import InputOptions, RunConfig
     from wb_core.data import check_inputs
     from wb_core.model_inputs import with_batch_axes
+    from wb_core.variants.agreement import OutputAgreement, OutputKind, RunningScore, read_kind
 
     ds = _load(task["data"])
-    axes = dict(task.get("batch_axes") or {})  # the sweep's: the model's layout, or the user's
-    for v in task["variants"]:
-        cfg = RunConfig(backend=task["backend"], precision=v["precision"], untouched=bool(v.get("untouched")))
-        session = open_session(v["model_path"], cfg)
-        specs = with_batch_axes(session.inputs, axes)
-        feeds = check_inputs(ds.x, specs, "validation data")
-        n = ds.size
-        batch = _batch_for(specs, n)
-        by_name = {s.name: s for s in specs}
-        session.prepare(batch, InputOptions(shapes={k: _model_shape(by_name[k], batch, a) for k, a in feeds.items()
-                                                    if by_name[k].batched},
-                                            batch_axes={s.name: s.batch_axis for s in specs if s.batch_axis}))
-        infer = session.make_infer()
-        outs, names = [], []
-        started = time.perf_counter()
-        for chunk, k in _chunks(feeds, batch, specs):
-            (converted,) = session.convert_batches([chunk])
-            res = infer(converted)
-            names = names or output_names(res)
-            outs.append(pick_output(res, task.get("output"))[:k])
-        seconds = time.perf_counter() - started  # the validation pass, compile excluded: a rough speed
-        out_path = os.path.join(task["out_dir"], f"{v['id']}.npy")
-        np.save(out_path, np.concatenate(outs))
-        _emit({"type": "variant", "id": v["id"], "executed_precision": session.info().get("executed_precision"),
-               "samples": n, "outputs": names})
-    _emit({"type": "result", "ok": True, "outputs": names,
-           "samples_per_s": round(n / seconds, 1) if seconds > 0 else None})
+    v = task["variant"]
+    cfg = RunConfig(backend=task["backend"], precision=v["precision"], untouched=bool(v.get("untouched")))
+    session = open_session(v["model_path"], cfg)
+    specs = with_batch_axes(session.inputs, dict(task.get("batch_axes") or {}))  # the model's layout, or the user's
+    by_name = {s.name: s for s in specs}
+    feeds = check_inputs(ds.x, specs, "validation data")
+    n = min(ds.size, int(task.get("samples") or ds.size))
+    fixed = any(s.shape and s.batched and s.shape[s.batch_axis] > 0 for s in specs)
+    batch = int(task.get("batch") or _batch_for(specs, n))
+    budget = task.get("budget")
+
+    def prepare(b: int):
+        session.prepare(b, InputOptions(shapes={k: _model_shape(by_name[k], b, a) for k, a in feeds.items()
+                                                if by_name[k].batched},
+                                        batch_axes={s.name: s.batch_axis for s in specs if s.batch_axis}))
+        return session.make_infer()
+
+    infer = prepare(batch)
+    per_sample = _static_output_bytes(session)
+    if per_sample and not task.get("batch"):
+        fitted = fit_batch(batch, fixed, per_sample, budget)
+        if fitted != batch:
+            batch, infer = fitted, prepare(fitted)
+    spool = ReferenceSpool(task["spool"])
+    write = bool(task.get("write"))
+    kinds = [OutputKind.from_dict(k) for k in task["kinds"]] if task.get("kinds") else None
+    judged, headline = task.get("judged"), task.get("headline")
+    metric, targets_of = _headline_metric(task, ds)
+    score = RunningScore(metric)
+    agreements: list = []
+    names: list[str] = []
+    done, k, started, capped = 0, 0, time.perf_counter(), None
+    while done < n:
+        chunk = {name: x[done:done + batch] for name, x in feeds.items()}
+        m = len(next(iter(chunk.values())))
+        chunk = {name: _as_batch(np.concatenate([x, np.repeat(x[-1:], batch - m, axis=0)]) if m < batch else x,
+                                 by_name.get(name)) for name, x in chunk.items()}
+        (converted,) = session.convert_batches([chunk])
+        res = infer(converted)
+        if not names:
+            names = output_names(res)
+            judged = judged or names
+            headline = headline if headline in judged else judged[0]
+            if per_sample is None:  # the backend states no output shapes: the first batch tells
+                per_sample = sum(int(a.nbytes) for _, a in _output_entries(res)) // batch
+                if not task.get("batch"):
+                    batch = fit_batch(batch, fixed, per_sample, budget)
+                    if batch < m:
+                        infer = prepare(batch)
+                        continue  # this batch again, at the size that fits
+        outs = [a[:m] for a in _by_name(res, judged)]
+        del res
+        refs = outs if write else spool.read(k)
+        if write:
+            if k == 0:  # FP32's outputs go to disk: take no more samples than half its free space holds
+                free = shutil.disk_usage(spool.folder.parent if not spool.folder.exists() else spool.folder).free
+                per = max(1, sum(int(a.nbytes) for a in outs) // max(m, 1))
+                room = max(m, int(free * 0.5) // per)
+                if room < n:
+                    n, capped = room, {"disk_free": free}
+            spool.write(k, outs)
+            if kinds is None:
+                kinds = [read_kind(name, a) for name, a in zip(judged, outs)]
+        else:
+            if not agreements:
+                agreements = [OutputAgreement(kind) for kind in kinds]
+            for acc, out, ref in zip(agreements, outs, refs):
+                acc.update(out, ref)
+        h = judged.index(headline)
+        score.update(outs[h], targets_of(done, done + m, refs[h]))
+        done += m
+        k += 1
+    seconds = time.perf_counter() - started  # the validation pass, compile excluded: a rough speed
+    _emit({"type": "result", "ok": True, "outputs": names, "judged": judged, "headline": headline,
+           "executed_precision": session.info().get("executed_precision"), "samples": done, "batch": batch,
+           "kinds": [kd.to_dict() for kd in kinds or []], "value": score.value, "metric": metric.name,
+           "agreement": [{"output": a.kind.output, "figures": a.figures()} for a in agreements],
+           "samples_per_s": round(done / seconds, 1) if seconds > 0 else None,
+           **({"capped_by_disk": capped["disk_free"], "data_samples": ds.size} if capped else {})})
 
 
 def task_quantize(task: dict) -> None:
@@ -189,60 +351,68 @@ def task_quantize(task: dict) -> None:
     info = {"calibration_samples": min(subset, len(items)) * step, "family": family,
             "family_reason": task.get("family_reason"), "recipe": recipe}
     output = task.get("output")
-    if recipe in ("accuracy-control", "mixed-precision"):
-        val_items = _items(check_inputs(ds.x, specs, "validation data"), step, single, specs)
-        metric, targets, reference = _validation_targets(task, ds, model, val_items, step, output)
-        info["metric"] = metric.name
-        if reference:
-            info["reference"] = reference
-    if recipe == "accuracy-control":
-        sign = 1.0 if metric.higher_is_better else -1.0  # NNCF expects higher = better
-        labelled = [(it, targets[i * step:(i + 1) * step]) for i, it in enumerate(val_items)]
+    spool_dir = tempfile.mkdtemp(prefix="wb-validate-")
+    try:
+        if recipe in ("accuracy-control", "mixed-precision"):
+            val_items = _items(check_inputs(ds.x, specs, "validation data"), step, single, specs)
+            metric, target_of, reference = _validation_targets(task, ds, model, val_items, step, output, spool_dir)
+            info["metric"] = metric.name
+            if reference:
+                info["reference"] = reference
+        if recipe == "accuracy-control":
+            sign = 1.0 if metric.higher_is_better else -1.0  # NNCF expects higher = better
+            indexed = list(enumerate(val_items))
+            validations = []
 
-        validations = []
+            def validate(compiled, data):
+                validations.append(time.monotonic())  # progress: NNCF validates once per step of its search
+                _emit({"type": "progress", "stage": "accuracy-control", "validations": len(validations),
+                       "elapsed_s": round(validations[-1] - started, 1)})
+                # one item at a time against its targets: no output is kept beyond its score
+                per_item, total, count = [], 0.0, 0
+                for i, xb in data:
+                    scores = sign * metric.per_sample(pick_output(compiled(xb), output), target_of(i))
+                    per_item.append(float(scores.mean()))
+                    total, count = total + float(scores.sum()), count + len(scores)
+                return total / max(count, 1), per_item
 
-        def validate(compiled, data):
-            validations.append(time.monotonic())  # progress: NNCF validates once per step of its search
-            _emit({"type": "progress", "stage": "accuracy-control", "validations": len(validations),
-                   "elapsed_s": round(validations[-1] - started, 1)})
-            outs, labels = [], []
-            for xb, yb in data:
-                outs.append(pick_output(compiled(xb), output))
-                labels.append(yb)
-            scores = sign * metric.per_sample(np.concatenate(outs), np.concatenate(labels))
-            per_item = scores.reshape(-1, step).mean(axis=1) if step > 1 else scores
-            return float(scores.mean()), [float(s) for s in per_item]
-
-        bound = task.get("max_drop") if task.get("max_drop") is not None else task.get("limit")
-        quantized = nncf.quantize_with_accuracy_control(
-            model, calibration, nncf.Dataset(labelled, lambda item: item[0]), validate,
-            max_drop=float(bound), drop_type=nncf.DropType.ABSOLUTE, subset_size=subset, **nncf_arguments(base))
-        info.update(base=base, validations=len(validations))
-    elif recipe == "mixed-precision":
-        quantized = nncf.quantize(model, calibration, subset_size=subset, **nncf_arguments(base))
-        deadline = started + float(task.get("budget_s") or 600)
-        quantized, kept = _mixed_precision(model, quantized, val_items, targets, metric, output,
-                                           float(task.get("limit") or 0.01), deadline)
-        info.update(base=base, fp32_layers=kept)
-    else:
-        quantized = nncf.quantize(model, calibration, subset_size=subset, **nncf_arguments(recipe))
+            bound = task.get("max_drop") if task.get("max_drop") is not None else task.get("limit")
+            quantized = nncf.quantize_with_accuracy_control(
+                model, calibration, nncf.Dataset(indexed, lambda item: item[1]), validate,
+                max_drop=float(bound), drop_type=nncf.DropType.ABSOLUTE, subset_size=subset, **nncf_arguments(base))
+            info.update(base=base, validations=len(validations))
+        elif recipe == "mixed-precision":
+            quantized = nncf.quantize(model, calibration, subset_size=subset, **nncf_arguments(base))
+            deadline = started + float(task.get("budget_s") or 600)
+            quantized, kept = _mixed_precision(model, quantized, val_items, target_of, metric, output,
+                                               float(task.get("limit") or 0.01), deadline)
+            info.update(base=base, fp32_layers=kept)
+        else:
+            quantized = nncf.quantize(model, calibration, subset_size=subset, **nncf_arguments(recipe))
+    finally:
+        shutil.rmtree(spool_dir, ignore_errors=True)
     ov.save_model(quantized, task["out"], compress_to_fp16=False)
     _emit({"type": "result", "path": task["out"], "seconds": round(time.monotonic() - started, 2), **info})
 
 
-def _validation_targets(task: dict, ds, model, val_items: list, step: int, output):
-    """(metric, targets, reference) for validation: the labels, else the FP32 model's own outputs."""
+def _validation_targets(task: dict, ds, model, val_items: list, step: int, output, spool_dir: str):
+    """(metric, targets of item i, reference) for validation: the labels, else the FP32 model's own
+    outputs, kept on disk item by item (a spool) rather than in memory."""
     import openvino as ov
 
     from wb_core.accuracy import reference_targets, resolve_metric
 
     if ds.y is not None:
         targets = ds.y[:len(val_items) * step]
-        return resolve_metric(task.get("metric") or "auto", targets), targets, None
+        return (resolve_metric(task.get("metric") or "auto", targets),
+                lambda i: targets[i * step:(i + 1) * step], None)
     fp32 = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    reference = np.concatenate([pick_output(fp32(it), output) for it in val_items])
-    metric, targets = reference_targets(task.get("metric") or "auto", reference)
-    return metric, targets, "fp32 outputs"
+    spool = ReferenceSpool(spool_dir)
+    for i, it in enumerate(val_items):
+        spool.write(i, [pick_output(fp32(it), output)])
+    name = task.get("metric") or "auto"
+    metric, _ = reference_targets(name, spool.read(0)[0])
+    return metric, lambda i: reference_targets(name, spool.read(i)[0])[1], "fp32 outputs"
 
 
 WEIGHTED = ("MatMul", "Convolution", "GroupConvolution", "ConvolutionBackpropData")
@@ -258,7 +428,7 @@ def _dequantize_layers(model, names: set[str]) -> None:
                     port.replace_source_output(src.input_value(0))
 
 
-def _mixed_precision(model, quantized, val_items, targets, metric, output, limit: float, deadline: float):
+def _mixed_precision(model, quantized, val_items, target_of, metric, output, limit: float, deadline: float):
     """Keep the most sensitive layers in FP32 until the drop against FP32 is within `limit`.
 
     A layer's sensitivity is the metric gained when it alone runs in floating point; layers are
@@ -266,11 +436,16 @@ def _mixed_precision(model, quantized, val_items, targets, metric, output, limit
     """
     import openvino as ov
 
+    from wb_core.variants.agreement import RunningScore
+
     core = ov.Core()
 
     def score(m) -> float:
         compiled = core.compile_model(m, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-        return metric(np.concatenate([pick_output(compiled(it), output) for it in val_items]), targets)
+        running = RunningScore(metric)
+        for i, it in enumerate(val_items):
+            running.update(pick_output(compiled(it), output), target_of(i))
+        return running.value
 
     reference, current = score(model), score(quantized)
     layers = [op.get_friendly_name() for op in quantized.get_ordered_ops() if op.get_type_name() in WEIGHTED and
