@@ -82,6 +82,7 @@ _REEXPORTS = {
     "compare_runs": "wb_core.analysis.compare", "best_runs": "wb_core.analysis.compare",
     "layer_diff": "wb_core.analysis.compare", "LayerDiff": "wb_core.analysis.compare",
     "ratio_sentences": "wb_core.analysis.compare",
+    "unfit_reason": "wb_core.analysis.pick", "pickable": "wb_core.analysis.pick", "export_caution": "wb_core.analysis.pick",
     # words
     "LABELS": "wb_core.analysis.words", "MODES": "wb_core.analysis.words", "executed_words": "wb_core.analysis.words",
     "label": "wb_core.analysis.words", "plural": "wb_core.analysis.words", "results_table": "wb_core.analysis.words",
