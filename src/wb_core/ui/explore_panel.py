@@ -253,6 +253,9 @@ class ExplorePanel(w.VBox):
             self._updating = False
         self._fitted_study = self.session.study
         self._why = "new runs were measured."
+        chosen = self.session.pick  # a run chosen elsewhere (the tune's answer) stays chosen here
+        if chosen.chosen and chosen.study == self.session.study and chosen.key in set(self._df["key"].astype(str)):
+            self._user_key = chosen.key
         if self._user_key and self._user_key not in set(self._df["key"]):
             self._user_key = ""
         self._fill_look()

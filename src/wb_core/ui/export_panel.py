@@ -279,22 +279,7 @@ class ExportPanel(w.VBox):
             self.report_button.disabled = False
 
     def _download_link(self) -> str:
-        from wb_core.api import model_files, zip_bundle
-
-        fmt, dep = self.format.value, self._dep
-        if fmt == "yaml" or not self.with_models.value:
-            name, data = bundle(self._files, f"{dep.serving_name}-{fmt}.zip")
-            return download_link(name, data, f"Download {name}")
-        size = sum(src.stat().st_size for _, src in model_files(dep, fmt, []))
-        if size > DOWNLOAD_MODEL_LIMIT:
-            name, data = bundle(self._files, f"{dep.serving_name}-{fmt}.zip")
-            return (download_link(name, data, f"Download {name} (without the model files)")
-                    + f"<div><i>The model files ({size / 2**20:,.0f} MB) are too large for a browser download: "
-                      "give a <b>Folder on the server</b> below, keep <b>Include the model files</b> ticked and press "
-                      "<b>Write files</b>.</i></div>")
-        name, data, notes = zip_bundle(dep, fmt, with_models=True)
-        link = download_link(name, data, f"Download {name}")
-        return link + "".join(f"<div><i>{html.escape(said(n))}</i></div>" for n in notes)
+        return format_download(self._dep, self.format.value, self.with_models.value, self._files)
 
     def _on_write(self, *_):
         from wb_core.api import export
@@ -348,6 +333,31 @@ class ExportPanel(w.VBox):
         finally:
             self.serve.disabled = False
             self.serve_result.value = serve_checks_html(s.db, s.study, key)
+
+
+def format_download(dep, fmt: str, with_models: bool = True, files: dict[str, str] | None = None,
+                    titled: bool = False) -> str:
+    """A download link of `dep` in format `fmt`: one file as itself, several (or with the model files) as a zip;
+    model files too large for a browser download are left out, saying so."""
+    from wb_core.api import model_files, render, zip_bundle
+
+    files = files if files is not None else dict(render(dep, fmt).files)
+    def label(name: str) -> str:
+        return format_title(fmt, fmt) if titled else f"Download {name}"
+
+    if fmt == "yaml" or not with_models:
+        name, data = bundle(files, f"{dep.serving_name}-{fmt}.zip")
+        return download_link(name, data, label(name))
+    size = sum(src.stat().st_size for _, src in model_files(dep, fmt, []))
+    if size > DOWNLOAD_MODEL_LIMIT:
+        name, data = bundle(files, f"{dep.serving_name}-{fmt}.zip")
+        return (download_link(name, data, f"{label(name)} (without the model files)")
+                + f"<div><i>The model files ({size / 2**20:,.0f} MB) are too large for a browser download: "
+                  "give a <b>Folder on the server</b> in the Export tab, keep <b>Include the model files</b> "
+                  "ticked and press <b>Write files</b>.</i></div>")
+    name, data, notes = zip_bundle(dep, fmt, with_models=True)
+    return download_link(name, data, label(name)) + "".join(
+        f"<div><i>{html.escape(said(n))}</i></div>" for n in notes)
 
 
 def default_folder():
