@@ -227,7 +227,7 @@ def test_bad_inputs_show_inline_messages(server, page):
     open_tab(page, "Sweep")
     page.get_by_role("button", name="Run").click()
     page.locator(".wb-msg-error", has_text="Choose a model").wait_for()
-    open_tab(page, "Model")
+    open_tab(page, "Start")
     page.get_by_text("Demo model").click()
     page.get_by_role("button", name="Use this model").click()
     page.get_by_text("Ready: lenet-digits").wait_for()

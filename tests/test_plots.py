@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import plotly.graph_objects as go
 
 from analysis_data import HARDWARE, frame, run, sample_frame
@@ -53,7 +55,11 @@ def test_latency_distribution_from_histogram_and_fallback():
     r = run(p99=1.5, latency_hist=hist)
     fig = plots.latency_distribution(r)
     assert fig.data[0].type == "bar" and sum(fig.data[0].y) == 100
-    assert any("p99" in a.text for a in fig.layout.annotations)
+    lines = {t.name.split()[0]: t for t in fig.data if t.type == "scatter"}
+    assert list(lines["p99"].x) == [1.5, 1.5] and "p99 1.5 ms" in lines["p99"].text  # the label on its own line
+    assert list(lines["p50"].x) == [r["latency_ms_p50"]] * 2 and f"p50 {r['latency_ms_p50']:.3g} ms" in lines["p50"].text
+    lo, hi = fig.layout.xaxis.range  # log10 units: the axis ends near the slowest request, not at 10^5 ms
+    assert fig.layout.xaxis.type == "log" and 10 ** hi < 3 * max(values) and 10 ** lo > min(values) / 3
     fallback = plots.latency_distribution(run(p99=1.5))
     assert list(fallback.data[0].x) == ["p50", "p90", "p95", "p99"]
     assert latency_histogram([]) is None
@@ -79,3 +85,27 @@ def test_layer_charts():
     types = p.by_type()
     assert list(types["type"]) == ["Convolution", "FullyConnected", "AvgPool"]
     assert list(plots.layer_type_bars(p).data[0].text) == ["bf16", "f32", "bf16"]
+
+
+def _tick_values(text: str) -> float:
+    m = re.fullmatch(r"([0-9][0-9,]*(?:\.[0-9]+)?) ms", text)
+    assert m, f"tick label {text!r} is not a number with its unit"
+    return float(m.group(1).replace(",", ""))
+
+
+def test_log_axes_label_every_tick_in_full_with_its_unit():
+    """0.2 ms reads as 0.2 ms (plotly's own log ticks read 2 3 5 7 1 2 ..., bare digits between decades)."""
+    df = frame([run(batch=1, threads=1, p99=0.2, thr=1000), run(batch=8, threads=2, p99=2.0, thr=4000),
+                run(batch=32, threads=2, p99=20.0, thr=8000)])
+    fig = plots.latency_throughput(df)
+    x = fig.layout.xaxis
+    assert x.type == "log" and x.tickvals and len(x.ticktext) == len(x.tickvals) >= 3
+    for value, label in zip(x.tickvals, x.ticktext):
+        assert _tick_values(label) == value  # every label is its own value, in ms
+    lo, hi = 10 ** x.range[0], 10 ** x.range[1]
+    assert lo < 0.2 and hi > 20 and all(lo <= v <= hi for v in x.tickvals)
+    assert {"0.2 ms", "2 ms", "20 ms"} <= set(x.ticktext)
+    narrow = plots.latency_throughput(frame([run(p99=0.31, thr=1000), run(batch=2, p99=0.38, thr=1500)]))
+    assert len(narrow.layout.xaxis.tickvals) >= 2 and all(t.endswith(" ms") for t in narrow.layout.xaxis.ticktext)
+    batch = plots.batch_curves(with_efficiency(df, HARDWARE))
+    assert list(batch.layout.xaxis2.ticktext or batch.layout.xaxis.ticktext) == ["1", "8", "32"]

@@ -4,6 +4,7 @@ marked and never picked; run names, hovers and the report in words."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import sqlite3
@@ -16,7 +17,7 @@ from wb_core.store import Store
 from wb_core.ui.capacity_panel import CapacityPanel
 from wb_core.ui.explore_panel import ExplorePanel
 from wb_core.ui.export_panel import ExportPanel
-from wb_core.ui.state import DashboardState
+from wb_core.ui.state import DashboardState, Pick
 from wb_core.ui.words import rounded, run_name
 
 FRAME = sample_frame()
@@ -179,3 +180,95 @@ def test_names_hovers_and_precisions_read_as_words():
     rows = dict(plan_rows(Plan, 1))
     assert "at most 1 instance each" in rows["Replicas"] and "of 1 CPU," in rows["Replicas"]
     assert "closed loop" in rows["One instance serves"]
+
+
+def _two_studies(db):
+    """Study 't' whose INT8 run passed the guard, and study 'u' holding the same configuration (the same
+    run key) whose INT8 run failed it, as two sweeps of two models would store them."""
+    passed = run(precision="int8", batch=32, threads=4, p99=4.0, thr=12000, accuracy=0.99, accuracy_drop=0.0)
+    failed = {**passed, "accuracy": 0.863, "accuracy_drop": 0.137, "accuracy_guard": "failed",
+              "accuracy_guard_note": "INT8 accuracy 0.863 is below FP32's 1.000 by more than the guard allows"}
+    make_study_db(db, [*FRAME.to_dict("records"), passed])
+    make_study_db(db, [*FRAME.to_dict("records"), failed], name="u")
+    return passed["key"]
+
+
+def test_a_run_looked_at_in_one_study_is_never_exported_from_the_next(tmp_path):
+    db = tmp_path / "two.db"
+    int8 = _two_studies(db)
+    session, explore, export, _ = _panels(db)
+    explore.look.value = int8  # study t: INT8 passed its guard, so it may be chosen
+    assert not explore.export_this.disabled and explore.export_this.layout.display == ""
+    session.study = "u"  # a new sweep (or opening a study) changes the open study
+    assert explore.look.value == "" and explore._looked is None
+    assert explore.export_this.disabled and explore.export_this.layout.display == "none"
+    explore.export_this.click()  # even a click that got through changes nothing
+    assert session.current_pick().key != int8 and session.pick.key != int8
+    export.shown()
+    assert f"data-key='{int8}'" not in export.run_line.value and run_name(B32) in export.run_line.value
+    # A pick of the study before (however it got there) is refused with a sentence, and Export writes
+    # the open study's own recommendation instead.
+    session.pick = Pick(key=int8, name="INT8 run", study="t")
+    why = session.unfit(Pick(key=int8, name="INT8 run", study="t"))
+    assert "belongs to study 't'" in why and "open study 'u'" in why
+    assert session.current_pick().key == B32["key"] and f"data-key='{B32['key']}'" in export.run_line.value
+    # And u's own INT8 run, chosen by any path, is refused: its guard failed.
+    explore.look.value = int8
+    assert explore.export_this.disabled and "failed the accuracy guard" in explore.chosen_text.value
+    session.pick = Pick(key=int8, name="INT8 run", study="u")
+    assert export.download.value == "" and export.preview.value == ""
+    assert "failed the accuracy guard" in export.blocked_text.value
+    assert export.write.disabled and export.report_button.disabled and export.serve.disabled
+
+
+@pytest.mark.parametrize("case", ["guard", "oversubscribed", "measuring"])
+def test_export_and_report_are_off_with_the_sentence_why(tmp_path, case):
+    db = tmp_path / "unfit.db"
+    _two_studies(db)
+    session, explore, export, _ = _panels(db)
+    assert export.download.value and not export.write.disabled and not export.report_button.disabled
+    tf = FRAME.iloc[5]  # 4 threads on 2 pinned CPUs
+    if case == "guard":
+        session.study = "u"
+        bad = session.results().query("accuracy_guard == 'failed'").iloc[0]
+        session.pick = Pick(key=bad["key"], name=run_name(bad), study="u")
+        sentence = "failed the accuracy guard (INT8 accuracy 0.863"
+    elif case == "oversubscribed":
+        session.pick = Pick(key=tf["key"], name=run_name(tf), study="t")
+        sentence = "4 threads on 2 CPUs"
+    else:
+        session.measuring = "t"
+        sentence = "being measured now"
+    export.shown()
+    assert sentence in export.blocked_text.value
+    assert export.download.value == "" and export.preview.value == ""
+    for control in (export.write, export.report_button, export.serve):
+        assert control.disabled and sentence in html.unescape(control.tooltip)
+    out = tmp_path / "out"
+    export.folder.value = str(out)
+    export._on_write()  # what a click would do, were the button on
+    assert not out.exists() and sentence in html.unescape(export.messages.text.value)
+    export._on_report()
+    assert export._reporting is None and sentence in html.unescape(export.report_messages.text.value)
+
+
+def test_oversubscribed_and_guard_failed_runs_are_never_recommended(tmp_path):
+    db = tmp_path / "over.db"
+    fastest_but_oversubscribed = run(batch=64, threads=8, p99=9.0, thr=90000)  # 8 threads on 4 CPUs
+    make_study_db(db, [*FRAME.to_dict("records"), fastest_but_oversubscribed])
+    session, explore, export, _ = _panels(db)
+    assert session.pick.key == B32["key"]
+    assert "8 threads" not in export.run_line.value and "left out" in explore.recommendation.value
+    assert "more threads than CPUs" in explore.recommendation.value
+
+
+def test_the_core_refuses_a_guard_failed_run_by_key(tmp_path):
+    from wb_core.api import WorkbenchError, deployment_for_study
+
+    db = tmp_path / "core.db"
+    _two_studies(db)
+    bad = load_results(db, "u").query("accuracy_guard == 'failed'").iloc[0]
+    with pytest.raises(WorkbenchError, match="failed the accuracy guard"):
+        deployment_for_study(db, "u", run_key=bad["key"])
+    report = build_report(db, "u", pick=bad["key"], pick_reason="chosen")
+    assert re.search(r"<b class='pick'>", report) is None and "failed the accuracy guard" in report

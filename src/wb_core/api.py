@@ -83,6 +83,8 @@ _REEXPORTS = {
     "compare_runs": "wb_core.analysis.compare", "best_runs": "wb_core.analysis.compare",
     "layer_diff": "wb_core.analysis.compare", "LayerDiff": "wb_core.analysis.compare",
     "ratio_sentences": "wb_core.analysis.compare",
+    "parse_time": "wb_core.tune", "unfit_reason": "wb_core.analysis.pick", "pickable": "wb_core.analysis.pick",
+    "export_caution": "wb_core.analysis.pick",
     # words
     "LABELS": "wb_core.analysis.words", "MODES": "wb_core.analysis.words", "executed_words": "wb_core.analysis.words",
     "label": "wb_core.analysis.words", "plural": "wb_core.analysis.words", "results_table": "wb_core.analysis.words",
@@ -370,14 +372,15 @@ def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, s
          data=None, text: str | Path | None = None, tokenizer: str | Path | None = None,
          dynamic_size: int | None = None, batch_sizes=None, settings: MeasureSettings | None = None,
          export_dir: str | Path | None = None, on_progress: Callable[[str], None] | None = None,
-         calib_size: int = 300, progress: bool = False):
+         calib_size: int = 300, progress: bool = False, cancel=None):
     """From a model file to a confirmed, exported recommendation within `time_budget` (seconds, or
     "90s", "3m"): the smart search with one round per configuration, extra rounds only for the
     leaders and the runtime's THROUGHPUT hint (until they separate or fall within +-3%), accuracy
     measured when data is at hand, confirmation against the runtime's real defaults (both ratios:
     what the variant buys, what tuning buys), and the YAML export. `on_progress(sentence)` hears
     each phase. Returns a TuneResult whose `answer` says it all in words. A budget too small for one
-    round of one configuration is refused in one sentence, before anything is measured.
+    round of one configuration is refused in one sentence, before anything is measured. `cancel`
+    (a threading.Event) stops it at any time: what was measured is kept and the answer rests on it.
     """
     from wb_core.tune import tune as _tune
 
@@ -385,7 +388,7 @@ def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, s
     _check_callbacks("tune", on_progress=on_progress)
     return _tune(model, time_budget=time_budget, db=db, study=study, data=data, text=text, tokenizer=tokenizer,
                  dynamic_size=dynamic_size, batch_sizes=batch_sizes, settings=settings, export_dir=export_dir,
-                 on_progress=on_progress, calib_size=calib_size, progress=progress)
+                 on_progress=on_progress, calib_size=calib_size, progress=progress, cancel=cancel)
 
 
 def inspect_model(model: str | Path, timeout_s: float | None = None) -> ModelDescription:

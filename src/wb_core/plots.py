@@ -45,6 +45,50 @@ def guard_failed(df: pd.DataFrame) -> pd.Series:
     return df["accuracy_guard"].astype(object).map(lambda v: v == "failed").astype(bool)
 
 
+def guard_failed_trace(bad: pd.DataFrame, x: str = "latency_ms_p99", y: str = "throughput") -> go.Scatter:
+    """Runs whose accuracy guard failed, as every plot draws them: grey crosses, named apart."""
+    return go.Scatter(x=list(bad[x]), y=list(bad[y]), mode="markers", name=GUARD_FAILED_NAME, text=_hover(bad),
+                      hoverinfo="text", marker={"size": 11, "symbol": "x", "color": "#7f7f7f"})
+
+
+def tick_text(v: float, unit: str = "") -> str:
+    """A tick's label in full with its unit: 0.2 ms, 2 ms, 1,500 ms (never a bare 2 for 0.2)."""
+    text = f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+    return f"{text} {unit}".strip()
+
+
+def log_ticks(lo: float, hi: float, unit: str = "") -> tuple[list[float], list[str]]:
+    """Tick values from `lo` to `hi` (data units) on a log axis: 1, 2 and 5 times powers of ten (finer
+    when the span is narrow), each labelled in full with its unit."""
+    if not (lo > 0 and hi > 0):
+        return [], []
+    lo, hi = min(lo, hi), max(lo, hi)
+    decades = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+    vals: list[float] = []
+    for steps in ((1, 2, 5), (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9)):
+        vals = [float(f"{m * 10 ** k:.6g}") for k in decades for m in steps if lo <= m * 10 ** k <= hi]
+        if len(vals) >= 3:
+            break
+    if len(vals) < 2:  # a very narrow span: its ends and middle, rounded
+        mid = math.sqrt(lo * hi)
+        vals = sorted({float(f"{v:.2g}") for v in (lo, mid, hi)})
+    return vals, [tick_text(v, unit) for v in vals]
+
+
+def log_axis(fig: go.Figure, values, unit: str = "", axis: str = "x", pad: float = 0.08, **where) -> None:
+    """Make an axis logarithmic over the positive `values` (padded), with full tick labels and units."""
+    vals = [float(v) for v in values if v is not None and not _missing(v) and float(v) > 0]
+    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    if not vals:
+        update(type="log", **where)
+        return
+    a, b = math.log10(min(vals)), math.log10(max(vals))
+    margin = max((b - a) * pad, 0.05)
+    lo, hi = a - margin, b + margin
+    tickvals, ticktext = log_ticks(10 ** lo, 10 ** hi, unit)
+    update(type="log", range=[lo, hi], autorange=False, tickvals=tickvals, ticktext=ticktext, **where)
+
+
 def _series_name(r) -> str:
     from wb_core.backends.registry import title
 
@@ -77,9 +121,7 @@ def latency_throughput(df: pd.DataFrame) -> go.Figure:
         fig.add_trace(go.Scatter(x=part["latency_ms_p99"], y=part["throughput"], mode="markers", name=name,
                                  text=_hover(part), hoverinfo="text", marker={"size": 9, "opacity": 0.8}))
     if not bad.empty:  # drawn, so the user sees them, but apart and off the front
-        fig.add_trace(go.Scatter(x=bad["latency_ms_p99"], y=bad["throughput"], mode="markers",
-                                 name=GUARD_FAILED_NAME, text=_hover(bad), hoverinfo="text",
-                                 marker={"size": 11, "symbol": "x", "color": "#7f7f7f"}))
+        fig.add_trace(guard_failed_trace(bad))
     front = ok[pareto_mask(ok)].sort_values("latency_ms_p99") if not ok.empty else ok
     fig.add_trace(go.Scatter(x=front["latency_ms_p99"], y=front["throughput"], mode="lines+markers",
                              name="Pareto front", text=_hover(front), hoverinfo="text",
@@ -87,7 +129,7 @@ def latency_throughput(df: pd.DataFrame) -> go.Figure:
                              marker={"symbol": "circle-open", "size": 14, "color": "black"}))
     fig.update_layout(title=title, xaxis_title="p99 latency (ms)", yaxis_title="throughput (samples/s)",
                       legend_title="runtime and precision")
-    fig.update_xaxes(type="log")
+    log_axis(fig, list(ok["latency_ms_p99"]) + list(bad["latency_ms_p99"]), "ms")
     return fig
 
 
@@ -117,8 +159,9 @@ def _curves(df: pd.DataFrame, setting: str, x_title: str, rows: list[tuple[str, 
                                      line={"color": colours[series]}), row=i, col=1)
             fig.update_yaxes(title_text=name, row=i, col=1)
     fig.update_xaxes(title_text=x_title, row=len(rows), col=1)
-    if log_x:
-        fig.update_xaxes(type="log")
+    if log_x:  # a setting's own values as ticks (batch 1, 8, 32), never bare digits between them
+        ticks = sorted({float(v) for v in best[setting]})
+        fig.update_xaxes(type="log", tickvals=ticks, ticktext=[tick_text(v) for v in ticks])
     fig.update_layout(title=title, height=260 * len(rows) + 80)
     return fig
 
@@ -183,7 +226,8 @@ def seq_len_curves(df: pd.DataFrame) -> go.Figure:
                                      line={"color": colours[series], "dash": dash}), row=i, col=1)
             fig.update_yaxes(title_text=name, row=i, col=1)
     fig.update_xaxes(title_text="sequence length (tokens)", type="log", row=len(rows), col=1)
-    fig.update_xaxes(tickvals=sorted(best["seq_len"].unique().tolist()))
+    lengths = sorted(best["seq_len"].unique().tolist())
+    fig.update_xaxes(tickvals=lengths, ticktext=[tick_text(v) for v in lengths])
     fig.update_layout(title=title, height=240 * len(rows) + 80, legend_title="precision, batch")
     return fig
 
@@ -219,12 +263,14 @@ def latency_distribution(run: pd.Series | dict) -> go.Figure:
     fig = go.Figure()
     hist = g("latency_hist")
     if isinstance(hist, dict) and hist.get("counts"):
-        edges, counts = hist["edges_ms"], hist["counts"]
+        edges, counts = list(hist["edges_ms"]), list(hist["counts"])
+        used = [i for i, c in enumerate(counts) if c]  # the axis spans the bins that hold requests
+        first, last = (used[0], used[-1]) if used else (0, len(counts) - 1)
+        edges, counts = edges[first:last + 2], counts[first:last + 1]
         mids = [math.sqrt(a * b) if a > 0 and b > 0 else (a + b) / 2 for a, b in zip(edges[:-1], edges[1:])]
         widths = [b - a for a, b in zip(edges[:-1], edges[1:])]
         fig.add_trace(go.Bar(x=mids, y=counts, width=widths, name="requests",
                              hovertemplate="%{x:.4g} ms: %{y} requests<extra></extra>"))
-        fig.update_xaxes(type="log")
     else:
         names = [("latency_ms_min", "min"), ("latency_ms_p50", "p50"), ("latency_ms_p90", "p90"),
                  ("latency_ms_p95", "p95"), ("latency_ms_p99", "p99"), ("latency_ms_max", "max")]
@@ -233,11 +279,22 @@ def latency_distribution(run: pd.Series | dict) -> go.Figure:
         title += " (percentiles only: no histogram stored for this run)"
         fig.update_layout(title=title, yaxis_title="latency (ms)")
         return fig
-    for col, name, dash in (("latency_ms_p50", "p50", "dash"), ("latency_ms_p99", "p99", "dot")):
+    # The percentiles as line traces in data units, each labelled at its own line (a shape on a log
+    # axis would take its x as a power of ten).
+    top = max(counts) if counts else 1
+    xs = [e for e in edges if e > 0]
+    for col, name, dash, colour in (("latency_ms_p50", "p50", "dash", "#1f77b4"),
+                                    ("latency_ms_p99", "p99", "dot", "#d62728")):
         v = g(col)
         if not _missing(v):
-            fig.add_vline(x=float(v), line_dash=dash, annotation_text=f"{name} {float(v):.3g} ms")
-    fig.update_layout(title=title, xaxis_title="latency per request (ms)", yaxis_title="requests", bargap=0)
+            label = f"{name} {tick_text(float(v), 'ms')}"
+            fig.add_trace(go.Scatter(x=[float(v), float(v)], y=[0, top * 1.08], mode="lines+text", name=label,
+                                     text=["", label], textposition="top center", hoverinfo="name",
+                                     line={"dash": dash, "color": colour, "width": 2}))
+            xs.append(float(v))
+    log_axis(fig, [min(xs), max(xs)] if xs else [], "ms", pad=0.03)
+    fig.update_layout(title=title, xaxis_title="latency per request (ms)", yaxis_title="requests", bargap=0,
+                      yaxis={"range": [0, top * 1.2]})
     return fig
 
 

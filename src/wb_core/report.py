@@ -83,6 +83,11 @@ def build_report(db: str | Path, study: str, constraints=None, objective: str = 
             chosen = df[df["key"].astype(str) == str(pick)]
             if chosen.empty:
                 raise WorkbenchError(f"The run to report is not in study '{study}'.")
+            from wb_core.analysis.pick import unfit_reason
+
+            why = unfit_reason(chosen.iloc[0].to_dict(), hardware=info.get("hardware"))
+            if why:  # a guard-failed or oversubscribed run is never the report's headline
+                raise WorkbenchError(why)
             rec = Recommendation(best=chosen.iloc[0].to_dict(), reason=pick_reason or "", objective=rec.objective,
                                  constraints=rec.constraints, runners_up=[])
         elif pick_reason:

@@ -117,7 +117,7 @@ def tuning_space(fmt: str, hw, has_data: bool, batch_sizes=None) -> tuple[SweepS
 def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=None, text=None, tokenizer=None,
          dynamic_size: int | None = None, batch_sizes=None, settings: MeasureSettings | None = None,
          export_dir=None, on_progress: Callable[[str], None] | None = None, calib_size: int = 300,
-         progress: bool = False) -> TuneResult:
+         progress: bool = False, cancel=None) -> TuneResult:
     """See `wb_core.api.tune`."""
     from wb_core import hardware
     from wb_core.analysis.recommend import recommend, run_label, with_efficiency
@@ -171,7 +171,8 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     points: list[float] = []  # when each point arrived
     # Preparing the variants (conversion, quantization) comes first: the search stops at its share
     # of the budget, but never before one configuration is measured.
-    stop = Deadline(time.monotonic() + budget * SEARCH_SHARE, lambda: bool(points))
+    stop = Deadline(time.monotonic() + budget * SEARCH_SHARE, lambda: bool(points), cancel=cancel)
+    cancelled = lambda: cancel is not None and cancel.is_set()  # noqa: E731 - read at each phase
     summary = run_search(described, spec, db, study, search="smart", budget=n_search, settings=settings, inputs=inputs,
                          precision=prec, cancel=stop, progress=progress,
                          on_point=lambda _p: points.append(time.monotonic()))
@@ -180,7 +181,9 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     ok = df[df["status"] == "ok"] if not df.empty else df
     if ok.empty:
         answer = (f"No configuration of {path.name} ran successfully in {time.monotonic() - t0:.0f} s; "
-                  f"the results of study '{study}' say why.")
+                  f"the results of study '{study}' say why." if not cancelled() else
+                  f"Cancelled after {time.monotonic() - t0:.0f} s, before any configuration of {path.name} was "
+                  f"measured; nothing to recommend yet.")
         return TuneResult(study=study, answer=answer, elapsed_s=time.monotonic() - t0, budget_s=budget, notes=notes)
     # What a round really costs on this machine now, from the time between points (preparing the
     # variants came before the first): a busy machine takes longer than the estimate, and a point
@@ -198,8 +201,9 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     runtime = ir_backend()
     hints = [RunConfig(runtime, batch_size=b, **get(runtime).variant_default, seq_len=n or None)
              for b, n in sorted({(c.batch_size, c.seq_len or 0) for c in top})]
-    run_sweep(described, SweepSpec(), db, study, settings=settings, inputs=inputs, precision=prec, configs=hints,
-              progress=progress)
+    if not cancelled():
+        run_sweep(described, SweepSpec(), db, study, settings=settings, inputs=inputs, precision=prec, configs=hints,
+                  progress=progress, cancel=cancel)
     ok = load_results(db, study).query("status == 'ok'")
     leaders = _leaders(ok, 2)
     with Store(db, readonly=True) as store:
@@ -207,13 +211,15 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     configs += [h for h in hints if h.key not in leaders]
     rounds_time = left() - needed
     per_round = len(configs) * cost
-    if rounds_time >= 2 * per_round:  # the --ci machinery starts from 3 rounds: 2 more than the search's
+    if cancelled():
+        pass
+    elif rounds_time >= 2 * per_round:  # the --ci machinery starts from 3 rounds: 2 more than the search's
         extra = max(1, int(rounds_time / per_round) - 2)
         say(f"Measuring the {len(leaders)} leader(s) and the THROUGHPUT hint in rounds until they separate or "
             f"fall within +-3% (at most {2 + extra} more rounds).")
         s2 = run_sweep(described, SweepSpec(repeats=3), db, study, settings=settings, inputs=inputs, precision=prec,
                        configs=configs, ci_target=0.03, max_rounds=max(1, extra),
-                       cancel=Deadline(time.monotonic() + rounds_time), progress=progress)
+                       cancel=Deadline(time.monotonic() + rounds_time, cancel=cancel), progress=progress)
         notes += [n for n in s2.notes if n not in notes]
     else:
         notes.append("No time left for extra rounds on the leaders: the recommendation rests on one round each.")
@@ -228,7 +234,10 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     # 4. Confirm against the real defaults.
     conf = None
     rounds = max(2, min(5, int(2 * left() / needed)))
-    if confirm_fits(left(), needed, budget):
+    if cancelled():
+        notes.append(f"Cancelled after {time.monotonic() - t0:.0f} s: the answer rests on what was measured by "
+                     f"then, not confirmed against the runtime's defaults.")
+    elif confirm_fits(left(), needed, budget):
         from wb_core.analysis.confirm import confirm_study
 
         say(f"Confirming against the runtime's defaults in {rounds} interleaved rounds.")
@@ -243,6 +252,8 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     final_study = conf["study"] if conf and conf.get("recommended") is not None else study
     export_path = _export_yaml(db, final_study, final["key"], export_dir)
     answer = _answer(path, final, rec, conf, export_path, time.monotonic() - t0, budget)
+    if cancelled():
+        answer = joined([answer, notes[-1]])
     say(answer)
     return TuneResult(study=study, answer=answer, recommended=final, recommendation=rec, confirmation=conf,
                       export_path=str(export_path) if export_path else None, elapsed_s=time.monotonic() - t0,
@@ -281,10 +292,12 @@ def _dynamic_length(description) -> bool:
 class Deadline:
     """A cancel flag (what sweeps poll with `is_set()`) that turns on at a time, once `ready()` holds."""
 
-    def __init__(self, at: float, ready: Callable[[], bool] = lambda: True):
-        self.at, self.ready = at, ready
+    def __init__(self, at: float, ready: Callable[[], bool] = lambda: True, cancel=None):
+        self.at, self.ready, self.cancel = at, ready, cancel  # `cancel`: the user's own flag, set at any time
 
     def is_set(self) -> bool:
+        if self.cancel is not None and self.cancel.is_set():
+            return True
         return time.monotonic() >= self.at and self.ready()
 
     def set(self) -> None:

@@ -83,6 +83,12 @@ def deployment_for_study(db: str | Path, study: str, run_key: str | None = None,
             raise WorkbenchError(f"Run {row['key']} did not succeed ({row.get('status')}: {row.get('error')}); "
                                  f"export a successful run.")
         run = {k: v for k, v in row.to_dict().items()}
+        from wb_core.analysis.pick import guard_failed
+
+        if guard_failed(run):  # by any path: a run that lost too much accuracy is never exported
+            raise WorkbenchError(f"Run {row['key']} failed the accuracy guard "
+                                 f"({str(run.get('accuracy_guard_note') or 'it lost too much accuracy').rstrip('.')}); "
+                                 f"export a run that passed it.")
     else:
         rec = recommend(df, constraints, objective, hardware=info.get("hardware"))
         run, reason = rec.best, rec.reason

@@ -14,11 +14,11 @@ def __getattr__(name):
     # Panels import lazily: Explore and Export pull in the analysis and export modules.
     import importlib
 
-    modules = {"ModelPanel": "model_panel", "SweepPanel": "sweep_panel", "ExplorePanel": "explore_panel",
-               "ExportPanel": "export_panel"}
+    modules = {"StartPanel": "start_panel", "ModelPanel": "model_panel", "SweepPanel": "sweep_panel",
+               "ExplorePanel": "explore_panel", "ExportPanel": "export_panel"}
     if name in modules:
         return getattr(importlib.import_module(f"wb_core.ui.{modules[name]}"), name)
     raise AttributeError(name)
 
 
-__all__ = ["dashboard", "DashboardState", "ModelPanel", "SweepPanel", "ExplorePanel", "ExportPanel"]
+__all__ = ["dashboard", "DashboardState", "StartPanel", "ModelPanel", "SweepPanel", "ExplorePanel", "ExportPanel"]

@@ -15,7 +15,7 @@ from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import message_html
 
 TABS = (
-    ("Model", "model_panel", "ModelPanel"),
+    ("Start", "start_panel", "StartPanel"),
     ("Sweep", "sweep_panel", "SweepPanel"),
     ("Explore", "explore_panel", "ExplorePanel"),
     ("Export", "export_panel", "ExportPanel"),
@@ -42,13 +42,13 @@ def dashboard(db: str | Path | None = None, demo: str | None = None) -> w.Tab:
     and the database's latest study (if any) is opened."""
     session = DashboardState(db)
     panels = {title: _panel(session, title, module, name) for title, module, name in TABS}
-    model, sweep = panels["Model"], panels["Sweep"]
+    start, sweep = panels["Start"], panels["Sweep"]
     studies = session.studies()
     if studies:
         sweep.studies.value = studies[-1]["name"]
         sweep._on_open()
     elif demo:
-        model.demo.value = demo
+        start.model.demo.value = demo
     tabs = w.Tab(children=list(panels.values()), titles=TAB_TITLES)
     tabs.add_class("wb-dashboard")
 
@@ -59,6 +59,8 @@ def dashboard(db: str | Path | None = None, demo: str | None = None) -> w.Tab:
             panel.shown()
 
     tabs.observe(on_tab, "selected_index")
+    if hasattr(start, "goto"):  # the answer's "see every run", "compare", "plan capacity"
+        start.goto = lambda title: setattr(tabs, "selected_index", TAB_TITLES.index(title))
     on_tab({"new": tabs.selected_index})
     tabs.session = session
     return tabs

@@ -76,10 +76,11 @@ def save_data_upload(files, dest_root: Path | None = None, limit_mb: int | None 
 class DataSection(w.VBox):
     """Data, metric, calibration size and accuracy-drop limit, each with a help line."""
 
-    def __init__(self, demo_name=lambda: None):
+    def __init__(self, demo_name=lambda: None, sources=SOURCES, expert: bool = True):
+        """`sources`: the choices offered; `expert` adds the metric, calibration size and drop limit."""
         self._demo_name = demo_name  # the demo the chosen model is, or None
         self.uploaded: Path | None = None
-        self.source = w.RadioButtons(options=SOURCES, value=NO_DATA, description="Data",
+        self.source = w.RadioButtons(options=sources, value=NO_DATA, description="Data",
                                      style=STYLE, layout=w.Layout(width="520px"))
         self.path = text("Data path", placeholder="/data/val.npz or /data/images/ (one subfolder per class)")
         self.path.continuous_update = False
@@ -109,17 +110,20 @@ class DataSection(w.VBox):
         self.upload.observe(self._on_upload, "value")
         self.text_path.observe(self._on_text, "value")
         self.tokenizer_path.observe(self._on_text, "value")
-        super().__init__([
-            with_help(self.source, "Data lets the workbench measure accuracy and calibrate INT8. Without it, "
-                                   "INT8 calibrates on the demo's data or random inputs and accuracy is not shown."),
-            self.choice, self.status,
+        expert_rows = [
             with_help(self.metric, "How accuracy is scored. Top-1/top-5 need labels (y); the others compare each "
                                    "precision's outputs with FP32's."),
             with_help(self.calib, "How many samples INT8 quantization looks at to choose its ranges (300 is "
                                   "usually enough)."),
             with_help(self.drop, "Leave empty for plain INT8. A number, e.g. 0.01 (one point of accuracy), makes "
                                  "INT8 keep the layers that hurt accuracy in FP32 so the drop stays under it."),
-        ])
+        ]
+        source_help = ("Data lets the workbench measure accuracy and calibrate INT8. Without it, INT8 calibrates "
+                       "on the demo's data or random inputs and accuracy is not shown." if expert else
+                       "INT8 is tried only with data: it needs samples to calibrate on and to check its accuracy "
+                       "against FP32. Without data the tune measures FP32 and BF16 only.")
+        super().__init__([with_help(self.source, source_help), self.choice, self.status,
+                          *(expert_rows if expert else [])])
         self.add_class("wb-data-section")
 
     # ---- the choice ----

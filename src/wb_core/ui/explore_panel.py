@@ -52,16 +52,6 @@ def _span(values, pad: float = 1.05) -> tuple[float, float]:
     return lo, hi
 
 
-def log_range(values, pad: float = 0.08) -> list[float] | None:
-    """A log axis's range (plotly wants it in log10 units) covering the positive `values`, padded."""
-    vals = [float(v) for v in values if v is not None and v == v and float(v) > 0]
-    if not vals:
-        return None
-    lo, hi = math.log10(min(vals)), math.log10(max(vals))
-    margin = max((hi - lo) * pad, 0.05)
-    return [lo - margin, hi + margin]
-
-
 def highlight(fig, run: dict | None, p99_limit: float | None):
     """The Pareto figure with a star on the recommended run and a dashed line at the p99 limit.
 
@@ -83,9 +73,9 @@ def highlight(fig, run: dict | None, p99_limit: float | None):
                                  name=f"p99 limit ({rounded(p99_limit, 'latency_ms_p99')} ms)", hoverinfo="skip",
                                  line={"dash": "dash", "color": "#d62728", "width": 2}))
         xs.append(p99_limit)
-    rng = log_range(xs)
-    if rng is not None:
-        fig.update_xaxes(type="log", range=rng, autorange=False)
+    from wb_core.api import plots
+
+    plots.log_axis(fig, xs, "ms")  # full tick labels with units: 0.2 ms, never a bare 2
     return fig
 
 
@@ -212,9 +202,22 @@ class ExplorePanel(w.VBox):
 
     # ---- data ----
     def _on_study(self, *_):
+        """Another study: nothing of the old one stays (the run looked at, its button, its words)."""
         self._user_key = ""
         self._fitted_study = None
+        self.forget_look()
         self._on_results()
+
+    def forget_look(self) -> None:
+        self._looked = None
+        self.look.options = [(NOT_LOOKING, "")]
+        self.look.value = ""
+        self.details.value = "<i>Pick a run above to see it here.</i>"
+        self.full_details.value = ""
+        self.details_toggle.layout.display = "none"
+        self.export_this.layout.display = "none"
+        self.export_this.disabled = True
+        self.chosen_text.value = ""
 
     def _on_results(self, *_):
         if not self._shown:
@@ -250,6 +253,9 @@ class ExplorePanel(w.VBox):
             self._updating = False
         self._fitted_study = self.session.study
         self._why = "new runs were measured."
+        chosen = self.session.pick  # a run chosen elsewhere (the tune's answer) stays chosen here
+        if chosen.chosen and chosen.study == self.session.study and chosen.key in set(self._df["key"].astype(str)):
+            self._user_key = chosen.key
         if self._user_key and self._user_key not in set(self._df["key"]):
             self._user_key = ""
         self._fill_look()
@@ -366,6 +372,9 @@ class ExplorePanel(w.VBox):
     def _on_look(self, change) -> None:
         key = change["new"]
         if not key or self._df is None:
+            self._looked = None
+            self.export_this.layout.display = "none"
+            self.chosen_text.value = ""
             return
         rows = self._df[self._df["key"].astype(str) == key]
         if not rows.empty:
@@ -378,13 +387,15 @@ class ExplorePanel(w.VBox):
         self.full_details.value = run_details_html(run)
         self.details_toggle.layout.display = ""
         self.export_this.layout.display = ""
-        if run.get("accuracy_guard") == "failed":  # never exported as best
+        why = self.session.unfit(Pick(key=str(run["key"]), name=run_name(run), study=self.session.study))
+        if why:  # never exported: the button stays off and says why
             self.export_this.disabled = True
-            why = run.get("accuracy_guard_note") or "this run lost more accuracy than the guard allows"
-            self.chosen_text.value = ("<div class='wb-msg wb-msg-error wb-accuracy-failed'>Accuracy failed: "
-                                      f"{html.escape(str(why))}. It is never recommended or exported.</div>")
+            failed = run.get("accuracy_guard") == "failed"
+            self.chosen_text.value = (f"<div class='wb-msg wb-msg-error wb-not-exportable"
+                                      f"{' wb-accuracy-failed' if failed else ''}'>"
+                                      f"{'Accuracy failed: ' if failed else ''}{html.escape(why)}</div>")
             return
-        self.export_this.disabled = str(run["key"]) == self.session.selected_key
+        self.export_this.disabled = str(run["key"]) == self.session.current_pick().key
         self.chosen_text.value = ("<i>This run is the one the Export tab writes.</i>" if self.export_this.disabled
                                   else "<i>Export writes the recommended run; press “Export this run” to write "
                                        "this one instead.</i>")
@@ -394,10 +405,16 @@ class ExplorePanel(w.VBox):
         if self._looked is None:
             return
         key = str(self._looked["key"])
+        run = self.session.run_of(key)  # read again from the open study: never a run of the study before
+        pick = Pick(key=key, name=run_name(run or self._looked), study=self.session.study, reason=CHOSEN_REASON,
+                    constraints=self.constraints(), objective=self.objective.value, chosen=True)
+        why = self.session.unfit(pick)
+        if why:
+            self.export_this.disabled = True
+            self.chosen_text.value = f"<div class='wb-msg wb-msg-error wb-not-exportable'>{html.escape(why)}</div>"
+            return
         self._user_key = key
-        self.session.set_pick(Pick(key=key, name=run_name(self._looked), reason=CHOSEN_REASON,
-                                   constraints=self.constraints(), objective=self.objective.value, chosen=True),
-                              "you chose it with “Export this run”.")
+        self.session.set_pick(pick, "you chose it with “Export this run”.")
         self.export_this.disabled = True
         self.chosen_text.value = (f"<div class='wb-msg wb-msg-ok wb-chosen'>The Export tab now writes "
                                   f"{html.escape(run_name(self._looked))}.</div>")

@@ -77,7 +77,9 @@ class ExportPanel(w.VBox):
         self.run_line.add_class("wb-export-run")
         self.preview = w.HTML()
         self.download = w.HTML()
-        self.folder = text("Folder on the server", "deployment", "Files are written here (created if missing).")
+        self.folder = text("Folder on the server", str(default_folder()), "Files are written here (created if missing).")
+        self.blocked_text = w.HTML()
+        self.blocked_text.add_class("wb-export-blocked")
         self.with_models = w.Checkbox(value=True, description="Include the model files (the format's repository "
                                                               "layout, ready to copy to a server)", indent=False,
                                       layout=w.Layout(width="auto"))
@@ -99,14 +101,15 @@ class ExportPanel(w.VBox):
         self.with_models.observe(guarded(self.messages)(self.render), "value")
         self.serve.on_click(guarded(self.serve_messages)(self._on_serve))
         self.report_button.on_click(guarded(self.report_messages)(self._on_report))
-        session.observe(guarded(self.messages)(self.render), ["pick", "results_version", "study"])
-        session.observe(self._forget_report, ["results_version", "study", "pick"])
+        session.observe(guarded(self.messages)(self._on_study), "study")
+        session.observe(guarded(self.messages)(self.render), ["pick", "results_version", "measuring"])
+        session.observe(self._forget_report, ["results_version", "pick", "measuring"])
         self.write.on_click(guarded(self.messages)(self._on_write))
         serve_help = w.HTML("<div class='wb-help-block'>Starts a real Triton server on this machine with this "
                             "run's instances, pinning and batching (its Python backend running OpenVINO), "
                             "sends it requests at the run's concurrency or rate, and stores what it served "
                             "against what the measurement predicted.</div>")
-        super().__init__([w.HTML(CSS), section("Export"), self.run_line,
+        super().__init__([w.HTML(CSS), section("Export"), self.run_line, self.blocked_text,
                           with_help(self.format, "The serving system you deploy to; the preview below shows "
                                                  "the files it gets."),
                           _flush(with_help(self.with_models, "Adds the model in the layout the server expects; "
@@ -129,6 +132,29 @@ class ExportPanel(w.VBox):
         if self._stale:
             guarded(self.messages)(self.render)()
 
+    def _on_study(self, *_):
+        """Another study: nothing of the old one stays (messages, files, links, the report, serve checks)."""
+        for area in (self.messages, self.report_messages, self.serve_messages):
+            area.clear()
+        self.report_download.value = self.download.value = self.preview.value = self.serve_result.value = ""
+        self._files, self._dep = {}, None
+        self.render()
+
+    def blocked(self) -> str:
+        """Why nothing may be exported, reported or served now, in one sentence ("" when all is well)."""
+        return self.session.unfit()
+
+    def _set_blocked(self, why: str) -> None:
+        caution = "" if why else self.session.caution()
+        self.blocked_text.value = (f"<div class='wb-msg wb-msg-error wb-not-exportable'>{html.escape(why)}</div>"
+                                   if why else f"<div class='wb-msg wb-msg-warn wb-export-caution'>⚠ "
+                                               f"{html.escape(caution)}</div>" if caution else "")
+        for control in (self.write, self.report_button, self.serve):
+            control.disabled = bool(why) or (control is self.report_button and self._reporting is not None
+                                             and self._reporting.is_alive()) or (
+                control is self.serve and self._serving is not None and self._serving.is_alive())
+            control.tooltip = why
+
     def deployment(self):
         """The deployment of the dashboard's pick (Explore's recommendation or chosen run), its reason in words."""
         from wb_core.api import deployment_for_study
@@ -149,9 +175,23 @@ class ExportPanel(w.VBox):
 
         self.messages.clear()
         self._files, self._dep = {}, None
+        self.preview.value = self.download.value = ""
         if not self.session.study or self.session.results().empty:
-            self.run_line.value = "<i>Nothing to export yet: run a sweep or open a study first.</i>"
-            self.preview.value = self.download.value = ""
+            self.run_line.value = ("<i>Nothing to export yet: press Tune on the Start tab, run a sweep, or open a "
+                                   "study.</i>")
+            self._set_blocked("")
+            for control in (self.write, self.report_button, self.serve):
+                control.disabled = True
+            return
+        why = self.blocked()
+        self._set_blocked(why)
+        if why:
+            pick = self.session.current_pick()
+            self.run_line.value = (f"<div class='wb-msg wb-msg-info'>The pick of study "
+                                   f"<b>{html.escape(self.session.study)}</b> is "
+                                   f"<b class='wb-export-name' data-key='{html.escape(pick.key)}'>"
+                                   f"{html.escape(pick.name)}</b>; nothing can be downloaded, written, reported "
+                                   f"or served for it:</div>")
             return
         self._dep = self.deployment()
         self.run_line.value = self.run_line_html()
@@ -193,12 +233,18 @@ class ExportPanel(w.VBox):
         return rows.iloc[0].to_dict() if len(rows) else None
 
     def _forget_report(self, *_):
+        if self.report_download.value:
+            self.report_messages.clear()
         self.report_download.value = ""
 
     def _on_report(self, *_):
         s = self.session
         if not s.study or s.results().empty:
             self.report_messages.show("Nothing to report yet: run a sweep or open a study first.", "error")
+            return
+        why = self.blocked()
+        if why:
+            self.report_messages.show(why, "error")
             return
         if self._reporting is not None and self._reporting.is_alive():
             self.report_messages.show("The report is being built; wait for it to finish.", "error")
@@ -219,6 +265,11 @@ class ExportPanel(w.VBox):
             text = build_report(db, study, constraints=pick.constraints, objective=pick.objective,
                                 pick=pick.key or None, pick_reason=pick.reason or None)
             data = text.encode("utf-8")
+            if self.session.study != study or self.session.current_pick().key != pick.key or (
+                    self.session.unfit()):
+                self.report_messages.show("The study or its pick changed while the report was built: press "
+                                          "“Build the report” again.", "info")
+                return
             name = f"{_file_stem(study)}-report.html"
             self.report_download.value = download_link(name, data, f"Download {name}", "text/html")
             self.report_messages.show(f"Report ready ({len(data) / 2**20:.1f} MB): download it below.", "ok")
@@ -228,39 +279,32 @@ class ExportPanel(w.VBox):
             self.report_button.disabled = False
 
     def _download_link(self) -> str:
-        from wb_core.api import model_files, zip_bundle
-
-        fmt, dep = self.format.value, self._dep
-        if fmt == "yaml" or not self.with_models.value:
-            name, data = bundle(self._files, f"{dep.serving_name}-{fmt}.zip")
-            return download_link(name, data, f"Download {name}")
-        size = sum(src.stat().st_size for _, src in model_files(dep, fmt, []))
-        if size > DOWNLOAD_MODEL_LIMIT:
-            name, data = bundle(self._files, f"{dep.serving_name}-{fmt}.zip")
-            return (download_link(name, data, f"Download {name} (without the model files)")
-                    + f"<div><i>The model files ({size / 2**20:,.0f} MB) are too large for a browser download: "
-                      "give a <b>Folder on the server</b> below, keep <b>Include the model files</b> ticked and press "
-                      "<b>Write files</b>.</i></div>")
-        name, data, notes = zip_bundle(dep, fmt, with_models=True)
-        link = download_link(name, data, f"Download {name}")
-        return link + "".join(f"<div><i>{html.escape(said(n))}</i></div>" for n in notes)
+        return format_download(self._dep, self.format.value, self.with_models.value, self._files)
 
     def _on_write(self, *_):
         from wb_core.api import export
 
-        if self._dep is None:
-            self.messages.show("Nothing to write yet: run a sweep or open a study first.", "error")
+        why = self.blocked()
+        if why or self._dep is None:
+            self.messages.show(why or "Nothing to write yet: run a sweep or open a study first.", "error")
             return
         folder = self.folder.value.strip()
         if not folder:
             self.messages.show("Type the folder to write into.", "error")
             return
-        results = export(self._dep, self.format.value, folder, bundle=self.with_models.value)
+        from pathlib import Path
+
+        where = Path(folder).expanduser().resolve()
+        results = export(self._dep, self.format.value, where, bundle=self.with_models.value)
         res = results[self.format.value]
         models = f" and {len(res.model_files)} model file(s)" if res.model_files else ""
-        self.messages.show(f"Wrote {', '.join(self._files)}{models} into '{folder}'.", "ok")
+        self.messages.show(f"Wrote {', '.join(self._files)}{models} into {where}.", "ok")
 
     def _on_serve(self, *_):
+        why = self.blocked()
+        if why:
+            self.serve_messages.show(why, "error")
+            return
         if self._dep is None:
             self.serve_messages.show("Nothing to serve yet: run a sweep or open a study first.", "error")
             return
@@ -289,6 +333,38 @@ class ExportPanel(w.VBox):
         finally:
             self.serve.disabled = False
             self.serve_result.value = serve_checks_html(s.db, s.study, key)
+
+
+def format_download(dep, fmt: str, with_models: bool = True, files: dict[str, str] | None = None,
+                    titled: bool = False) -> str:
+    """A download link of `dep` in format `fmt`: one file as itself, several (or with the model files) as a zip;
+    model files too large for a browser download are left out, saying so."""
+    from wb_core.api import model_files, render, zip_bundle
+
+    files = files if files is not None else dict(render(dep, fmt).files)
+    def label(name: str) -> str:
+        return format_title(fmt, fmt) if titled else f"Download {name}"
+
+    if fmt == "yaml" or not with_models:
+        name, data = bundle(files, f"{dep.serving_name}-{fmt}.zip")
+        return download_link(name, data, label(name))
+    size = sum(src.stat().st_size for _, src in model_files(dep, fmt, []))
+    if size > DOWNLOAD_MODEL_LIMIT:
+        name, data = bundle(files, f"{dep.serving_name}-{fmt}.zip")
+        return (download_link(name, data, f"{label(name)} (without the model files)")
+                + f"<div><i>The model files ({size / 2**20:,.0f} MB) are too large for a browser download: "
+                  "give a <b>Folder on the server</b> in the Export tab, keep <b>Include the model files</b> "
+                  "ticked and press <b>Write files</b>.</i></div>")
+    name, data, notes = zip_bundle(dep, fmt, with_models=True)
+    return download_link(name, data, label(name)) + "".join(
+        f"<div><i>{html.escape(said(n))}</i></div>" for n in notes)
+
+
+def default_folder():
+    """Where files are written unless the user says otherwise: a folder in their home, never the app's own."""
+    from pathlib import Path
+
+    return Path.home() / "wb-deployments"
 
 
 def serve_checks_html(db, study: str, run_key: str) -> str:

@@ -17,6 +17,7 @@ from wb_core.ui.uploads import MODEL_SUFFIXES, save_upload, upload_limit_mb, upl
 from wb_core.ui.widgets import CSS, MessageArea, button, guarded, key_values, section, text, with_help
 
 SOURCES = ("Demo model", "Path on the server", "Upload")
+FORMAT_WORDS = {"onnx": "ONNX", "openvino": "OpenVINO IR", "savedmodel": "TensorFlow SavedModel", "keras": "Keras"}
 
 
 def hardware_html() -> str:
@@ -46,7 +47,7 @@ def inputs_html(info) -> str:
 class ModelPanel(w.VBox):
     """Chooses the model the Sweep tab profiles (DashboardState.model_path)."""
 
-    def __init__(self, session: DashboardState):
+    def __init__(self, session: DashboardState, title: str = "Model"):
         from wb_core.api import DEMOS
 
         self.session = session
@@ -67,16 +68,20 @@ class ModelPanel(w.VBox):
         self.hardware = w.HTML("<i>Reading this machine's CPU…</i>")
         self.choice = w.VBox()
         self._work: threading.Thread | None = None
+        self._saved: tuple[list[str], str] | None = None  # the upload saved last: (file names, path)
+        self._selected = ""  # the model `select` made the one in use
         self.source.observe(self._on_source, "value")
         for control in (self.source, self.demo, self.path, self.upload):  # an error about the old choice goes
             control.observe(self.messages.clear_error, "value")
         self.use.on_click(guarded(self.messages)(self._on_use))
         self._on_source()
-        super().__init__([w.HTML(CSS), section("Model"),
+        self.hardware_box = w.Accordion(children=[self.hardware], titles=("This machine's CPU",))
+        self.hardware_box.selected_index = None if title != "Model" else 0
+        super().__init__([w.HTML(CSS), section(title),
                           with_help(self.source, "A ready-made demo, a model file already on this server, or "
                                                  "one from your computer."),
                           self.choice, w.HBox([self.use]), self.messages, self.model_info,
-                          section("Hardware"), self.hardware])
+                          self.hardware_box])
         self.add_class("wb-model-panel")
         # Detecting the CPU takes a second or two: done after the page is up.
         self._hw_thread = threading.Thread(target=guarded(self.messages)(self._show_hardware), daemon=True,
@@ -93,25 +98,51 @@ class ModelPanel(w.VBox):
                                               "a SavedModel folder.")],
             SOURCES[2]: [w.HBox([self.upload, self.upload_help])]}[self.source.value]
 
+    def chosen_name(self) -> str:
+        """The model the controls name now (a demo's name or a typed path; "" for an upload)."""
+        if self.source.value == SOURCES[0]:
+            return self.demo.value
+        return self.path.value.strip() if self.source.value == SOURCES[1] else ""
+
+    def chosen(self) -> tuple[str, str, list[str] | None]:
+        """(model, label, uploaded file names or None) of what the controls choose now; an upload is saved.
+        One sentence (ConfigError) when nothing is chosen."""
+        from wb_core.api import ConfigError
+
+        if self.source.value == SOURCES[0]:
+            return self.demo.value, self.demo.value, None
+        if self.source.value == SOURCES[1]:
+            model = self.path.value.strip()
+            if not model:
+                raise ConfigError("Type the path of a model on the server first.")
+            return model, model, None
+        files = list(self.upload.value)
+        if not files:
+            raise ConfigError("Choose the model's files to upload first.")
+        if self._saved is None or self._saved[0] != [f["name"] for f in files]:
+            self._saved = ([f["name"] for f in files], str(save_upload(files)))
+        return self._saved[1], ", ".join(f["name"] for f in files), [f["name"] for f in files]
+
+    def select_chosen(self, model: str, label: str, uploaded: list[str] | None = None) -> None:
+        """Make `model` the one in use unless it already is (for Tune, which needs no “Use this model” first)."""
+        from wb_core.api import WorkbenchError
+
+        if self._selected == model and self.session.model_path:
+            return
+        try:
+            self.select(model, label, progress=lambda text: self.messages.show(text))
+        except WorkbenchError as e:  # said next to the model's controls, and the tune stops with it
+            self.messages.show(upload_message(e, uploaded) if uploaded else str(e), "error")
+            raise
+
     def _on_use(self, *_):
         if self._work is not None and self._work.is_alive():
             self.messages.show("Still reading the model; wait for it to finish.")
             return
         self.model_info.value = ""
-        if self.source.value == SOURCES[0]:
-            model, label = self.demo.value, self.demo.value
-        elif self.source.value == SOURCES[1]:
-            model = self.path.value.strip()
-            if not model:
-                self.messages.show("Type the path of a model on the server first.", "error")
-                return
-            label = model
-        else:
-            files = list(self.upload.value)
+        if self.source.value == SOURCES[2]:
             self.messages.show("Saving the upload…")
-            model = str(save_upload(files))
-            label = ", ".join(f["name"] for f in files)
-        uploaded = [f["name"] for f in files] if self.source.value == SOURCES[2] else None
+        model, label, uploaded = self.chosen()
         self.use.disabled = True
         self.messages.show("Reading the model…")
         self._work = threading.Thread(target=self._select_in_background, args=(model, label, uploaded), daemon=True,
@@ -154,7 +185,9 @@ class ModelPanel(w.VBox):
             say(f"Reading {name}: checking its format and inputs (a SavedModel or Keras file loads TensorFlow, "
                 f"a few seconds)…")
         info = inspect_model(model)
+        self._selected = model
         self.model_info.value = inputs_html(info)
         self.session.model_label = name
         self.session.model_path = str(info.path)
-        self.messages.show(f"Ready: {name} ({info.format}). Go to the Sweep tab to profile it.", "ok")
+        self.messages.show(f"Ready: {name} ({FORMAT_WORDS.get(info.format, info.format)}). Press Tune below for the "
+                           f"answer, or use the Sweep tab to measure settings of your own.", "ok")

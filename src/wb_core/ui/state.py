@@ -26,11 +26,13 @@ class Pick:
 
     `chosen` is True when the user chose the run ("Export this run") instead of the recommendation.
     `note` says in words what changed it last (shown where the user is looking); `left_out`
-    names runs left out of the choice (accuracy guard failed).
+    names runs left out of the choice (accuracy guard failed, measured oversubscribed). `study` is the
+    study the run belongs to: `DashboardState.unfit` refuses a pick of any other study.
     """
 
     key: str = ""
     name: str = ""
+    study: str = ""  # the study the run belongs to: a pick of another study is never exported
     reason: str = ""
     constraints: object = None  # a wb_core.api.Constraints; None: no limits
     objective: str = "throughput"
@@ -52,26 +54,13 @@ def guard_failed(df):
     return df["accuracy_guard"].astype(object).map(lambda v: v == GUARD_FAILED)
 
 
-def left_out_sentence(df) -> str:
-    """Runs left out of every recommendation because their accuracy guard failed, in words."""
-    from wb_core.api import run_name
-
-    bad = df[guard_failed(df)] if df is not None and not df.empty else None
-    if bad is None or bad.empty:
-        return ""
-    names = ", ".join(sorted({run_name(r) for _, r in bad.head(3).iterrows()}))
-    more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
-    notes = {str(n) for n in bad.get("accuracy_guard_note", []) if isinstance(n, str) and n}
-    why = f": {sorted(notes)[0]}" if notes else ": their accuracy fell below the accuracy guard"
-    return f"{len(bad)} run{'s' if len(bad) != 1 else ''} left out ({names}{more}){why}."
-
-
 class DashboardState(traitlets.HasTraits):
     db = traitlets.Unicode()
     model_path = traitlets.Unicode("")  # what the next sweep profiles
     model_label = traitlets.Unicode("")  # how the model is shown to the user
     study = traitlets.Unicode("")  # the study on show in Sweep, Explore and Export
     results_version = traitlets.Int(0)
+    measuring = traitlets.Unicode("")  # the study a sweep or tune is adding runs to now ("" when none)
     pick = traitlets.Instance(Pick, kw={})  # the one recommendation (see the module's docstring)
     selected_key = traitlets.Unicode("")  # pick.key, for panels that watch only the run
     selected_reason = traitlets.Unicode("")  # pick.reason
@@ -126,14 +115,15 @@ class DashboardState(traitlets.HasTraits):
         """The recommended run of the open study under `constraints` as a Pick (NoRunMeetsConstraints
         when none meets them). Runs whose accuracy guard failed are never picked. `by` names what
         asked, for the note."""
-        from wb_core.api import recommend, rounded, run_name, with_efficiency, word_for_dashboard, worded
+        from wb_core.api import pickable, recommend, rounded, run_name, with_efficiency, word_for_dashboard, worded
 
         df = self.results()
         hw = (self.study_record() or {}).get("hardware")
-        ok = df[~guard_failed(df)] if not df.empty else df
+        ok, left_out = pickable(df, hw)  # guard-failed and oversubscribed runs are never picked
         rec = recommend(with_efficiency(ok, hw), constraints, objective, hardware=hw)
-        return Pick(key=str(rec.best["key"]), name=run_name(rec.best), reason=worded(word_for_dashboard(rec.reason), df),
-                    constraints=constraints, objective=objective, left_out=left_out_sentence(df), note=by,
+        return Pick(key=str(rec.best["key"]), name=run_name(rec.best), study=self.study,
+                    reason=worded(word_for_dashboard(rec.reason), df),
+                    constraints=constraints, objective=objective, left_out=" ".join(left_out), note=by,
                     runners_up=tuple(f"{run_name(r)}: p99 latency {rounded(r['latency_ms_p99'], 'latency')} ms, "
                                      f"{rounded(r['throughput'], 'throughput')} samples/s" for r in rec.runners_up))
 
@@ -145,7 +135,7 @@ class DashboardState(traitlets.HasTraits):
         df = self.results()
         if df.empty:
             return Pick()
-        if self.pick.key and self.pick.key in set(df["key"].astype(str)):
+        if self.pick.key and self.pick.study == self.study and self.pick.key in set(df["key"].astype(str)):
             return self.pick
         try:
             return self.recommend(None, "throughput")
@@ -162,6 +152,37 @@ class DashboardState(traitlets.HasTraits):
         else:
             note = ""
         self.pick = dataclasses.replace(pick, note=note)
+
+    def run_of(self, key: str) -> dict | None:
+        """The open study's run with this key, as a dict (None when it has none)."""
+        df = self.results()
+        if not key or df.empty:
+            return None
+        rows = df[df["key"].astype(str) == str(key)]
+        return rows.iloc[0].to_dict() if len(rows) else None
+
+    def unfit(self, pick: Pick | None = None) -> str:
+        """Why `pick` (default: the current pick) must not be exported or reported, in one sentence; ""
+        when it may. Every export, report and download of the dashboard asks this first."""
+        from wb_core.api import unfit_reason
+
+        pick = pick if pick is not None else self.current_pick()
+        if not pick.key:
+            return "Nothing to export yet: run a tune or a sweep, or open a study first."
+        run = (self.run_of(pick.key) if (pick.study or self.study) == self.study
+               else {"key": pick.key, "name": pick.name})
+        if run is None:
+            return "The chosen run is not in the open study: choose a run of this study."
+        hw = (self.study_record() or {}).get("hardware")
+        return unfit_reason(run, study=pick.study or self.study, open_study=self.study, hardware=hw,
+                            measuring=self.measuring == self.study and bool(self.study))
+
+    def caution(self, pick: Pick | None = None) -> str:
+        """What to keep in mind about exporting `pick` (default: the current pick), e.g. measured on a busy machine."""
+        from wb_core.api import export_caution
+
+        pick = pick if pick is not None else self.current_pick()
+        return export_caution(self.run_of(pick.key)) if pick.key and pick.study in ("", self.study) else ""
 
     def probes(self):
         """The open study's probes (max-rate search points), each naming the run it probed in `probe_of`."""

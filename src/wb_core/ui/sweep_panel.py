@@ -20,8 +20,8 @@ import time
 
 import ipywidgets as w
 
-from wb_core.ui.data_section import DataSection
-from wb_core.ui.state import DashboardState
+from wb_core.ui.data_section import DEMO_DATA, NO_DATA, DataSection
+from wb_core.ui.state import DashboardState, guard_failed
 from wb_core.ui.sweep_sections import SMART, ScenarioSection, SearchSection
 from wb_core.ui.widgets import (
     CSS,
@@ -129,10 +129,24 @@ def thread_ladder(n_cpus: int) -> str:
 def _traces(df) -> list:
     import plotly.graph_objects as go
 
+    from wb_core.api import plots
+
     traces = [go.Scatter(x=list(part["latency_ms_p99"]), y=list(part["throughput"]), mode="markers", name=name,
                          text=_hovers(part), hoverinfo="text", marker={"size": 10})
               for name, part in _series(df)]
+    bad = _measured(df)
+    bad = bad[guard_failed(bad)] if not bad.empty else bad
+    if not bad.empty:  # as Explore and the report draw them: grey crosses, apart
+        traces.append(plots.guard_failed_trace(bad))
     return traces or [go.Scatter(x=[], y=[], mode="markers", name=PLACEHOLDER, marker={"size": 10})]
+
+
+def _measured(df):
+    import pandas as pd
+
+    if df is None or df.empty:
+        return pd.DataFrame()
+    return df[(df["status"] == "ok") & df["throughput"].notna() & df["latency_ms_p99"].notna()]
 
 
 def live_figure(df=None):
@@ -148,12 +162,14 @@ def live_figure(df=None):
 
 
 def _series(df):
-    if df is None or df.empty:
-        return []
-    ok = df[(df["status"] == "ok") & df["throughput"].notna() & df["latency_ms_p99"].notna()]
+    """(name, runs) per runtime and precision, named as every plot names them; guard-failed runs apart."""
+    from wb_core.api import backend_title
+
+    ok = _measured(df)
     if ok.empty:
         return []
-    names = ok["backend"].astype(str) + " " + ok["precision"].astype(str)
+    ok = ok[~guard_failed(ok)]
+    names = ok["backend"].astype(str).map(backend_title) + " " + ok["precision"].astype(str).str.upper()
     return [(n, ok[names == n]) for n in sorted(names.unique())]
 
 
@@ -171,6 +187,8 @@ def runs_table(df) -> str:
     if df is None or df.empty:
         return "<i>No runs yet.</i>"
     view = df.copy()
+    if "status" in view.columns:  # a run that lost too much accuracy is never "ok"
+        view["status"] = view["status"].astype(object).where(~guard_failed(view).to_numpy(), "accuracy failed")
     for c, (flagged, yes, no) in FLAG_COLUMNS.items():
         if c in view.columns:
             marks = view[c].astype(object).map(lambda v, f=flagged: bool(f(v)))
@@ -266,6 +284,7 @@ class SweepPanel(w.VBox):
                         self.search.p99, self.search.how, self.data.source, self.data.path, self.data.drop,
                         self.data.upload, *self.backends.boxes, *self.precisions.boxes, *self.axis_boxes.values()):
             control.observe(self.messages.clear_error, "value")
+        self._opening = False  # a study being opened sets its own model
         session.observe(self._on_model, "model_path")
         self._on_model()
         self.refresh_studies()
@@ -311,6 +330,17 @@ class SweepPanel(w.VBox):
     def _on_model(self, *_):
         from wb_core.api import default_study_name
 
+        if not self._opening and self.session.study and not self.session.measuring:
+            # Another model: the old study's message, plot and table go with it.
+            self.session.study = ""
+            self.messages.clear()
+            self._resuming = ""
+            self.progress.bar_style = "info"
+            self._set_progress(0, 1)
+            self.progress_text.value = ""
+            self._redraw()
+        if not self._opening and self.data.source.value == DEMO_DATA and not self._demo_name():
+            self.data.source.value = NO_DATA  # the demo's data fits only the demo: not carried to another model
         if self.session.model_path:
             self.model_line.value = (f"Model: <b>{html.escape(self.session.model_label or self.session.model_path)}"
                                      f"</b>")
@@ -334,8 +364,12 @@ class SweepPanel(w.VBox):
         spec = rec.get("spec") or {}
         saved = spec.get("dashboard") or {}
         if rec.get("model_path"):
-            self.session.model_label = saved.get("model_label") or model_name(rec["model_path"])
-            self.session.model_path = rec["model_path"]
+            self._opening = True  # the study's own model: the study stays open
+            try:
+                self.session.model_label = saved.get("model_label") or model_name(rec["model_path"])
+                self.session.model_path = rec["model_path"]
+            finally:
+                self._opening = False
         self.restore(saved or settings_from_spec(spec))
         self.study.value = name
         self.messages.show(f"Opened study '{name}' with the settings it was run with. Run measures whatever of "
@@ -486,6 +520,7 @@ class SweepPanel(w.VBox):
                            f"Starting the workers takes a few seconds.")
         self._thread = threading.Thread(target=self._sweep, args=(self.session.model_path, study, values, extra,
                                                                   settings), daemon=True, name="wb-sweep")
+        self.session.measuring = study  # exports and reports wait for the sweep to finish
         self._thread.start()
 
     def busy_count(self) -> int:
@@ -545,6 +580,7 @@ class SweepPanel(w.VBox):
             except Exception as e:
                 self.messages.error(e)
             finally:  # the thread's very last work: Run comes back only now
+                self.session.measuring = ""
                 self.cancel_button.description = "Cancel"
                 self.run.disabled, self.cancel_button.disabled = False, True
 
@@ -571,8 +607,12 @@ class SweepPanel(w.VBox):
             self.messages.show(f"{line} First failures: {first}", "error")
         else:
             self.progress.bar_style = "success"
-            self.messages.show(f"{line} {notes + ' ' if notes else ''}See the Explore tab for the recommendation.",
-                               "ok")
+            df = self.session.results()
+            failed = int(guard_failed(df).sum()) if not df.empty else 0
+            guard = (f" {failed} run{'s' if failed != 1 else ''} failed the accuracy guard and "
+                     f"{'are' if failed != 1 else 'is'} left out of every recommendation." if failed else "")
+            self.messages.show(f"{line}{guard} {notes + ' ' if notes else ''}See the Explore tab for the "
+                               f"recommendation.", "info" if failed else "ok")
 
     def _on_point(self, point: dict) -> None:
         try:

@@ -26,6 +26,7 @@ CSS = """
 .wb-msg-info { background: #eef5fc; border-left: 4px solid #1f77b4; }
 .wb-msg-ok { background: #eefaf0; border-left: 4px solid #2ca02c; }
 .wb-msg-error { background: #fdeeee; border-left: 4px solid #d62728; }
+.wb-msg-warn { background: #fff8e1; border-left: 4px solid #e6a700; }
 .wb-table { border-collapse: collapse; font-size: 12px; }
 .wb-table th, .wb-table td { border-bottom: 1px solid #ddd; padding: 2px 8px; text-align: right; }
 .wb-table th { background: #f4f4f4; }
