@@ -212,7 +212,6 @@ def test_the_exported_yaml_marks_a_pick_resting_on_busy_points(tmp_path):
     import yaml
 
     from analysis_data import make_study_db
-
     from wb_core.export import deployment_for_study, export
     from wb_core.export.deployment import DeploymentConfig
 

@@ -62,7 +62,6 @@ CPUINFO = Path(__file__).parent / "cpuinfo"
 @pytest.mark.parametrize("has_data", [True, False])
 def test_the_variants_planned_follow_the_cpus_flags_and_the_data(cpuinfo, has_data):
     from cpu_flags import cpu_flags
-
     from wb_core.hardware import hardware_from_cpuinfo
     from wb_core.tune import plan_variants
 
@@ -163,7 +162,6 @@ def _probe(precision, batch, thr, guard=None, status="ok", error=None, note=None
 
 def test_the_answer_names_every_variant_not_reached_and_why():
     from analysis_data import frame
-
     from wb_core.tune import best_variant, variant_outcomes, variants_sentence
 
     df = frame([_probe("int8", 1, 900.0, "failed", note="INT8 top-1 agreement 0.61 is under the guard's 0.98."),
@@ -188,7 +186,6 @@ def test_the_answer_names_every_variant_not_reached_and_why():
 
 def test_tunes_answer_says_when_its_pick_or_verdict_rests_on_busy_points(tmp_path):
     from analysis_data import HARDWARE, frame, run
-
     from wb_core.analysis.confirm import verdict
     from wb_core.analysis.recommend import recommend
     from wb_core.sweep.context import aggregate_rounds

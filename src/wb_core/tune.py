@@ -364,7 +364,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     if best is not None:
         spec = search_space(str(best["precision"]), batches, n_cpus)
         window = plan.search_until - (time.monotonic() - t0)
-        n_search = int(window / measured_cost())
+        n_search = min(int(window / measured_cost()), len(spec.expand()))
         if n_search >= 1:
             say(f"Searching threads, streams and batch of {str(best['precision']).upper()}: up to {n_search} of "
                 f"{len(spec.expand())} configurations, one round each ({window:.0f} s).")
