@@ -193,8 +193,11 @@ def test_tunes_answer_says_when_its_pick_or_verdict_rests_on_busy_points(tmp_pat
 
     df = frame([run(threads=2, thr=900.0, busy=True), run(threads=1, thr=500.0)])
     rec = recommend(df, hardware=HARDWARE)
-    text = _answer(Path("m.xml"), rec.best, rec, None, None, 100.0, 180.0)
+    outcomes = {"int8": {"state": "not planned", "why": "quantizing needs calibration data", "best": None},
+                "fp32": {"state": "measured", "why": "", "best": rec.best}}
+    text = _answer(Path("m.xml"), rec.best, rec, None, None, 100.0, 180.0, outcomes)
     assert "This pick rests on points measured on a busy machine" in text and "the pick, openvino fp32 b1 t2" in text
+    assert "Not reached: INT8 (quantizing needs calibration data)." in text and "FP32 900 samples/s" in text
 
     def rounds(values, busy):
         rs = [{"round": i, "status": "ok", "metrics": {"throughput": v, "latency_ms_p99": 1.0, "busy": busy and i == 0}}
