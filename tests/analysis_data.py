@@ -59,5 +59,5 @@ def make_study_db(path, runs: list[dict], name: str = "t", model_path: str = "/n
                                          "streams", "instances", "concurrency", "hint", "onednn", "cpu_pinning")}
             cfg["cores"] = [int(c) for c in r["cores"].split("+")] if r.get("cores") not in (None, "none") else None
             metrics = {k: v for k, v in r.items() if k.startswith(("latency_", "throughput", "cpu_util", "rss_mb",
-                                                                   "executed_", "ov_", "accuracy"))}
+                                                                   "executed_", "ov_", "accuracy", "busy"))}
             s.add_run(name, r["key"], cfg, r["status"], metrics, r.get("error"))

@@ -178,3 +178,54 @@ def test_the_per_length_sentence_names_each_length_and_the_lengths_no_run_meets(
         recommend(df, Constraints(max_p99_ms=0.5), hardware=HARDWARE)
     text = str(err.value)
     assert [m for m in re.findall(r"at length (\d+): ", text)] == ["32", "128", "384"]
+
+
+# ---------------------------------------------------------------- busy points are said, never silent
+
+
+def test_a_pick_resting_on_busy_points_says_so_and_a_quiet_one_does_not():
+    df = frame([run(threads=2, thr=900.0, busy=True), run(threads=1, thr=500.0, busy=False),
+                run(threads=1, batch=8, thr=450.0, busy=True)])
+    rec = recommend(df, hardware=HARDWARE)
+    assert rec.best["threads"] == 2
+    assert rec.busy == [run_label(df.iloc[0]), run_label(df.iloc[2])]
+    assert rec.busy_sentence in rec.notes and rec.busy_sentence in rec.reason
+    assert f"the pick, {run_label(df.iloc[0])}, was measured on a busy machine" in rec.reason
+    # a busy runner measured low may be the true best: it is named too
+    assert f"1 other run(s) it was compared with were measured on a busy machine and may be faster than they read " \
+           f"({run_label(df.iloc[2])})" in rec.reason
+    check_reason(rec.reason, df)
+    quiet = recommend(frame([run(threads=2, thr=900.0, busy=False), run(threads=1, thr=500.0)]), hardware=HARDWARE)
+    assert quiet.busy == [] and quiet.busy_sentence is None and "busy" not in quiet.reason
+
+
+def test_a_tie_between_busy_runs_says_so():
+    base = [650, 660, 655, 652, 658]
+    df = frame([run(threads=4, busy=True, **rounds([v * 1.012 for v in base])),
+                run(threads=None, busy=True, **rounds(base))])
+    rec = recommend(df, hardware=HARDWARE)
+    assert len(rec.tied) == 2
+    assert "the pick, " in rec.reason and "1 run(s) it is tied with were too" in rec.reason
+
+
+def test_the_exported_yaml_marks_a_pick_resting_on_busy_points(tmp_path):
+    import yaml
+
+    from analysis_data import make_study_db
+    from wb_core.export import deployment_for_study, export
+    from wb_core.export.deployment import DeploymentConfig
+
+    busy_db, quiet_db = tmp_path / "busy.db", tmp_path / "quiet.db"
+    make_study_db(busy_db, [run(threads=2, thr=900.0, busy=True), run(threads=1, thr=500.0, busy=False)])
+    make_study_db(quiet_db, [run(threads=2, thr=900.0, busy=False), run(threads=1, thr=500.0, busy=False)])
+    res = export(deployment_for_study(busy_db, "t"), "yaml", tmp_path / "busy")
+    doc = yaml.safe_load((tmp_path / "busy" / next(iter(res["yaml"].files))).read_text())
+    m = doc["measurement"]
+    assert m["measured_on_busy_machine"] is True
+    assert "busy machine" in m["busy_note"] and "openvino fp32 b1 t2" in m["busy_note"]
+    assert DeploymentConfig.from_dict(doc).measurement.measured_on_busy_machine is True  # the schema takes it
+    # Exported by its key, the busy run says so itself.
+    key = run(threads=2, thr=900.0)["key"]
+    assert deployment_for_study(busy_db, "t", run_key=key).measurement.measured_on_busy_machine is True
+    quiet = deployment_for_study(quiet_db, "t").measurement
+    assert quiet.measured_on_busy_machine is False and quiet.busy_note is None

@@ -54,6 +54,167 @@ def test_confirmation_may_run_a_tenth_past_the_budget(left, needed, budget, runs
     assert confirm_fits(left, needed, budget) is runs
 
 
+CPUINFO = Path(__file__).parent / "cpuinfo"
+
+
+@pytest.mark.parametrize("cpuinfo", ["synthetic-amd-epyc-9r14-zen4.cpuinfo", "synthetic-amd-epyc-7763-zen3.cpuinfo",
+                                     "intel-xeon-emerald-rapids-kvm.cpuinfo", "amd-epyc-zen4-kvm.cpuinfo"])
+@pytest.mark.parametrize("has_data", [True, False])
+def test_the_variants_planned_follow_the_cpus_flags_and_the_data(cpuinfo, has_data):
+    from cpu_flags import cpu_flags
+    from wb_core.hardware import hardware_from_cpuinfo
+    from wb_core.tune import plan_variants
+
+    flags = cpu_flags(str(CPUINFO / cpuinfo))  # read here, not through the code under test
+    bf16 = bool({"avx512_bf16", "amx_bf16"} & flags)
+    int8 = bool({"avx2", "avx512_vnni", "avx_vnni", "amx_int8"} & flags)
+    hw = hardware_from_cpuinfo((CPUINFO / cpuinfo).read_text())
+    planned, left_out = plan_variants("onnx", hw, has_data)
+    want = [p for p, yes in (("int8", has_data and int8), ("bf16", bf16), ("fp32", True)) if yes]
+    assert planned == want  # INT8 first, FP32 last
+    assert set(left_out) == {"int8", "bf16", "fp32"} - set(want)
+    if not bf16:
+        assert "BF16" in left_out["bf16"]  # the CPU's reason, in words
+    if not has_data:
+        assert "calibration data" in left_out["int8"]
+
+
+def test_each_variant_is_first_measured_under_the_throughput_hint_at_two_batch_sizes():
+    from wb_core.tune import probe_batches, probe_configs
+
+    assert probe_batches([1, 4, 8, 16]) == [1, 8]
+    assert probe_batches([8, 1]) == [1, 8]
+    assert probe_batches([4]) == [4]
+    assert probe_batches([2, 4, 8]) == [2, 4]
+    configs = probe_configs(["int8", "bf16", "fp32"], [1, 4, 8, 16], n_cpus=2)
+    assert [(c.precision, c.batch_size) for c in configs] == [("int8", 1), ("int8", 8), ("bf16", 1), ("bf16", 8),
+                                                             ("fp32", 1), ("fp32", 8)]
+    # The hint with the precision set (FP32 stays FP32 on a BF16 CPU), requests for every CPU.
+    assert all(c.hint == "throughput" and not c.untouched and c.concurrency == 2 and c.threads is None
+               and c.streams is None for c in configs)
+    # One worker per variant: its two batch sizes share the process.
+    assert len({c.group for c in configs}) == 3
+
+
+@pytest.mark.parametrize("budget,cost,fmt,want", [
+    # 40% of 180 s is 72 s for the confirmation. Six configurations in 2 rounds at 12 s: 144 s, too
+    # much; five 120, four 96, three 72: fits, and 3 rounds (108 s) do not. The other 108 s: 60%
+    # (64.8 s) to the variants and the search, the leaders until 108 s.
+    (180, 12.0, "onnx", (64.8, 108.0, 72.0, 3, 2)),
+    # At 4 s a round all six fit twice (48 s), three times (72 s), not four times (96 s).
+    (180, 4.0, "onnx", (64.8, 108.0, 72.0, 6, 3)),
+    # A TensorFlow model adds its default and a 5 s import per round: three at 12 s in 2 rounds is
+    # 2 * (4 * 12 + 5) = 106 s, within 40% of 300 s (120 s); 3 rounds (159 s) are not.
+    (300, 12.0, "keras", (108.0, 180.0, 120.0, 3, 2)),
+    # 40% of 100 s is 40 s, less than the smallest confirmation (3 x 2 x 12 = 72 s); 72 s is more
+    # than half the budget, so none is planned and every second goes to the search and the leaders.
+    (100, 12.0, "onnx", (60.0, 100.0, 0.0, None, None)),
+    # 40% of 150 s is 60 s < 72 s, but 72 s is within half of it (75 s): the smallest is kept.
+    (150, 12.0, "onnx", (46.8, 78.0, 72.0, 3, 2)),
+])
+def test_the_time_plan_keeps_the_confirmations_share_from_the_start(budget, cost, fmt, want):
+    from wb_core.tune import plan_time
+
+    p = plan_time(budget, cost, fmt)
+    assert p.search_until == pytest.approx(want[0]) and p.leaders_until == pytest.approx(want[1])
+    assert p.confirm_s == pytest.approx(want[2])
+    assert (p.confirm_configs, p.confirm_rounds) == want[3:]
+
+
+@pytest.mark.parametrize("seconds,cost,want", [
+    (72, 12, (3, 2)),     # 3 x 2 x 12 = 72
+    (71, 12, None),       # not even the smallest
+    (120, 10, (6, 2)),    # 6 x 2 x 10 = 120
+    (119, 10, (5, 2)),    # 5 x 2 x 10 = 100; six need 120
+    (300, 10, (6, 5)),    # 6 x 5 x 10 = 300: the most rounds
+    (1000, 1, (6, 5)),    # never more than 5 rounds
+])
+def test_a_confirmation_that_does_not_fit_is_planned_smaller(seconds, cost, want):
+    from wb_core.tune import plan_confirmation
+
+    assert plan_confirmation(seconds, cost, "onnx") == want
+
+
+def test_a_smaller_confirmation_leaves_out_the_runner_up_then_the_defaults_the_objective_does_not_favour():
+    from wb_core.analysis.confirm import smaller
+    from wb_core.config import RunConfig
+
+    labels = ["tuned", "runner-up", "OpenVINO untouched", "OpenVINO LATENCY hint", "OpenVINO THROUGHPUT hint",
+              "same variant"]
+    configs = {label: RunConfig("openvino", batch_size=i + 1) for i, label in enumerate(labels)}
+    defaults = {"OpenVINO untouched", "OpenVINO LATENCY hint", "OpenVINO THROUGHPUT hint"}
+    kept, out = smaller(configs, defaults, "throughput", 3)
+    assert list(kept) == ["tuned", "OpenVINO THROUGHPUT hint", "same variant"]
+    assert out == ["runner-up", "OpenVINO untouched", "OpenVINO LATENCY hint"]
+    kept, out = smaller(configs, defaults, "throughput", 5)
+    assert out == ["runner-up"] and len(kept) == 5
+    kept, out = smaller(configs, defaults, "latency", 3)
+    assert "OpenVINO LATENCY hint" in kept and "OpenVINO THROUGHPUT hint" not in kept
+    assert smaller(configs, defaults, "throughput", None) == (configs, [])
+
+
+def _probe(precision, batch, thr, guard=None, status="ok", error=None, note=None):
+    from analysis_data import run
+
+    return run(precision=precision, batch=batch, threads=None, thr=thr, status=status, hint="throughput",
+               untouched=False, accuracy_guard=guard, accuracy_guard_note=note, **({"error": error} if error else {}))
+
+
+def test_the_answer_names_every_variant_not_reached_and_why():
+    from analysis_data import frame
+    from wb_core.tune import best_variant, variant_outcomes, variants_sentence
+
+    df = frame([_probe("int8", 1, 900.0, "failed", note="INT8 top-1 agreement 0.61 is under the guard's 0.98."),
+                _probe("int8", 8, 1500.0, "failed", note="INT8 top-1 agreement 0.61 is under the guard's 0.98."),
+                _probe("fp32", 1, 400.0, "passed"), _probe("fp32", 8, 650.0, "passed")])
+    out = variant_outcomes(df, ["int8", "bf16", "fp32"], {})
+    assert out["int8"]["state"] == "guard failed" and "0.61" in out["int8"]["why"]
+    assert out["bf16"]["state"] == "out of time"  # planned, never measured
+    assert out["fp32"]["state"] == "measured" and out["fp32"]["best"]["throughput"] == 650.0
+    assert best_variant(out)["precision"] == "fp32"  # INT8 is faster but failed the guard
+    words = variants_sentence(out)
+    assert "FP32 650 samples/s (batch 8" in words
+    assert "INT8 (guard failed: INT8 top-1 agreement 0.61" in words and "BF16 (out of time" in words
+
+    df = frame([_probe("fp32", 1, 400.0), _probe("fp32", 8, 650.0),
+                _probe("bf16", 1, float("nan"), status="failed", error="the worker ran out of memory.")])
+    out = variant_outcomes(df, ["bf16", "fp32"], {"int8": "quantizing needs calibration data"})
+    words = variants_sentence(out)
+    assert "INT8 (quantizing needs calibration data)" in words
+    assert "BF16 (failed: the worker ran out of memory)" in words
+
+
+def test_tunes_answer_says_when_its_pick_or_verdict_rests_on_busy_points(tmp_path):
+    from analysis_data import HARDWARE, frame, run
+    from wb_core.analysis.confirm import verdict
+    from wb_core.analysis.recommend import recommend
+    from wb_core.sweep.context import aggregate_rounds
+    from wb_core.tune import _answer
+
+    df = frame([run(threads=2, thr=900.0, busy=True), run(threads=1, thr=500.0)])
+    rec = recommend(df, hardware=HARDWARE)
+    outcomes = {"int8": {"state": "not planned", "why": "quantizing needs calibration data", "best": None},
+                "fp32": {"state": "measured", "why": "", "best": rec.best}}
+    text = _answer(Path("m.xml"), rec.best, rec, None, None, 100.0, 180.0, outcomes)
+    assert "This pick rests on points measured on a busy machine" in text and "the pick, openvino fp32 b1 t2" in text
+    assert "Not reached: INT8 (quantizing needs calibration data)." in text and "FP32 900 samples/s" in text
+
+    def rounds(values, busy):
+        rs = [{"round": i, "status": "ok", "metrics": {"throughput": v, "latency_ms_p99": 1.0, "busy": busy and i == 0}}
+              for i, v in enumerate(values)]
+        return {**aggregate_rounds(rs, len(values))[1], "status": "ok", "key": f"k{values[0]}", "precision": "fp32",
+                "backend": "openvino", "batch_size": 1}
+
+    rows = {"tuned": rounds([900.0, 910.0, 905.0], busy=True),
+            "OpenVINO THROUGHPUT hint": rounds([500.0, 505.0, 502.0], busy=False)}
+    conf = verdict(rows, {"OpenVINO THROUGHPUT hint"}, "throughput", "c", frame([]), remeasured=True)
+    assert conf["busy"] == ["tuned"]
+    text = _answer(Path("m.xml"), rows["tuned"] | {"latency_ms_p99": 1.0, "throughput": 905.0}, rec, conf, None,
+                   100.0, 180.0)
+    assert "This verdict rests on rounds measured on a busy machine" in text
+    assert "even after they were measured again once" in text
+
+
 @pytest.mark.slow
 def test_tune_lenet_within_a_small_budget(lenet_ir, db, fast, tmp_path):
     from wb_core.api import tune
@@ -62,11 +223,22 @@ def test_tune_lenet_within_a_small_budget(lenet_ir, db, fast, tmp_path):
     said = []
     res = tune(lenet_ir, time_budget=120, db=db, study="t", data="demo:lenet-digits", calib_size=64, settings=fast,
                export_dir=tmp_path / "out", on_progress=said.append, batch_sizes="1,8")
-    assert any(s.startswith("Searching") for s in said) and said[-1] == res.answer
+    assert said[0].startswith("Measuring the variants first") and said[-1] == res.answer
     with Store(db, readonly=True) as s:
         rounds = s.round_counts("t")
         runs = s.to_frame("t")
     measured = runs[runs["status"] == "ok"]
+    # The variants come first: INT8 (with data) and FP32 under the THROUGHPUT hint at both batch
+    # sizes, each measured before any point that sets threads or streams.
+    probes = measured[(measured["hint"] == "throughput") & (measured["untouched"] != True)]  # noqa: E712
+    assert {"int8", "fp32"} <= set(probes["precision"])
+    assert set(probes["batch_size"].astype(int)) == {1, 8}
+    searched = measured[measured["threads"].notna() | measured["streams"].notna()]
+    assert not searched.empty
+    # Runs are stored in the order they were first measured (a later round rewrites, never moves them).
+    assert max(runs.index.get_loc(i) for i in probes.index) < min(runs.index.get_loc(i) for i in searched.index)
+    assert searched["precision"].nunique() == 1  # the search stays on the best passing variant
+    assert res.variants["int8"]["state"] in ("measured", "guard failed") and res.variants["fp32"]["state"] == "measured"
     # OpenVINO's own THROUGHPUT hint, untouched, is always a candidate beside the leaders.
     assert ((measured["hint"] == "throughput") & (measured["untouched"] == True)).any()  # noqa: E712
     # One round for most configurations; more only for the leaders.
@@ -74,6 +246,6 @@ def test_tune_lenet_within_a_small_budget(lenet_ir, db, fast, tmp_path):
     conf = res.confirmation
     assert conf is not None and conf["gain"] is not None and conf["gain"].low <= conf["gain"].ratio <= conf["gain"].high
     assert res.recommended["key"] == conf["recommended"]["key"]
-    assert "samples/s" in res.answer and "budget" in res.answer
+    assert "samples/s" in res.answer and "budget" in res.answer and "Variants under the THROUGHPUT hint" in res.answer
     doc = yaml.safe_load(Path(res.export_path).read_text())
-    assert doc  # the exported deployment reads back as YAML
+    assert doc["measurement"]["measured_on_busy_machine"] is bool(res.confirmation.get("busy"))

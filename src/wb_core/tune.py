@@ -1,16 +1,22 @@
 """`wb tune`: from a model file to a confirmed, exported recommendation within a time budget.
 
-1. Search: the smart search over precision x batch x threads x streams, one round per configuration.
-2. Leaders: extra interleaved rounds only for the leading configurations (and the runtime's own
-   THROUGHPUT-hint configuration at their batch sizes, always a candidate), until their intervals
-   separate or fall within +-3% (the `--ci` machinery).
-3. Recommend (ties settled by those rounds; accuracy measured when data is at hand).
-4. Confirm against the runtime's real defaults, with both ratios: what the variant buys and what
-   tuning buys.
-5. Export the recommendation as YAML, and say the answer in words.
+The plan (`plan_variants`, `plan_time`) looks where the gain usually is first:
 
-Every phase is given a share of the budget; a phase that would overrun is cut short (the search is
-cancelled at its share) and the answer says what was left out.
+1. Variants: every precision the CPU and the data allow (INT8 with its accuracy guard when there is
+   calibration data, BF16 where the CPU runs it natively, FP32), each under the runtime's
+   THROUGHPUT hint at two batch sizes (`probe_configs`). Preparing them settles the guard before
+   any finer setting is measured.
+2. Search: the smart search over threads x streams x batch around the best variant that passed.
+3. Leaders: extra interleaved rounds only for the leading configurations (and the runtime's own
+   THROUGHPUT-hint configuration at their batch sizes, always a candidate), until their intervals
+   separate or fall within +-3% (the `--ci` machinery). Leaders measured on a busy machine are
+   measured again once.
+4. Recommend (ties settled by those rounds; accuracy measured when data is at hand).
+5. Confirm against the runtime's real defaults, with both ratios: what the variant buys and what
+   tuning buys. Its share of the budget is kept from the start; when the full confirmation does not
+   fit it, a smaller one (fewer configurations, fewer rounds) runs instead.
+6. Export the recommendation as YAML, and say the answer in words, naming every variant that was
+   not measured and why.
 """
 
 from __future__ import annotations
@@ -28,10 +34,15 @@ from wb_core.errors import ConfigError, Sentence, joined, setting
 
 WORKER_START_S = 1.5  # an OpenVINO worker's start, model load and compile, on a small model
 TF_START_S = 5.0  # a TensorFlow worker's import
-SEARCH_SHARE = 0.35  # of the budget; the confirmation's time is kept back, the leaders get the rest
 DEFAULT_SEQ_LEN = 128  # a text model's length when none is given
+CONFIRM_SHARE = 0.4  # of the budget, kept for the confirmation from the start
+SEARCH_SHARE = 0.6  # of the rest: the variants and the search; the leaders' rounds get the remainder
 CONFIRM_CONFIGS = 6  # pick, runner-up, three OpenVINO defaults, the pick's variant under the hint
+MIN_CONFIRM_CONFIGS = 3  # pick, the THROUGHPUT-hint default, the pick's variant under the hint
+MAX_CONFIRM_ROUNDS = 5
 CONFIRM_OVERRUN = 0.1  # of the budget: how far the confirmation may run past it
+PRECISION_ORDER = ("int8", "bf16", "fp32")  # the variants, in the order they are measured
+PROBE_HINT = "throughput"
 
 
 @dataclasses.dataclass
@@ -47,6 +58,8 @@ class TuneResult:
     elapsed_s: float = 0.0
     budget_s: float = 0.0
     notes: list[str] = dataclasses.field(default_factory=list)
+    variants: dict = dataclasses.field(default_factory=dict)  # precision -> what became of it (`variant_outcomes`)
+    plan: TimePlan | None = None  # how the budget was split
 
 
 def parse_time(text) -> float:
@@ -71,10 +84,11 @@ def round_cost(settings: MeasureSettings, fmt: str) -> float:
     return WORKER_START_S + settings.warmup_s + settings.max_time_s
 
 
-def confirm_cost(cost: float, fmt: str, rounds: int = 2) -> float:
-    """Seconds a confirmation takes: its configurations in `rounds` rounds (TensorFlow's default too)."""
+def confirm_cost(cost: float, fmt: str, rounds: int = 2, configs: int = CONFIRM_CONFIGS) -> float:
+    """Seconds a confirmation takes: `configs` configurations in `rounds` rounds (a TensorFlow model
+    adds TensorFlow's default and its import in every round)."""
     tf = fmt in ("savedmodel", "keras")
-    return rounds * ((CONFIRM_CONFIGS + tf) * cost + (TF_START_S if tf else 0.0))
+    return rounds * ((configs + tf) * cost + (TF_START_S if tf else 0.0))
 
 
 def confirm_fits(left: float, needed: float, budget: float) -> bool:
@@ -82,6 +96,52 @@ def confirm_fits(left: float, needed: float, budget: float) -> bool:
     past the budget by up to CONFIRM_OVERRUN of it: an answer left unconfirmed for want of a few
     seconds throws away what the search found, and `needed` is an estimate with an error of its own."""
     return left + CONFIRM_OVERRUN * budget >= needed
+
+
+def plan_confirmation(seconds: float, cost: float, fmt: str,
+                      max_rounds: int = MAX_CONFIRM_ROUNDS) -> tuple[int, int] | None:
+    """The largest confirmation that fits in `seconds`, as (configurations, rounds): every
+    configuration when two rounds of them fit, else fewer (the runner-up, then the defaults the
+    objective does not favour are left out, down to MIN_CONFIRM_CONFIGS); then as many rounds as fit,
+    up to `max_rounds`. None when not even the smallest fits."""
+    for configs in range(CONFIRM_CONFIGS, MIN_CONFIRM_CONFIGS - 1, -1):
+        if confirm_cost(cost, fmt, 2, configs) <= seconds:
+            rounds = 2
+            while rounds < max_rounds and confirm_cost(cost, fmt, rounds + 1, configs) <= seconds:
+                rounds += 1
+            return configs, rounds
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class TimePlan:
+    """How a budget is split, in seconds from the start: the variants and the search end at
+    `search_until`, the leaders' rounds at `leaders_until`, and `confirm_s` is kept for the
+    confirmation of `confirm_configs` configurations in `confirm_rounds` rounds (None: none fits)."""
+
+    budget: float
+    cost: float
+    search_until: float
+    leaders_until: float
+    confirm_s: float
+    confirm_configs: int | None
+    confirm_rounds: int | None
+
+
+def plan_time(budget: float, cost: float, fmt: str) -> TimePlan:
+    """The budget's split, planned before anything runs: CONFIRM_SHARE of it is kept for the
+    confirmation (the largest that fits there, see `plan_confirmation`; when not even the smallest
+    fits its share, what the smallest needs, as long as half the budget is left for the rest);
+    of the rest, SEARCH_SHARE goes to the variants and the search, the remainder to the leaders."""
+    confirm_s = CONFIRM_SHARE * budget
+    fit = plan_confirmation(confirm_s, cost, fmt)
+    if fit is None:
+        smallest = confirm_cost(cost, fmt, 2, MIN_CONFIRM_CONFIGS)
+        fit, confirm_s = ((MIN_CONFIRM_CONFIGS, 2), smallest) if smallest <= budget / 2 else (None, 0.0)
+    rest = budget - confirm_s
+    return TimePlan(budget=budget, cost=cost, search_until=SEARCH_SHARE * rest, leaders_until=rest,
+                    confirm_s=confirm_s, confirm_configs=fit[0] if fit else None,
+                    confirm_rounds=fit[1] if fit else None)
 
 
 def _ladder(n: int) -> list[int]:
@@ -92,26 +152,129 @@ def _ladder(n: int) -> list[int]:
     return out + [n]
 
 
-def tuning_space(fmt: str, hw, has_data: bool, batch_sizes=None) -> tuple[SweepSpec, list[str]]:
-    """The configurations worth searching on this machine, and what was left out and why."""
+def plan_variants(fmt: str, hw, has_data: bool) -> tuple[list[str], dict[str, str]]:
+    """The precision variants measured first, in PRECISION_ORDER: those this CPU runs natively (read
+    from `hw`, a `wb_core.hardware.Hardware`) and, for INT8, only with calibration data; and each
+    one left out, with why."""
     from wb_core.sweep.context import infeasible_reason
 
-    notes = []
-    precisions = ["fp32"]
-    if infeasible_reason(RunConfig(ir_backend(), precision="bf16"), fmt, hw) is None:
-        precisions.append("bf16")
-    else:
-        notes.append("BF16 left out: this CPU has no native BF16.")
-    if has_data:
-        precisions.append("int8")
-    else:
-        notes.append(Sentence(f"INT8 left out: quantizing needs calibration data ({setting('data', 'Data')}, or "
-                              f"{setting('text', 'Text file')} with {setting('tokenizer', 'Tokenizer')})."))
-    n = len(available_cpus())
-    spec = SweepSpec(backends=ir_backend(), precisions=",".join(precisions),
-                     batch_sizes=batch_sizes or "1,4,8,16", threads=",".join(map(str, _ladder(n))),
-                     streams=",".join(map(str, _ladder(min(n, 4)))))
-    return spec, notes
+    planned, left_out = [], {}
+    for precision in PRECISION_ORDER:
+        if precision == "int8" and not has_data:
+            left_out[precision] = Sentence(
+                f"quantizing needs calibration data ({setting('data', 'Data')}, or {setting('text', 'Text file')} "
+                f"with {setting('tokenizer', 'Tokenizer')})")
+            continue
+        why = infeasible_reason(RunConfig(ir_backend(), precision=precision), fmt, hw)
+        if why:
+            left_out[precision] = why.split(": ", 1)[-1]  # "bf16 skipped: this CPU has ..." -> the reason
+        else:
+            planned.append(precision)
+    return planned, left_out
+
+
+def probe_batches(batch_sizes: list[int]) -> list[int]:
+    """The two batch sizes each variant is first measured at: the smallest of the ladder and its
+    middle rung (1 and 8 of 1,4,8,16)."""
+    ladder = sorted(set(batch_sizes))
+    return sorted({ladder[0], ladder[len(ladder) // 2]})
+
+
+def probe_configs(precisions: list[str], batch_sizes: list[int], n_cpus: int) -> list[RunConfig]:
+    """Each variant under the runtime's THROUGHPUT hint, its precision set (so that FP32 is FP32 on a
+    BF16 CPU too), with as many requests in flight as there are CPUs (the hint's streams uncapped),
+    at the two batch sizes of `probe_batches`."""
+    return [RunConfig(ir_backend(), precision=p, batch_size=b, hint=PROBE_HINT, concurrency=max(1, n_cpus))
+            for p in precisions for b in probe_batches(batch_sizes)]
+
+
+def search_space(precision: str, batch_sizes: list[int], n_cpus: int) -> SweepSpec:
+    """Threads x streams x batch around one variant."""
+    return SweepSpec(backends=ir_backend(), precisions=precision, batch_sizes=",".join(map(str, batch_sizes)),
+                     threads=",".join(map(str, _ladder(n_cpus))), streams=",".join(map(str, _ladder(min(n_cpus, 4)))))
+
+
+def tuning_space(fmt: str, hw, has_data: bool, batch_sizes=None) -> tuple[SweepSpec, list[str]]:
+    """Every configuration worth measuring on this machine (all variants x batch x threads x streams),
+    and what was left out and why."""
+    planned, left_out = plan_variants(fmt, hw, has_data)
+    batches = _batch_list(batch_sizes)
+    spec = search_space(",".join(planned), batches, len(available_cpus()))
+    return spec, [Sentence(f"{p.upper()} left out: {why}.") for p, why in left_out.items()]
+
+
+def _batch_list(batch_sizes) -> list[int]:
+    if batch_sizes is None:
+        return [1, 4, 8, 16]
+    if isinstance(batch_sizes, str):
+        return [int(b) for b in batch_sizes.replace(" ", "").split(",") if b]
+    return [int(b) for b in batch_sizes]
+
+
+def variant_outcomes(df, planned: list[str], left_out: dict[str, str]) -> dict[str, dict]:
+    """What became of each variant after it was first measured, by precision: `state` one of
+    measured, guard failed, failed, skipped, out of time, not planned; `why` in words; `best` its
+    fastest probe row (ok and not failed by the guard)."""
+    from wb_core.variants.guard import FAILED
+
+    out: dict[str, dict] = {}
+    for precision in PRECISION_ORDER:
+        if precision in left_out:
+            out[precision] = {"state": "not planned", "why": left_out[precision], "best": None}
+            continue
+        if precision not in planned:
+            continue
+        rows = df[(df["precision"] == precision) & (df["hint"] == PROBE_HINT)] if not df.empty else df
+        if "untouched" in rows.columns:
+            rows = rows[rows["untouched"] != True]  # noqa: E712 - the probes set their precision
+        ok = rows[rows["status"] == "ok"] if not rows.empty else rows
+        guard = ok["accuracy_guard"].astype(str) if "accuracy_guard" in ok.columns else None
+        passing = ok[guard != FAILED] if guard is not None else ok
+        if not passing.empty:
+            best = passing.loc[passing["throughput"].astype(float).idxmax()].to_dict()
+            out[precision] = {"state": "measured", "why": "", "best": best}
+        elif not ok.empty:
+            note = next((str(v) for v in ok.get("accuracy_guard_note", []) if isinstance(v, str) and v),
+                        "its accuracy drop is over the guard's limit")
+            out[precision] = {"state": "guard failed", "why": note.rstrip("."), "best": None}
+        elif not rows.empty and (rows["status"] == "failed").any():
+            err = next((str(v) for v in rows.get("error", []) if isinstance(v, str) and v), "its runs failed")
+            out[precision] = {"state": "failed", "why": err.rstrip("."), "best": None}
+        elif not rows.empty and (rows["status"] == "skipped").any():
+            err = next((str(v) for v in rows.get("error", []) if isinstance(v, str) and v), "it cannot run here")
+            out[precision] = {"state": "skipped", "why": err.rstrip("."), "best": None}
+        else:
+            out[precision] = {"state": "out of time", "why": "the variants' share of the budget ran out first",
+                              "best": None}
+    return out
+
+
+def variants_sentence(outcomes: dict[str, dict]) -> Sentence:
+    """The variants measured first and their figures, and each one not reached, with why."""
+    def why(o) -> str:
+        return str(getattr(o["why"], "template", o["why"]))
+
+    measured = []
+    for p, o in outcomes.items():
+        if o["state"] == "measured":
+            guard = o["best"].get("accuracy_guard")
+            guard = f", accuracy guard {guard}" if isinstance(guard, str) and guard not in ("", "nan") else ""
+            measured.append(f"{p.upper()} {o['best']['throughput']:,.0f} samples/s (batch "
+                            f"{int(o['best']['batch_size'])}{guard})")
+    missed = [f"{p.upper()} ({why(o)})" if o["state"] == "not planned" else f"{p.upper()} ({o['state']}: {why(o)})"
+              for p, o in outcomes.items() if o["state"] != "measured"]
+    parts = []
+    if measured:
+        parts.append(f"Variants under the {PROBE_HINT.upper()} hint: {', '.join(measured)}.")
+    if missed:
+        parts.append(f"Not reached: {'; '.join(missed)}.")
+    return Sentence(" ".join(parts))
+
+
+def best_variant(outcomes: dict[str, dict]) -> dict | None:
+    """The fastest probe row of the variants that passed (the search goes on around it)."""
+    rows = [o["best"] for o in outcomes.values() if o["state"] == "measured"]
+    return max(rows, key=lambda r: float(r["throughput"])) if rows else None
 
 
 def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=None, text=None, tokenizer=None,
@@ -131,6 +294,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     from wb_core.sweep.search import run_search
     from wb_core.variants.description import describe_model
     from wb_core.variants.planner import PrecisionOptions
+    from wb_core.variants.recipes import DEFAULT_BUDGET_S
 
     t0 = time.monotonic()
     budget = parse_time(time_budget)
@@ -143,6 +307,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         raise ConfigError(f"A time budget of {budget:g} s is too small for one round of one configuration (about "
                           f"{cost:.0f} s each here); give at least {cost:.0f} s ({setting('time_budget', 'Time budget')}), "
                           f"e.g. 3m.")
+    batches = _batch_list(batch_sizes)
     say = on_progress or (lambda _msg: None)
     described = describe_model(path)  # read once: every sweep below measures this description
     db = db or default_db()
@@ -154,48 +319,79 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
             text, tokenizer = own
     has_data = data is not None or text is not None or bool(demo and (demo_dir(demo) / "data.npz").exists())
     hw = hardware.detect()
-    spec, notes = tuning_space(fmt, hw, has_data, batch_sizes)
+    n_cpus = len(available_cpus())
+    planned, left_out = plan_variants(fmt, hw, has_data)
+    notes: list = []
     if text is not None and dynamic_size is None and _dynamic_length(described):
         dynamic_size = DEFAULT_SEQ_LEN
         notes.append(Sentence(f"Sequence length {DEFAULT_SEQ_LEN} (text is padded or truncated to it): give your "
                               f"workload's length ({setting('seq_lens', 'Sequence length')})."))
     inputs = InputOptions(dynamic_size=dynamic_size, text=None if text is None else str(text),
                           tokenizer=None if tokenizer is None else str(tokenizer))
-    prec = PrecisionOptions(data=data, subset_size=calib_size)
+    plan = plan_time(budget, cost, fmt)
+    # INT8's fallback recipes (accuracy control) may take no more than the variants' share: the
+    # guard is settled within the budget, and a variant that cannot pass in it is said not reached.
+    prec = PrecisionOptions(data=data, subset_size=calib_size,
+                            fallback_budget_s=min(DEFAULT_BUDGET_S, max(30.0, plan.search_until / 2)))
     left = lambda: budget - (time.monotonic() - t0)  # noqa: E731 - read at each phase
-
-    # 1. Search, one round per configuration, cancelled at its share of the budget.
-    n_search = max(1, int(budget * SEARCH_SHARE / cost))
-    say(f"Searching up to {n_search} of {len(spec.expand())} configurations, one round each "
-        f"({budget * SEARCH_SHARE:.0f} s of the {budget:.0f} s budget).")
     points: list[float] = []  # when each point arrived
-    # Preparing the variants (conversion, quantization) comes first: the search stops at its share
-    # of the budget, but never before one configuration is measured.
-    stop = Deadline(time.monotonic() + budget * SEARCH_SHARE, lambda: bool(points), cancel=cancel)
     cancelled = lambda: cancel is not None and cancel.is_set()  # noqa: E731 - read at each phase
-    summary = run_search(described, spec, db, study, search="smart", budget=n_search, settings=settings, inputs=inputs,
-                         precision=prec, cancel=stop, progress=progress,
-                         on_point=lambda _p: points.append(time.monotonic()))
-    notes += [n for n in summary.notes if n not in notes]
+
+    def on_point(_p):
+        points.append(time.monotonic())
+
+    def measured_cost() -> float:
+        # What a round really costs on this machine now, from the time between points (preparing
+        # the variants came before the first): a busy machine takes longer than the estimate, and
+        # a point that settles early takes far less than its time limit, which the estimate assumes.
+        return (points[-1] - points[0]) / (len(points) - 1) if len(points) > 1 else cost
+
+    # 1. The variants first, each under the THROUGHPUT hint at two batch sizes: preparing them
+    # (conversion, quantization, the accuracy guard) comes first, so the guard is settled before
+    # any finer setting is measured. Cut at the search's share, never before one point is measured.
+    probes = probe_configs(planned, batches, n_cpus)
+    say(f"Measuring the variants first ({', '.join(p.upper() for p in planned)}) under the {PROBE_HINT.upper()} hint "
+        f"at batch {' and '.join(map(str, probe_batches(batches)))}: {len(probes)} configurations; "
+        f"{plan.confirm_s:.0f} s of the {budget:.0f} s budget are kept for the confirmation.")
+    s1 = run_sweep(described, SweepSpec(), db, study, settings=settings, inputs=inputs, precision=prec, configs=probes,
+                   cancel=Deadline(t0 + plan.search_until, lambda: bool(points), cancel=cancel), on_point=on_point,
+                   progress=progress)
+    notes += [n for n in s1.notes if n not in notes]
+    df = load_results(db, study)
+    outcomes = variant_outcomes(df, planned, left_out)
+    best = best_variant(outcomes)
+    say(variants_sentence(outcomes))
+
+    # 2. Threads, streams and batch around the best variant that passed, one round each.
+    if best is not None and not cancelled():
+        spec = search_space(str(best["precision"]), batches, n_cpus)
+        window = plan.search_until - (time.monotonic() - t0)
+        n_search = min(int(window / measured_cost()), len(spec.expand()))
+        if n_search >= 1:
+            say(f"Searching threads, streams and batch of {str(best['precision']).upper()}: up to {n_search} of "
+                f"{len(spec.expand())} configurations, one round each ({window:.0f} s).")
+            summary = run_search(described, spec, db, study, search="smart", budget=n_search, settings=settings,
+                                 inputs=inputs, precision=prec, cancel=Deadline(t0 + plan.search_until, cancel=cancel),
+                                 progress=progress, on_point=on_point)
+            notes += [n for n in summary.notes if n not in notes]
+        else:
+            notes.append(f"No time left to search threads, streams and batch of {str(best['precision']).upper()}: "
+                         f"the variants took the search's share of the budget.")
     df = load_results(db, study)
     ok = df[df["status"] == "ok"] if not df.empty else df
     if ok.empty:
-        answer = (f"No configuration of {path.name} ran successfully in {time.monotonic() - t0:.0f} s; "
-                  f"the results of study '{study}' say why." if not cancelled() else
-                  f"Cancelled after {time.monotonic() - t0:.0f} s, before any configuration of {path.name} was "
-                  f"measured; nothing to recommend yet.")
-        return TuneResult(study=study, answer=answer, elapsed_s=time.monotonic() - t0, budget_s=budget, notes=notes)
-    # What a round really costs on this machine now, from the time between points (preparing the
-    # variants came before the first): a busy machine takes longer than the estimate, and a point
-    # that settles early takes far less than its time limit, which the estimate assumes.
-    if len(points) > 1:
-        cost = (points[-1] - points[0]) / (len(points) - 1)
-    say(f"Searched {len(ok)} configuration(s); the best so far: {run_label(ok.loc[ok['throughput'].idxmax()])} "
+        answer = joined([f"No configuration of {path.name} ran successfully in {time.monotonic() - t0:.0f} s; "
+                         f"the results of study '{study}' say why." if not cancelled() else
+                         f"Cancelled after {time.monotonic() - t0:.0f} s, before any configuration of {path.name} was "
+                         f"measured; nothing to recommend yet.", variants_sentence(outcomes)])
+        return TuneResult(study=study, answer=answer, elapsed_s=time.monotonic() - t0, budget_s=budget, notes=notes,
+                          variants=outcomes, plan=plan)
+    cost = measured_cost()
+    say(f"Measured {len(ok)} configuration(s); the best so far: {run_label(ok.loc[ok['throughput'].idxmax()])} "
         f"({ok['throughput'].max():,.0f} samples/s).")
 
-    # 2. The runtime's own THROUGHPUT hint (untouched) at the leaders' batch sizes is always a
+    # 3. The runtime's own THROUGHPUT hint (untouched) at the leaders' batch sizes is always a
     # candidate: measured once like the searched ones, then in rounds beside the leaders.
-    needed = confirm_cost(cost, fmt)
     with Store(db, readonly=True) as store:
         top = [store.run_config(study, k) for k in _leaders(ok, 2)]
     runtime = ir_backend()
@@ -209,7 +405,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     with Store(db, readonly=True) as store:
         configs = [store.run_config(study, k) for k in leaders]
     configs += [h for h in hints if h.key not in leaders]
-    rounds_time = left() - needed
+    rounds_time = plan.leaders_until - (time.monotonic() - t0)
     per_round = len(configs) * cost
     if cancelled():
         pass
@@ -223,41 +419,103 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         notes += [n for n in s2.notes if n not in notes]
     else:
         notes.append("No time left for extra rounds on the leaders: the recommendation rests on one round each.")
+    notes += _remeasure_busy_leaders(described, db, study, configs, plan, t0, cost, settings, inputs, prec, progress,
+                                     say)
 
-    # 3. Recommend.
+    # 4. Recommend.
     with Store(db, readonly=True) as store:
         info = store.get_study(study)
         df = store.to_frame(study)
     rec = recommend(with_efficiency(df, info.get("hardware")), hardware=info.get("hardware"), runners_up=3)
     say(f"Recommended: {run_label(rec.best)}.")
 
-    # 4. Confirm against the real defaults.
+    # 5. Confirm against the real defaults: the largest confirmation that fits what is left (its
+    # share was kept from the start), else the smallest when it fits within the overrun allowed.
     conf = None
-    rounds = max(2, min(5, int(2 * left() / needed)))
+    fit = plan_confirmation(left(), cost, fmt)
+    if fit is None and confirm_fits(left(), confirm_cost(cost, fmt, 2, MIN_CONFIRM_CONFIGS), budget):
+        fit = (MIN_CONFIRM_CONFIGS, 2)
     if cancelled():
         notes.append(f"Cancelled after {time.monotonic() - t0:.0f} s: the answer rests on what was measured by "
                      f"then, not confirmed against the runtime's defaults.")
-    elif confirm_fits(left(), needed, budget):
+    elif fit is not None:
         from wb_core.analysis.confirm import confirm_study
 
-        say(f"Confirming against the runtime's defaults in {rounds} interleaved rounds.")
+        n_configs, rounds = fit
+        smaller = f", {n_configs} of its {CONFIRM_CONFIGS} configurations" if n_configs < CONFIRM_CONFIGS else ""
+        say(f"Confirming against the runtime's defaults in {rounds} interleaved rounds{smaller} "
+            f"(about {confirm_cost(cost, fmt, rounds, n_configs):.0f} s of the {left():.0f} s left).")
+        retry = _busy_retry_fits(left(), cost, fmt, rounds, n_configs, budget)
         conf = confirm_study(study, db, rounds=rounds, settings=settings, progress=progress,
-                             allow_unmeasured_accuracy=False)
+                             allow_unmeasured_accuracy=False, max_configs=n_configs, remeasure_busy=retry)
+        if conf.get("busy") and not retry:
+            notes.append(f"The confirmation's busy rounds ({', '.join(conf['busy'])}) were not measured again: no "
+                         f"time left in the budget.")
     else:
+        needed = confirm_cost(cost, fmt, 2, MIN_CONFIRM_CONFIGS)
         notes.append(f"No time left to confirm against the runtime's defaults ({left():.0f} s left, "
-                     f"about {needed:.0f} s needed): confirm study '{study}' when there is time.")
+                     f"about {needed:.0f} s needed for the smallest confirmation): confirm study '{study}' when "
+                     f"there is time.")
 
-    # 5. Export and answer.
+    # 6. Export and answer.
     final = conf["recommended"] if conf and conf.get("recommended") is not None else rec.best
     final_study = conf["study"] if conf and conf.get("recommended") is not None else study
-    export_path = _export_yaml(db, final_study, final["key"], export_dir)
-    answer = _answer(path, final, rec, conf, export_path, time.monotonic() - t0, budget)
+    export_path = _export_yaml(db, final_study, final["key"], export_dir or Path(f"{study}-deploy"),
+                               busy_note=_busy_note(final, rec, conf))
+    answer = _answer(path, final, rec, conf, export_path, time.monotonic() - t0, budget, outcomes)
     if cancelled():
         answer = joined([answer, notes[-1]])
     say(answer)
     return TuneResult(study=study, answer=answer, recommended=final, recommendation=rec, confirmation=conf,
                       export_path=str(export_path) if export_path else None, elapsed_s=time.monotonic() - t0,
-                      budget_s=budget, notes=notes)
+                      budget_s=budget, notes=notes, variants=outcomes, plan=plan)
+
+
+def _busy_retry_fits(left: float, cost: float, fmt: str, rounds: int, configs: int, budget: float) -> bool:
+    """Whether measuring a confirmation's busy rounds again (at most half of its rounds, about) still
+    fits after it: the confirmation re-measures them only then, and says so otherwise."""
+    return confirm_fits(left, confirm_cost(cost, fmt, rounds, configs) * 1.5, budget)
+
+
+def _remeasure_busy_leaders(described, db, study, configs, plan, t0, cost, settings, inputs, prec, progress,
+                            say) -> list[str]:
+    """Measure the leaders' rounds stored as busy once more, before the recommendation rests on them;
+    a note when some could not be (no time left) or stayed busy."""
+    from wb_core.store import Store
+    from wb_core.sweep.local import run_sweep
+
+    keys = {c.key for c in configs}
+    with Store(db, readonly=True) as store:
+        busy = keys & store.busy_keys(study)
+        counts = store.round_counts(study)
+    if not busy:
+        return []
+    names = [c.label() for c in configs if c.key in busy]
+    rounds = max(counts.get(k, 1) for k in busy)
+    until = t0 + plan.leaders_until + 0.5 * plan.confirm_s  # it may take from the confirmation's slack
+    if time.monotonic() + cost * len(busy) > until:
+        return [f"Leader(s) measured on a busy machine, {', '.join(names)}: no time left to measure them again; "
+                f"the recommendation says so."]
+    say(f"Measuring again, once, the leader(s) measured on a busy machine: {', '.join(names)}.")
+    run_sweep(described, SweepSpec(repeats=rounds), db, study, settings=settings, inputs=inputs, precision=prec,
+              configs=[c for c in configs if c.key in busy], remeasure_busy=True, progress=progress,
+              cancel=Deadline(until))
+    with Store(db, readonly=True) as store:
+        still = busy & store.busy_keys(study)
+    if still:
+        return [f"Leader(s) still measured on a busy machine after measuring them again once: "
+                f"{', '.join(c.label() for c in configs if c.key in still)}; the recommendation says so."]
+    return [f"Leader(s) measured on a busy machine were measured again on a quiet one: {', '.join(names)}."]
+
+
+def _busy_note(final: dict, rec, conf) -> str | None:
+    """What the exported deployment says when the decision rests on points measured busy."""
+    if conf:
+        if conf.get("busy"):
+            return conf.get("busy_sentence") or f"The confirmation's rounds of {', '.join(conf['busy'])} ran on a " \
+                                                  f"busy machine."
+        return None
+    return getattr(rec, "busy_sentence", None) or None
 
 
 def check_outputs(path: Path, db, study: str | None, export_dir) -> Path:
@@ -309,10 +567,13 @@ def _leaders(ok, k: int) -> list[str]:
     return list(ok.sort_values("throughput", ascending=False)["key"].head(k))
 
 
-def _export_yaml(db, study: str, key: str, out) -> Path | None:
+def _export_yaml(db, study: str, key: str, out, busy_note: str | None = None) -> Path | None:
     from wb_core.export import deployment_for_study, export
 
     dep = deployment_for_study(db, study, run_key=key)
+    if busy_note:
+        dep.measurement.measured_on_busy_machine = True
+        dep.measurement.busy_note = busy_note
     res = export(dep, "yaml", out)
     files = [Path(out) / f for r in res.values() for f in r.files]
     return files[0] if files else Path(out)
@@ -325,7 +586,8 @@ def _interval(run: dict) -> str:
     return " (one round: no interval)"
 
 
-def _answer(path, final: dict, rec, conf, export_path, elapsed: float, budget: float) -> str:
+def _answer(path, final: dict, rec, conf, export_path, elapsed: float, budget: float,
+            outcomes: dict | None = None) -> str:
     from wb_core.analysis.recommend import run_label
 
     text = (f"For {path.name} on this CPU, run {run_label(final)}: {final['throughput']:,.0f} samples/s"
@@ -334,6 +596,8 @@ def _answer(path, final: dict, rec, conf, export_path, elapsed: float, budget: f
         text += " " + conf["verdict"]
     else:
         text = joined([text, rec.reason])
+    if outcomes:
+        text = joined([text, variants_sentence(outcomes)])
     if export_path:
         text = joined([text, f"The deployment settings are in {export_path}."])
     over = (f" (the confirmation ran {elapsed - budget:.0f} s past it, within the {CONFIRM_OVERRUN:.0%} it may "

@@ -110,8 +110,11 @@ def study_precision_options(spec: dict, frame, keys: list[str]):
 
 def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughput", constraints=None,
                   settings: MeasureSettings | None = None, allow_unmeasured_accuracy: bool = False,
-                  model=None, progress: bool = False, precision_options=None, seq_len: int | None = None) -> dict:
-    """See `wb_core.api.confirm`."""
+                  model=None, progress: bool = False, precision_options=None, seq_len: int | None = None,
+                  max_configs: int | None = None, remeasure_busy: bool = True) -> dict:
+    """See `wb_core.api.confirm`. `max_configs` plans a smaller confirmation (`smaller`);
+    `remeasure_busy` measures the rounds stored as busy once more before the verdict (else the
+    verdict says they were not)."""
     from wb_core.analysis.recommend import recommend, with_efficiency
     from wb_core.backends.registry import backend_formats, names
     from wb_core.store import Store, load_results
@@ -144,6 +147,7 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
     hinted = same_variant_with_hint(tuned)
     if hinted is not None:
         configs[SAME_VARIANT] = hinted
+    configs, left_out = smaller(configs, set(defaults), objective, max_configs)
     spec = info.get("spec") or {}
     stored = spec.get("settings") or {}
     if settings is None:
@@ -162,9 +166,41 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
     name = f"{study}-confirm"
     run_sweep(path, SweepSpec(repeats=rounds), db, name, settings=settings, inputs=inputs,
               configs=list(unique.values()), progress=progress, precision=prec)
+    with Store(db, readonly=True) as store:
+        busy = store.busy_keys(name) & set(unique)
+    if busy and remeasure_busy:  # once: a verdict should not rest on rounds others disturbed
+        run_sweep(path, SweepSpec(repeats=rounds), db, name, settings=settings, inputs=inputs,
+                  configs=[unique[k] for k in unique if k in busy], progress=progress, precision=prec,
+                  remeasure_busy=True)
     res = load_results(db, name).set_index("key", drop=False)
     rows = {label: res.loc[c.key].to_dict() for label, c in configs.items() if c.key in res.index}
-    return verdict(rows, set(defaults), objective, name, res.reset_index(drop=True))
+    out = verdict(rows, set(defaults), objective, name, res.reset_index(drop=True),
+                  remeasured=bool(busy) and remeasure_busy)
+    if left_out:
+        out["left_out"] = left_out
+        out["verdict"] += (f" Left out of this confirmation for time: {', '.join(left_out)} "
+                           f"({len(configs)} configurations measured).")
+    return out
+
+
+def smaller(configs: dict[str, RunConfig], default_labels: set[str], objective: str,
+            max_configs: int | None) -> tuple[dict[str, RunConfig], list[str]]:
+    """At most `max_configs` of the confirmation's configurations: the runner-up is left out first,
+    then the defaults whose hint the objective does not favour (for throughput: those without the
+    THROUGHPUT hint); the pick, the best-suited default and the pick's variant under the hint stay."""
+    if max_configs is None or len(configs) <= max_configs:
+        return configs, []
+    favoured = "latency" if objective == "latency" else "throughput"
+    order = ["runner-up"] + [label for label in configs if label in default_labels
+                             and favoured.upper() not in label.upper()]
+    kept, left_out = dict(configs), []
+    for label in order:
+        if len(kept) <= max_configs:
+            break
+        if label in kept:
+            kept.pop(label)
+            left_out.append(label)
+    return kept, left_out
 
 
 def _study_inputs(spec: dict) -> InputOptions:
@@ -193,8 +229,11 @@ def _executed(row: dict) -> str:
     return f" (it executed in {str(p).upper()})" if isinstance(p, str) and p not in ("", "unknown") else ""
 
 
-def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, name: str, frame) -> dict:
-    """The confirmation's figures and its verdict in words, from the measured rows by label."""
+def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, name: str, frame,
+            remeasured: bool = False) -> dict:
+    """The confirmation's figures and its verdict in words, from the measured rows by label.
+    `remeasured`: the busy rounds were measured once more already (the verdict says whether any
+    stayed busy)."""
     from wb_core.analysis.recommend import run_label
 
     ok = {label: r for label, r in rows.items() if r.get("status") == "ok"}
@@ -249,9 +288,12 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
     untouched = ok.get("OpenVINO untouched")
     if untouched is not None and _executed(untouched):
         text += f" OpenVINO left untouched ran the FP32 model{_executed(untouched)}."
-    out["busy"] = [label for label, r in ok.items() if r.get("busy") is True]
+    out["busy"] = [label for label, r in ok.items() if r.get("busy") in (True, 1)]  # numpy's True too
     if out["busy"]:
-        text += (f" Some rounds of {', '.join(out['busy'])} ran on a busy machine (other processes on their cores); "
-                 f"confirm again when it is quieter.")
+        again = ("even after they were measured again once" if remeasured
+                 else "and were not measured again")
+        out["busy_sentence"] = (f"This verdict rests on rounds measured on a busy machine (other processes on their "
+                                f"cores), of {', '.join(out['busy'])}, {again}: confirm again when it is quieter.")
+        text += " " + out["busy_sentence"]
     out["verdict"] = text
     return out

@@ -109,6 +109,8 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)  # ties, margins, accuracy not measured: also in `reason`
     per_length: dict = field(default_factory=dict)  # seq_len -> Recommendation, for a study of several lengths
     seq_len: int | None = None  # the length this recommendation is for
+    busy: list[str] = field(default_factory=list)  # labels of the compared runs measured on a busy machine
+    busy_sentence: str | None = None  # what the reason says about them (also in `notes`)
 
     @property
     def key(self) -> str:
@@ -353,6 +355,9 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
             else:
                 text = f"It beats {run_label(nxt)}, the next run beyond noise, by {margin.percent()}"
             notes.append(text + ("." if margin.clear else ", which is within noise."))
+    busy, busy_sentence = _busy_words(ranked, tied)
+    if busy_sentence:
+        notes.append(busy_sentence)
     if bool(_accuracy_unknown(ranked.iloc[[0]]).iloc[0]):
         notes.append(Sentence(f"Accuracy not measured: the {best['precision']} variant's accuracy was never checked "
                               f"(measure it with {setting('data', 'data')} before relying on it)."))
@@ -364,7 +369,38 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
                           objective=objective, constraints=constraints, candidates=len(allowed),
                           tied=[_record(ranked.loc[i]) for i in equivalent] if len(equivalent) > 1 else [],
                           margin=margin,
-                          notes=notes)
+                          notes=notes, busy=busy, busy_sentence=busy_sentence)
+
+
+def is_busy(run) -> bool:
+    """The run was measured on a busy machine (its point, or any of its rounds, says `busy`)."""
+    v = run.get("busy")
+    return v is not None and not _isnan(v) and bool(v) and v in (True, 1)
+
+
+def _busy_words(ranked: pd.DataFrame, tied: list) -> tuple[list[str], str | None]:
+    """The compared runs measured on a busy machine, and a sentence saying what the pick rests on:
+    a busy pick or tie may read faster or slower than it is, and a busy runner may be the true best."""
+    flagged = [i for i in ranked.index if is_busy(ranked.loc[i])]
+    if not flagged:
+        return [], None
+    best = ranked.index[0]
+    parts = []
+    if best in flagged:
+        parts.append(f"the pick, {run_label(ranked.loc[best])}, was measured on a busy machine (other processes "
+                     f"used its cores)")
+    ties = [i for i in flagged if i in tied and i != best]
+    if ties:
+        parts.append(f"{len(ties)} run(s) it is tied with were too ({', '.join(run_label(ranked.loc[i]) for i in ties)})")
+    others = [i for i in flagged if i not in tied and i != best]
+    if others:
+        parts.append(f"{len(others)} other run(s) it was compared with were measured on a busy machine and may be "
+                     f"faster than they read ({', '.join(run_label(ranked.loc[i]) for i in others[:3])}"
+                     f"{', ...' if len(others) > 3 else ''})")
+    text = "; ".join(parts)
+    sentence = Sentence(f"This pick rests on points measured on a busy machine: {text}; measure them again on a "
+                        f"quiet machine ({setting('remeasure_busy', 'remeasure_busy=True')}) before relying on it.")
+    return [run_label(ranked.loc[i]) for i in flagged], sentence
 
 
 def _accuracy_unknown(df: pd.DataFrame) -> pd.Series:

@@ -27,7 +27,7 @@ def tune(model: str = typer.Argument(..., help="Model path (SavedModel dir, .ker
     from wb_core.api import tune as _tune
 
     res = _tune(model, time_budget=time_budget, db=db, study=study, data=data, text=text, tokenizer=tokenizer,
-                dynamic_size=dynamic_size, export_dir=out, on_progress=lambda m: typer.echo(f"- {m}"))
+                dynamic_size=dynamic_size, export_dir=out, on_progress=lambda m: typer.echo(f"- {said(m)}"))
     for note in res.notes:
         typer.echo(f"Note: {said(note)}")
     typer.echo("")

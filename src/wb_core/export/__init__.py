@@ -76,7 +76,7 @@ def deployment_for_study(db: str | Path, study: str, run_key: str | None = None,
     paths = study_model_paths(info)
     flops = study_flops(info, paths.get("ir_path"))
     df = with_efficiency(df, info.get("hardware"), flops)
-    reason = None
+    reason = busy_note = None
     if run_key:
         row = find_run(df, run_key)
         if row.get("status") != "ok":
@@ -91,7 +91,7 @@ def deployment_for_study(db: str | Path, study: str, run_key: str | None = None,
                                  f"export a run that passed it.")
     else:
         rec = recommend(df, constraints, objective, hardware=info.get("hardware"))
-        run, reason = rec.best, rec.reason
+        run, reason, busy_note = rec.best, rec.reason, rec.busy_sentence
     from wb_core.export.deployment import build
 
     ir_path = paths.get("ir_path")
@@ -99,7 +99,7 @@ def deployment_for_study(db: str | Path, study: str, run_key: str | None = None,
     if isinstance(variant, str) and variant.endswith(".xml"):
         ir_path = variant  # an INT8 run ran its own quantized IR, not the study model's FP32 one
     return build(info, run, reason=reason, ir_path=ir_path, savedmodel_path=paths.get("savedmodel_path"),
-                 flops_per_sample=flops, cores_used=run.get("cores_used"), name=name)
+                 flops_per_sample=flops, cores_used=run.get("cores_used"), name=name, busy_note=busy_note)
 
 
 def check_name(name: str) -> str:

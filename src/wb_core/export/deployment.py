@@ -58,6 +58,10 @@ class Measurement:
     hardware: dict = field(default_factory=dict)  # cpu_model, fingerprint, cores, flags
     versions: dict = field(default_factory=dict)  # library -> version
     reason: str | None = None  # why this run was chosen, when it was recommended
+    # The run (or a point the choice rests on) was measured while other processes used its cores:
+    # its figures may not hold on a quiet machine; `busy_note` says which and what to do.
+    measured_on_busy_machine: bool = False
+    busy_note: str | None = None
 
 
 @dataclass
@@ -212,11 +216,17 @@ def validate(data: dict) -> None:
 
 def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None = None,
           savedmodel_path: str | None = None, flops_per_sample: float | None = None,
-          cores_used: float | None = None, name: str | None = None) -> DeploymentConfig:
+          cores_used: float | None = None, name: str | None = None,
+          busy_note: str | None = None) -> DeploymentConfig:
     """A DeploymentConfig from a study record (Store.get_study) and one run (a results row as a dict).
 
     `name` names the model in every format; by default it comes from the model's path (see `model_name`).
+    `busy_note`: the choice rests on points measured on a busy machine (a run measured busy itself
+    is marked so without it).
     """
+    if busy_note is None and _bool(run.get("busy")):
+        busy_note = (f"Run {run['key']} was measured on a busy machine (other processes used its cores): its "
+                     f"figures may not hold on a quiet one; measure it again before relying on them.")
     from wb_core.config import parse_cores
 
     hw = study.get("hardware") or {}
@@ -257,7 +267,8 @@ def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None
                       "sockets": hw.get("sockets"), "numa_nodes": hw.get("numa_nodes"),
                       "flags": sorted(k for k, v in (hw.get("flags") or {}).items() if v)},
             versions={str(k): str(v) for k, v in (study.get("versions") or {}).items()},
-            reason=None if reason is None else str(reason)),  # plain text: a Sentence is no YAML type
+            reason=None if reason is None else str(reason),  # plain text: a Sentence is no YAML type
+            measured_on_busy_machine=busy_note is not None, busy_note=None if busy_note is None else str(busy_note)),
     )
 
 
