@@ -135,6 +135,8 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     t0 = time.monotonic()
     budget = parse_time(time_budget)
     path = resolve_model(model)
+    study = study or f"{default_study_name(path)}-tune"
+    export_dir = export_dir or _export_folder(study)  # a study name that becomes a folder, checked before any work
     fmt = detect_format(path)
     settings = settings or MeasureSettings()
     cost = round_cost(settings, fmt)
@@ -145,7 +147,6 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     say = on_progress or (lambda _msg: None)
     described = describe_model(path)  # read once: every sweep below measures this description
     db = db or default_db()
-    study = study or f"{default_study_name(path)}-tune"
     demo = demo_name_of(path)
     if text is None and tokenizer is None and data is None and demo:
         own = demo_sample_text(demo)
@@ -240,7 +241,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     # 5. Export and answer.
     final = conf["recommended"] if conf and conf.get("recommended") is not None else rec.best
     final_study = conf["study"] if conf and conf.get("recommended") is not None else study
-    export_path = _export_yaml(db, final_study, final["key"], export_dir or Path(f"{study}-deploy"))
+    export_path = _export_yaml(db, final_study, final["key"], export_dir)
     answer = _answer(path, final, rec, conf, export_path, time.monotonic() - t0, budget)
     say(answer)
     return TuneResult(study=study, answer=answer, recommended=final, recommendation=rec, confirmation=conf,
@@ -270,6 +271,14 @@ class Deadline:
 def _leaders(ok, k: int) -> list[str]:
     """Keys of the `k` runs of highest throughput."""
     return list(ok.sort_values("throughput", ascending=False)["key"].head(k))
+
+
+def _export_folder(study: str) -> Path:
+    """The default export folder, STUDY-deploy in the working folder: one folder name, checked before any work."""
+    from wb_core.paths import check_path_component
+
+    return Path(check_path_component(study, setting("study", "The study name"), folder=f"{study}-deploy",
+                                     instead=f"choose another, or give the folder ({setting('out', 'Export folder')})"))
 
 
 def _export_yaml(db, study: str, key: str, out) -> Path | None:

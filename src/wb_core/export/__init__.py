@@ -25,22 +25,23 @@ def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path, bun
 
     names = parse_formats(",".join(formats) if isinstance(formats, (list, tuple)) else formats)
     out = Path(out)
-    results = {}
-    for name in names:
-        res = EXPORTERS[name].render(dep)
+    # Every format is rendered before any file is written: one that refuses the deployment leaves no
+    # half-written export behind.
+    results = {name: EXPORTERS[name].render(dep) for name in names}
+    for name, res in results.items():
         base = out if len(names) == 1 else out / name
         for rel, text in res.files.items():
             path = base / rel
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+                # surrogateescape: a path from an undecodable file name goes back as the bytes it was
+                path.write_text(text, encoding="utf-8", errors="surrogateescape")
             except OSError as e:
                 raise WorkbenchError(f"Cannot write '{path}': {e.strerror or e}.") from None
             if path.suffix == ".sh":
                 path.chmod(0o755)
         if bundle:
             res.model_files = write_model_files(dep, name, base, res.notes)
-        results[name] = res
     return results
 
 
