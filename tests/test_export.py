@@ -239,13 +239,23 @@ def test_tfserving_batching_parameters_follow_the_rules(study_db):
     assert "--cpuset-cpus=1-3" in script and "--enable_batching=true" in script
 
 
-def test_tfserving_bare_command_reads_the_folder_the_script_fills(study_db):
+def test_tfserving_bare_command_reads_the_folder_the_script_fills(study_db, tmp_path):
     script = render(dep_of(study_db, 2), "tfserving").files["run_tfserving.sh"]
     assert "models/t/1" in script  # where the script puts the SavedModel
     bare = next(line for line in script.splitlines()
                 if "tensorflow_model_server --port" in line and "docker" not in line)
-    assert "--model_base_path=$PWD/models/t" in bare
-    assert "--batching_parameters_file=$PWD/batching_parameters.txt" in bare
+    # The shell expands it to the folder the script runs in (TF Serving wants absolute paths).
+    words = _shell_words(bare.removeprefix("# "), tmp_path)
+    assert f"--model_base_path={tmp_path}/models/t" in words
+    assert f"--batching_parameters_file={tmp_path}/batching_parameters.txt" in words
+
+
+def _shell_words(line: str, cwd) -> list[str]:
+    """The arguments sh makes of a command line, run in `cwd` (printed one per line by printf)."""
+    import subprocess
+
+    out = subprocess.run(["sh", "-c", f"printf '%s\\n' {line}"], cwd=cwd, capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()
 
 
 def test_tfserving_batch_one_has_no_batching_file(study_db):

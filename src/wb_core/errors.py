@@ -2,7 +2,11 @@
 
 import re
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]|\x1b\[[0-?]*[ -/]*[@-~]")
+# Whole escape sequences first (CSI `ESC [ ... final`, OSC/DCS/APC/PM strings ended by BEL or
+# `ESC \`, two-byte `ESC X`), so that no `[2J` or `]0;title` is left behind; then any other
+# C0/C1 control character but tab and newline, and the lone surrogates of undecodable file names.
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -~]?"
+                      r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def printable(text) -> str:
@@ -12,7 +16,14 @@ def printable(text) -> str:
     terminal escape codes cannot recolour, move or rewrite what the user sees. A setting named with
     `setting()` that no face has worded yet is said in its default words.
     """
-    return _CONTROL.sub("", worded(text)).replace("\x1b", "")
+    return _CONTROL.sub("", worded(text))
+
+
+def one_line(text) -> str:
+    """`text` as one printable line: `printable`, with every line break (newline, carriage return,
+    form feed, Unicode line and paragraph separators) said as a space. For user text inside a
+    comment or a single-line message, where a line break would end it."""
+    return " ".join(printable(text).splitlines())
 
 
 # A setting named inside a message: field and default words between separators no one types.

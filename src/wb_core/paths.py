@@ -104,3 +104,43 @@ def write_output_file(path: str | Path, text: str, flag: str | None = None) -> P
     except OSError as e:
         raise ConfigError(f"Cannot write {flag or setting('out', 'the output file')} '{p}': {e.strerror or e}.") from None
     return p
+
+
+
+NAME_MAX_BYTES = 255  # the longest file or folder name Linux file systems take (NAME_MAX)
+
+
+def _name_bytes(text: str) -> int | None:
+    try:
+        return len(os.fsencode(text))
+    except UnicodeError:  # a lone surrogate that no file name decodes to
+        return None
+
+
+def check_path_component(name: str, flag: str, folder: str | None = None, instead: str = "choose another") -> str:
+    """`name` (or `folder`, the file or folder name made from it) checked as one name, before any work:
+    no '/' or '\\', not '.' or '..', no NUL or other control character, at most 255 bytes. Returns it.
+
+    `flag` names the setting in messages (`setting("study", "The study name")`); `instead` says what
+    to do. A name that fails would write outside the folder asked for, or fail only when written."""
+    from wb_core.errors import ConfigError, one_line
+
+    text = str(name if folder is None else folder)
+    size = _name_bytes(text)
+    why = None
+    if not text.strip():
+        why = "is empty"
+    elif text in (".", "..") or "/" in text or "\\" in text:
+        why = "must be one file or folder name, without '/', '\\' or '..'"
+    elif "\x00" in text:
+        why = "holds a NUL byte, which no file name can hold"
+    elif any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text):
+        why = "holds control characters (a line break, an escape code), which do not belong in a file name"
+    elif size is None:
+        why = "holds characters no file name can be written with"
+    elif size > NAME_MAX_BYTES:
+        why = f"is {size} bytes long, past the {NAME_MAX_BYTES} bytes a file name may have"
+    if why:
+        made = "" if folder is None else f", which names the folder '{one_line(folder)}',"
+        raise ConfigError(f"{flag} '{one_line(name)}'{made} {why}; {instead}.")
+    return text

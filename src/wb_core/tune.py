@@ -299,6 +299,9 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     t0 = time.monotonic()
     budget = parse_time(time_budget)
     path = resolve_model(model)
+    study = study or f"{default_study_name(path)}-tune"
+    if export_dir is None:
+        export_dir = _export_folder(study)  # a study name that becomes a folder: one safe folder name
     export_dir = check_outputs(path, db, study, export_dir)  # before anything runs: the export comes last
     fmt = detect_format(path)
     settings = settings or MeasureSettings()
@@ -311,7 +314,6 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     say = on_progress or (lambda _msg: None)
     described = describe_model(path)  # read once: every sweep below measures this description
     db = db or default_db()
-    study = study or f"{default_study_name(path)}-tune"
     demo = demo_name_of(path)
     if text is None and tokenizer is None and data is None and demo:
         own = demo_sample_text(demo)
@@ -565,6 +567,14 @@ class Deadline:
 def _leaders(ok, k: int) -> list[str]:
     """Keys of the `k` runs of highest throughput."""
     return list(ok.sort_values("throughput", ascending=False)["key"].head(k))
+
+
+def _export_folder(study: str) -> Path:
+    """The default export folder, STUDY-deploy in the working folder: one folder name, checked before any work."""
+    from wb_core.paths import check_path_component
+
+    return Path(check_path_component(study, setting("study", "The study name"), folder=f"{study}-deploy",
+                                     instead=f"choose another, or give the folder ({setting('out', 'Export folder')})"))
 
 
 def _export_yaml(db, study: str, key: str, out, busy_note: str | None = None) -> Path | None:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli.app import app, number, said
+from wb_core.cli.app import app, echo, number, said
 from wb_core.cli.app import fail as _fail
 
 OBJECTIVE_HELP = "throughput, latency or throughput_per_core."
@@ -53,14 +53,14 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
     rec = _recommend(df, _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), objective,
                      runners_up=top, hardware=info.get("hardware"), seq_mix=seq_mix, seq_len=seq_len)
     for n, per in rec.per_length.items():
-        typer.echo(f"Best at sequence length {n}: {run_label(per.best)}  (key {per.key})")
+        echo(f"Best at sequence length {n}: {run_label(per.best)}  (key {per.key})")
     if seq_mix:
-        typer.echo(f"Best for the mix: {run_label(rec.best)}  (keys {rec.best['mix_keys']})")
+        echo(f"Best for the mix: {run_label(rec.best)}  (keys {rec.best['mix_keys']})")
     else:
-        typer.echo(f"Best: {run_label(rec.best)}  (key {rec.key})")
-    typer.echo(said(rec.reason))
+        echo(f"Best: {run_label(rec.best)}  (key {rec.key})")
+    echo(said(rec.reason))
     for i, r in enumerate(rec.runners_up, start=2):
-        typer.echo(f"  {i}. {run_label(r)}: p99 {r['latency_ms_p99']:.3g} ms, {r['throughput']:,.0f} samples/s "
+        echo(f"  {i}. {run_label(r)}: p99 {r['latency_ms_p99']:.3g} ms, {r['throughput']:,.0f} samples/s "
                    f"(key {r['key']})")
 
 
@@ -81,7 +81,7 @@ def report(study: str = typer.Option(..., "--study"), out: Path = typer.Option(P
     if layers:
         profile = _recommended_layers(_db(db), study, constraints, check_objective(objective))
     path = write_report(_db(db), study, out, constraints=constraints, objective=objective, layer_profile=profile)
-    typer.echo(f"Wrote {path}")
+    echo(f"Wrote {path}")
 
 
 @app.command()
@@ -98,7 +98,7 @@ def plot(study: str = typer.Option(..., "--study"), out: Path = typer.Option(Pat
     figs = plots.study_figures(df)
     html = "".join(f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs.values()))
     write_output_file(out, "<html><head><meta charset='utf-8'></head><body>" + html + "</body></html>")
-    typer.echo(f"Wrote {len(figs)} figures ({', '.join(figs)}) to {out}.")
+    echo(f"Wrote {len(figs)} figures ({', '.join(figs)}) to {out}.")
 
 
 def _recommended_layers(db, study, constraints, objective):
@@ -142,18 +142,18 @@ def layers(study: str = typer.Option(..., "--study"), run: str = typer.Option(..
     if out:
         check_output_file(out)
     profile = layer_profile(study, run, _db(db), iterations=iterations)
-    typer.echo(f"{profile.label} (key {profile.key}), mean of {profile.iterations} inferences, "
+    echo(f"{profile.label} (key {profile.key}), mean of {profile.iterations} inferences, "
                f"{profile.total_ms:.4f} ms of layer time per inference")
-    typer.echo("\nBy layer type:")
+    echo("\nBy layer type:")
     t = profile.by_type().copy()
     t["time_ms"] = t["time_ms"].map(lambda v: f"{v:.4f}")
     t["share"] = t["share"].map(lambda v: f"{v:.1%}")
-    typer.echo(t.to_string(index=False))
-    typer.echo(f"\nSlowest {min(top, len(profile.layers))} layers:")
+    echo(t.to_string(index=False))
+    echo(f"\nSlowest {min(top, len(profile.layers))} layers:")
     v = profile.top(top)[["name", "type", "exec_type", "precision", "time_ms", "share"]].copy()
     v["time_ms"] = v["time_ms"].map(lambda x: f"{x:.4f}")
     v["share"] = v["share"].map(lambda x: f"{x:.1%}")
-    typer.echo(v.to_string(index=False))
+    echo(v.to_string(index=False))
     if out:
         from wb_core.api import plots, write_output_file
 
@@ -162,7 +162,7 @@ def layers(study: str = typer.Option(..., "--study"), run: str = typer.Option(..
                 + bars.to_html(full_html=False, include_plotlyjs=True)
                 + types.to_html(full_html=False, include_plotlyjs=False) + "</body></html>")
         write_output_file(out, html)
-        typer.echo(f"\nWrote {out}")
+        echo(f"\nWrote {out}")
 
 
 @app.command()
@@ -210,14 +210,14 @@ def export(study: str = typer.Option(..., "--study"),
     if target_rate is not None:
         with_capacity(dep, _db(db), study, target_rate, max_p99_ms, machine_cores)
     results = _export(dep, names, out, bundle=bundle)
-    typer.echo(f"Exported run {dep.measurement.run_key} ({dep.backend} {dep.precision}, batch {dep.batch_size}) "
+    echo(f"Exported run {dep.measurement.run_key} ({dep.backend} {dep.precision}, batch {dep.batch_size}) "
                f"to {out}:")
     for fmt_name, res in results.items():
         base = out if len(results) == 1 else out / fmt_name
         for rel in list(res.files) + res.model_files:
-            typer.echo(f"  {base / rel}")
+            echo(f"  {base / rel}")
         for note in res.notes:
-            typer.echo(f"    note ({fmt_name}): {said(note)}")
+            echo(f"    note ({fmt_name}): {said(note)}")
 
 
 @app.command("serve-check")
@@ -240,7 +240,7 @@ def serve_check(study: str = typer.Option(..., "--study"),
     from wb_core.api import serve_check as _serve_check
 
     result = _serve_check(study, run, _db(db), max_time=max_time, port=port, tritonserver=tritonserver, out=out)
-    typer.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else result.describe())
+    echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else result.describe())
 
 
 @app.command()
@@ -276,9 +276,9 @@ def confirm(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
         ran = f", ran {ran}" if isinstance(ran, str) and ran else ""
         req = r.get("requests_in_flight")
         req = f", {int(req)} requests" if isinstance(req, (int, float)) and req == req and req else ""
-        typer.echo(f"  {label}: {run_label(r)}: {r['throughput']:,.1f} samples/s{iv}, p99 {r['latency_ms_p99']:.3g} ms"
+        echo(f"  {label}: {run_label(r)}: {r['throughput']:,.1f} samples/s{iv}, p99 {r['latency_ms_p99']:.3g} ms"
                    f"{ran}{req}")
-    typer.echo(out["verdict"])
+    echo(out["verdict"])
     if out.get("recommended") is not None:
-        typer.echo(f"Recommended: {run_label(out['recommended'])} (key {out['recommended']['key']}, "
+        echo(f"Recommended: {run_label(out['recommended'])} (key {out['recommended']['key']}, "
                    f"study {out['study']})")

@@ -31,13 +31,19 @@ def count(text) -> int:
     return v if v is None else int(v)
 
 
+def echo(text="", err: bool = False, nl: bool = True) -> None:
+    """Print for the terminal: every line the CLI prints comes here, so the user text in it (study,
+    model, input and host names, paths) loses its escape codes and control characters."""
+    typer.echo(printable(text), err=err, nl=nl)
+
+
 def report_summary(summary) -> None:
     """A study's summary line, then its notes and first failures on stderr; exit 1 when nothing ran."""
-    typer.echo(summary.line())
+    echo(summary.line())
     for note in summary.notes:
-        typer.echo(f"  note: {printable(said(note))}", err=True)
+        echo(f"  note: {said(note)}", err=True)
     for e in summary.errors[:10]:
-        typer.echo(f"  failed: {printable(e)}", err=True)
+        echo(f"  failed: {e}", err=True)
     if summary.failed and not summary.ok:
         raise typer.Exit(1)
 

@@ -26,7 +26,7 @@ from typing import Optional
 import typer
 
 from wb_core.api import ConfigError, cache_dir
-from wb_core.cli.app import app
+from wb_core.cli.app import app, echo
 
 REPO_NOTEBOOK = Path(__file__).resolve().parents[3] / "workbench" / "dashboard.ipynb"
 # Optional modules that cost seconds at import and that nothing in the dashboard uses, kept out of
@@ -223,9 +223,9 @@ def dashboard(
     try:
         cmd, env, url = voila_command(db or default_db(), port, host, token_value, cull_idle,
                                       upload_limit, config_dir)
-        typer.echo(f"Dashboard on {env['WB_DB']}: open {url}  (Ctrl+C stops it)")
+        echo(f"Dashboard on {env['WB_DB']}: open {url}  (Ctrl+C stops it)")
         if not is_loopback(host):
-            typer.echo("It listens beyond this machine: keep the token secret.")
+            echo("It listens beyond this machine: keep the token secret.")
         code = _serve(cmd, env, config_dir)
     finally:
         shutil.rmtree(config_dir, ignore_errors=True)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli.app import app, number
+from wb_core.cli.app import app, echo, number
 
 # Spelled out here rather than imported from cli_analysis: `python -m wb_core.cli` imports the
 # command modules while cli_analysis is still half-initialised.
@@ -26,8 +26,8 @@ def hosts(cluster: str = typer.Option(..., "--cluster", help="Dask scheduler add
 
     found = cluster_hosts(cluster, only)
     for h in found:
-        typer.echo(h.describe())
-    typer.echo(f"{len(found)} host(s), {len({h.fingerprint for h in found})} hardware type(s).")
+        echo(h.describe())
+    echo(f"{len(found)} host(s), {len({h.fingerprint for h in found})} hardware type(s).")
 
 
 @app.command("compare-hosts")
@@ -47,19 +47,19 @@ def compare_hosts(study: str = typer.Option(..., "--study"), db: Optional[Path] 
                               max_cores=max_cores)
     comparison, df = load_comparison(db or default_db(), study, constraints, objective, parse_prices(price))
     for _, r in comparison.iterrows():
-        typer.echo(f"{r['hardware_fingerprint']}  {r['cpu_model'] or '?'}  hosts: {r['hosts'] or '?'}")
+        echo(f"{r['hardware_fingerprint']}  {r['cpu_model'] or '?'}  hosts: {r['hosts'] or '?'}")
         if r["best_config"] is None:
-            typer.echo(f"  no recommendation: {r['note']}")
+            echo(f"  no recommendation: {r['note']}")
             continue
         cost = (f", {r['cost_per_million']:.4g} USD per million inferences at {r['price_per_hour']:g} USD/h"
                 if r["cost_per_million"] is not None and r["cost_per_million"] == r["cost_per_million"] else "")
-        typer.echo(f"  best: {r['best_config']} (key {r['best_key']}): {r['throughput']:,.0f} samples/s, p99 "
+        echo(f"  best: {r['best_config']} (key {r['best_key']}): {r['throughput']:,.0f} samples/s, p99 "
                    f"{r['latency_ms_p99']:.3g} ms, {r['throughput_per_core']:,.0f} per core{cost}")
-        typer.echo(f"  runs: {r['runs_ok']} ok, {r['runs_failed']} failed")
+        echo(f"  runs: {r['runs_ok']} ok, {r['runs_failed']} failed")
     table = config_by_host_type(df)
     if not table.empty:
-        typer.echo("\nThroughput (samples/s) of each configuration by hardware type:")
-        typer.echo(table.round(1).to_string())
+        echo("\nThroughput (samples/s) of each configuration by hardware type:")
+        echo(table.round(1).to_string())
     if out:
         from wb_core.api import host_type_bars, host_type_scatter, write_output_file
 
@@ -68,4 +68,4 @@ def compare_hosts(study: str = typer.Option(..., "--study"), db: Optional[Path] 
                 + "".join(f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs))
                 + "</body></html>")
         write_output_file(out, html)
-        typer.echo(f"\nWrote {out}")
+        echo(f"\nWrote {out}")

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli.app import app, number
+from wb_core.cli.app import app, echo, number
 
 
 @app.command()
@@ -41,16 +41,16 @@ def plan(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.O
         model = study_info(study, db)["model_path"]
         out["verified"] = verify_allocation(model, top, db, study)
     if as_json:
-        typer.echo(json.dumps(out, indent=2, default=str))
+        echo(json.dumps(out, indent=2, default=str))
         return
     for i, c in enumerate(cands, 1):
-        typer.echo(f"{i}. {c.describe()}")
+        echo(f"{i}. {c.describe()}")
     if "verified" in out:
         v = out["verified"]
-        typer.echo(f"Verified: {v['measured_throughput']:,.1f} samples/s measured vs "
+        echo(f"Verified: {v['measured_throughput']:,.1f} samples/s measured vs "
                    f"{v['predicted_throughput']:,.1f} predicted (ratio {v['ratio']:.2f}).")
     elif verify:
-        typer.echo(f"Not verified: the plan needs {top.instances * top.cores_per_instance} cores, this machine has {here}.")
+        echo(f"Not verified: the plan needs {top.instances * top.cores_per_instance} cores, this machine has {here}.")
 
 
 @app.command()
@@ -70,4 +70,4 @@ def capacity(study: str = typer.Option(..., "--study"), db: Optional[Path] = typ
 
     cap = plan_capacity(load_measurements(db or default_db(), study), rate, p99_ms, headroom, machine_cores,
                         serve_checks=load_serve_checks(db or default_db(), study))
-    typer.echo(json.dumps(cap.to_dict(), indent=2, default=str) if as_json else cap.describe())
+    echo(json.dumps(cap.to_dict(), indent=2, default=str) if as_json else cap.describe())

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from wb_core.api import field_help
-from wb_core.cli.app import app, count, number, report_summary, said
+from wb_core.cli.app import app, count, echo, number, report_summary, said
 from wb_core.cli.app import fail as _fail
 
 
@@ -19,7 +19,7 @@ def hw(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of
     from wb_core.api import describe_hardware, hardware_info
 
     h = hardware_info()
-    typer.echo(json.dumps({**h.to_dict(), "fingerprint": h.fingerprint}, indent=2) if as_json else describe_hardware(h))
+    echo(json.dumps({**h.to_dict(), "fingerprint": h.fingerprint}, indent=2) if as_json else describe_hardware(h))
 
 
 @app.command("demo-model")
@@ -30,10 +30,10 @@ def demo_model(name: str = typer.Argument(..., help="lenet-digits, mobilenet-v2 
 
     dest = write_demo(name, out)
     if (dest / "model.xml").exists():
-        typer.echo(f"Wrote {name} to {dest} (OpenVINO IR {dest / 'model.xml'}, tokenizer {dest / 'tokenizer.json'}, "
+        echo(f"Wrote {name} to {dest} (OpenVINO IR {dest / 'model.xml'}, tokenizer {dest / 'tokenizer.json'}, "
                    f"sample text {dest / 'sample.txt'}).")
     else:
-        typer.echo(f"Wrote {name} to {dest} (SavedModel in {dest / 'saved_model'}, Keras file "
+        echo(f"Wrote {name} to {dest} (SavedModel in {dest / 'saved_model'}, Keras file "
                    f"{dest / 'model.keras'}).")
 
 
@@ -43,7 +43,7 @@ def inspect(model: str = typer.Argument(..., help="Model path or demo name.")):
     from wb_core.api import inspect_model
 
     for label, value in inspect_model(model).facts():
-        typer.echo(f"{label + ':':<12} {value}")
+        echo(f"{label + ':':<12} {value}")
 
 
 def with_axis_options(command):
@@ -232,10 +232,10 @@ def _find_max_rate(path, spec, p99_ms, db, study, settings, inputs):
         r = find_max_rate(path, cfg, p99_ms, db=db, study=study, settings=settings, inputs=inputs)
         best = r.get("best")
         if best:
-            typer.echo(f"{cfg.label()}: highest rate with p99 under {p99_ms:g} ms is {best['rate']:.1f} requests/s "
+            echo(f"{cfg.label()}: highest rate with p99 under {p99_ms:g} ms is {best['rate']:.1f} requests/s "
                        f"(measured p99 {best['p99_ms']:.3f} ms; closed-loop capacity {r['closed_loop_rate']:.1f}/s).")
         else:
-            typer.echo(f"{cfg.label()}: no rate tried kept p99 under {p99_ms:g} ms "
+            echo(f"{cfg.label()}: no rate tried kept p99 under {p99_ms:g} ms "
                        f"(closed-loop capacity {r['closed_loop_rate']:.1f}/s).")
 
 
@@ -254,9 +254,9 @@ def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
     else:
         df, notes = results_with_notes(study, db or default_db())
     if fmt == "csv":
-        typer.echo(df.to_csv(index=False), nl=False)
+        echo(df.to_csv(index=False), nl=False)
     elif fmt == "json":
-        typer.echo(df.to_json(orient="records", indent=2))
+        echo(df.to_json(orient="records", indent=2))
     else:
         _print_table(df, notes)
 
@@ -268,7 +268,7 @@ def studies(db: Optional[Path] = typer.Option(None, "--db")):
     from wb_core.api import studies as list_studies
 
     for row in list_studies(db):
-        typer.echo(f"{printable(row['name']):24} {row['runs'] or 0:4} runs ({row['ok'] or 0} ok, "
+        echo(f"{printable(row['name']):24} {row['runs'] or 0:4} runs ({row['ok'] or 0} ok, "
                    f"{row['failed'] or 0} failed)  {printable(row['model_path'])}")
 
 
@@ -301,7 +301,7 @@ def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, imag
 
 def _print_table(df, notes=()) -> None:
     if df.empty:
-        typer.echo("(no runs)")
+        echo("(no runs)")
         return
     if "vs_fp32" in df and not (df["precision"] != "fp32").any():
         df = df.drop(columns="vs_fp32")  # only fp32: nothing to compare
@@ -322,6 +322,6 @@ def _print_table(df, notes=()) -> None:
     if "error" in view:  # why a point was skipped or failed, short enough for a table row
         view["error"] = view["error"].map(lambda e: e if not isinstance(e, str) or len(e) <= 80 else e[:77] + "...")
     view = view.astype(object).where(view.notna(), "-")
-    typer.echo(view.to_string(index=False))
+    echo(view.to_string(index=False))
     for note in notes:
-        typer.echo(f"note: {said(note)}")
+        echo(f"note: {said(note)}")

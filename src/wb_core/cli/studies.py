@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from wb_core.api import field_help, list_backends
-from wb_core.cli.app import app, report_summary
+from wb_core.cli.app import app, echo, report_summary
 from wb_core.cli.app import fail as _fail
 
 PIPELINE_TABLE = [("pre_workers", "pre"), ("pre_cores", "pre cores"), ("cores", "infer cores"), ("batch_size", "batch"),
@@ -96,17 +96,17 @@ def pipeline(
     df = load_results(summary.db, summary.study)
     df = df[df.get("study_kind") == "pipeline"] if "study_kind" in df else df
     if not quiet:
-        typer.echo(_table(df, PIPELINE_TABLE))
+        echo(_table(df, PIPELINE_TABLE))
         skipped = {s["path"]: s["reason"] for fs in df.get("files_skipped", []) if isinstance(fs, list) for s in fs}
         if skipped:
-            typer.echo(f"Skipped {len(skipped)} file(s): " + "; ".join(f"{p} ({r})" for p, r in list(skipped.items())[:5]))
+            echo(f"Skipped {len(skipped)} file(s): " + "; ".join(f"{p} ({r})" for p, r in list(skipped.items())[:5]))
     if plot:
         from wb_core.api import pipeline_plots
 
         pipeline_figures = pipeline_plots.pipeline_figures
 
         _write_figures(pipeline_figures(df), plot)
-        typer.echo(f"Wrote the figures to {plot}.")
+        echo(f"Wrote the figures to {plot}.")
     report_summary(summary)
 
 
@@ -151,15 +151,15 @@ def train_profile(
     df = load_results(summary.db, summary.study)
     rec = recommend_training(df, machine_cores)
     if as_json:
-        typer.echo(json.dumps({k: v for k, v in rec.items() if k != "per_cores"}, indent=2, default=str))
+        echo(json.dumps({k: v for k, v in rec.items() if k != "per_cores"}, indent=2, default=str))
     elif not quiet:
-        typer.echo(_table(df, TRAINING_TABLE))
-        typer.echo(rec["text"])
+        echo(_table(df, TRAINING_TABLE))
+        echo(rec["text"])
     if plot:
         from wb_core.api import training_plots
 
         training_figures = training_plots.training_figures
 
         _write_figures(training_figures(df), plot)
-        typer.echo(f"Wrote the figures to {plot}.")
+        echo(f"Wrote the figures to {plot}.")
     report_summary(summary)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wb_core.cli.app import app, said
+from wb_core.cli.app import app, echo, said
 
 
 @app.command()
@@ -27,8 +27,8 @@ def tune(model: str = typer.Argument(..., help="Model path (SavedModel dir, .ker
     from wb_core.api import tune as _tune
 
     res = _tune(model, time_budget=time_budget, db=db, study=study, data=data, text=text, tokenizer=tokenizer,
-                dynamic_size=dynamic_size, export_dir=out, on_progress=lambda m: typer.echo(f"- {said(m)}"))
+                dynamic_size=dynamic_size, export_dir=out, on_progress=lambda m: echo(f"- {said(m)}"))
     for note in res.notes:
-        typer.echo(f"Note: {said(note)}")
-    typer.echo("")
-    typer.echo(said(res.answer))
+        echo(f"Note: {said(note)}")
+    echo("")
+    echo(said(res.answer))

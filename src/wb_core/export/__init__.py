@@ -37,14 +37,14 @@ def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path, bun
             path = base / rel
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+                # surrogateescape: a path from an undecodable file name goes back as the bytes it was
+                path.write_text(text, encoding="utf-8", errors="surrogateescape")
             except OSError as e:
                 raise WorkbenchError(f"Cannot write '{path}': {e.strerror or e}.") from None
             if path.suffix == ".sh":
                 path.chmod(0o755)
         if bundle:
             res.model_files = write_model_files(dep, name, base, res.notes)
-        results[name] = res
     return results
 
 

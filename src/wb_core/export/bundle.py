@@ -109,7 +109,7 @@ def zip_bundle(dep: DeploymentConfig, formats: str | list[str],
                 info = zipfile.ZipInfo(prefix + rel)
                 info.external_attr = (0o755 if rel.endswith(".sh") else 0o644) << 16
                 info.compress_type = zipfile.ZIP_DEFLATED
-                zf.writestr(info, text)
+                zf.writestr(info, text.encode("utf-8", "surrogateescape"))
             if with_models:
                 for rel, src in model_files(dep, fmt, notes):
                     try:

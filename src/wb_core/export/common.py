@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
+import shlex
 from dataclasses import dataclass, field
 
 from wb_core.backends.registry import get, runtime_label, serving, title
+from wb_core.errors import one_line
 from wb_core.export.deployment import DeploymentConfig
 
 
@@ -82,8 +85,13 @@ def model_file_name(dep: DeploymentConfig, fmt: str) -> str:
     from pathlib import PurePath
 
     declared = serving(dep.backend, fmt)
-    return (declared.model_file if declared and declared.model_file
-            else "model" + (PurePath(dep.model.path).suffix or f".{dep.model.format}"))
+    if declared and declared.model_file:
+        return declared.model_file
+    # The suffix comes from the user's path: kept only when it is a plain one (.onnx), as the
+    # file name is a path in the bundle and a word in the scripts.
+    suffix = next((s for s in (PurePath(dep.model.path).suffix, f".{dep.model.format}")
+                   if re.fullmatch(r"\.[A-Za-z0-9_]{1,16}", s)), "")
+    return "model" + suffix
 
 
 def openvino_run(dep: DeploymentConfig) -> bool:
@@ -106,16 +114,52 @@ def serving_note(dep: DeploymentConfig, fmt: str, how: str) -> str | None:
 
 
 def comment_block(lines: list[str], prefix: str = "# ") -> str:
-    return "".join(f"{prefix}{line}\n" if line else prefix.rstrip() + "\n" for line in lines)
+    """Lines as comments of a script or config (`# ...`). The lines carry user text (study, model and
+    CPU names, reasons), so each is made one line first: a line break in a name would end the
+    comment and make the rest of the name a command or a setting."""
+    return "".join(f"{prefix}{text}\n" if text else prefix.rstrip() + "\n" for text in map(one_line, lines))
+
+
+# In an argument given to `shell_word`: the folder the script runs in, expanded by the shell. NUL,
+# which no argument can hold, keeps it apart from any text (a path may be called "$PWD").
+HERE = "\x00PWD\x00"
+
+
+def shell_word(text) -> str:
+    """`text` as one shell word that sh reads back exactly (`shlex.quote`), whatever it holds: quotes,
+    `$(...)`, backticks, line breaks. Only `HERE` is expanded, as "$PWD"."""
+    from wb_core.errors import ConfigError
+
+    parts = str(text).split(HERE)
+    if any("\x00" in p for p in parts):
+        raise ConfigError(f"'{one_line(text)}' holds a NUL byte, which no file name or command argument can "
+                          "hold, so the export's scripts cannot pass it on; correct the deployment's paths.")
+    if parts == [""]:
+        return "''"
+    return '"$PWD"'.join(shlex.quote(p) if p else "" for p in parts)
+
+
+def shell_line(args: list[str]) -> str:
+    """A command line of shell words (see `shell_word`)."""
+    return " ".join(shell_word(a) for a in args)
+
+
+def copy_unless_there(src, dest, check=None, recursive: bool = False) -> str:
+    """The script line that copies `src` to `dest` unless `check` (default `dest`) is a file already
+    (a bundle has it), every path one quoted word."""
+    cp = ["cp", "-r"] if recursive else ["cp"]
+    return f"[ -f {shell_word(check or dest)} ] || {shell_line([*cp, src, dest])}\n"
 
 
 def notes_file(dep: DeploymentConfig, result: ExportResult, how_to: list[str]) -> str:
-    """NOTES.txt: provenance, how to use the files, and the settings the format cannot carry."""
-    text = "\n".join(provenance(dep)) + "\n\n"
+    """NOTES.txt: provenance, how to use the files, and the settings the format cannot carry; each
+    entry one line, without control characters (the user text in it is shown by `cat`)."""
+    text = "\n".join(map(one_line, provenance(dep))) + "\n\n"
     if how_to:
-        text += "How to use these files:\n" + "".join(f"  {line}\n" for line in how_to) + "\n"
+        text += "How to use these files:\n" + "".join(f"  {one_line(line)}\n" for line in how_to) + "\n"
     if result.notes:
-        text += "Not carried over, or carried over differently:\n" + "".join(f"  - {n}\n" for n in result.notes)
+        text += ("Not carried over, or carried over differently:\n"
+                 + "".join(f"  - {one_line(n)}\n" for n in result.notes))
     return text
 
 

@@ -162,7 +162,7 @@ def model_name(path: str | None, fallback: str) -> str:
 
     try:
         demo = demo_name_of(path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a path holding NUL, which no file on disk has
         demo = None
     if demo:
         return demo

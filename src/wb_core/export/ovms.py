@@ -7,18 +7,20 @@ the script. plugin_config values are strings, as OVMS passes them to OpenVINO's 
 from __future__ import annotations
 
 import json
-import shlex
 
 from wb_core.backends.registry import get, title
 from wb_core.export.common import (
+    HERE,
     ExportResult,
     comment_block,
+    copy_unless_there,
     cpu_list,
     notes_file,
     openvino_run,
     provenance,
     requests_in_flight,
     serving_note,
+    shell_line,
 )
 from wb_core.export.deployment import DeploymentConfig
 
@@ -70,8 +72,8 @@ def docker_command(dep: DeploymentConfig) -> list[str]:
     cmd = ["docker", "run", "-d", "--rm", "--name", f"{name}-ovms"]
     if dep.cores:
         cmd.append(f"--cpuset-cpus={cpu_list(dep.cores)}")
-    cmd += ["-p", "9000:9000", "-p", "8000:8000", "-v", "$PWD/models:/models:ro",
-            "-v", "$PWD/config.json:/config/config.json:ro", IMAGE,
+    cmd += ["-p", "9000:9000", "-p", "8000:8000", "-v", f"{HERE}/models:/models:ro",
+            "-v", f"{HERE}/config.json:/config/config.json:ro", IMAGE,
             "--config_path", "/config/config.json", "--port", "9000", "--rest_port", "8000"]
     return cmd
 
@@ -98,14 +100,12 @@ def render(dep: DeploymentConfig) -> ExportResult:
                  "accept smaller ones (\"auto\", which reloads the model, is deprecated in OVMS 2026.3).")
     ir = dep.model.ir_path or "model.xml"
     binf = ir[:-4] + ".bin" if ir.endswith(".xml") else "model.bin"
-    # "$PWD/..." must stay double-quoted so the shell expands it.
-    docker = " ".join(f'"{a}"' if a.startswith("$PWD") else shlex.quote(a) for a in docker_command(dep))
+    dest = f"models/{name}/1"
     script = ("#!/bin/sh\n" + comment_block(provenance(dep)) + "set -e\n"
-              f"# Model repository layout: models/{name}/1/model.xml + model.bin (a bundle already has them)\n"
-              f"mkdir -p models/{name}/1\n"
-              f"[ -f models/{name}/1/model.xml ] || cp {shlex.quote(ir)} models/{name}/1/model.xml\n"
-              f"[ -f models/{name}/1/model.bin ] || cp {shlex.quote(binf)} models/{name}/1/model.bin\n"
-              f"{docker}\n")
+              + comment_block([f"Model repository layout: {dest}/model.xml + model.bin (a bundle already has them)"])
+              + shell_line(["mkdir", "-p", dest]) + "\n"
+              + copy_unless_there(ir, f"{dest}/model.xml") + copy_unless_there(binf, f"{dest}/model.bin")
+              + shell_line(docker_command(dep)) + "\n")
     result.files["config.json"] = json.dumps(cfg, indent=2) + "\n"
     result.files["run_ovms.sh"] = script
     result.files["NOTES.txt"] = notes_file(dep, result, [

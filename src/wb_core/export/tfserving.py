@@ -6,10 +6,19 @@ increase and the last must equal max_batch_size, which `allowed_batch_sizes` gua
 
 from __future__ import annotations
 
-import shlex
-
 from wb_core.backends.registry import title
-from wb_core.export.common import ExportResult, comment_block, cpu_list, notes_file, provenance, requests_in_flight, serving_note
+from wb_core.export.common import (
+    HERE,
+    ExportResult,
+    comment_block,
+    copy_unless_there,
+    cpu_list,
+    notes_file,
+    provenance,
+    requests_in_flight,
+    serving_note,
+    shell_line,
+)
 from wb_core.export.deployment import DeploymentConfig
 
 FORMAT = "tfserving"
@@ -70,30 +79,29 @@ def render(dep: DeploymentConfig) -> ExportResult:
     if dep.instances > 1:
         notes.append(f"The run used {dep.instances} instances; TensorFlow Serving runs one model, with "
                      f"num_batch_threads={requests_in_flight(dep)} batches in parallel.")
-    env = ""
-    if dep.onednn is not None:
-        env = f"-e TF_ENABLE_ONEDNN_OPTS={'1' if dep.onednn else '0'} "
-    cpuset = f"--cpuset-cpus={cpu_list(dep.cores)} " if dep.cores else ""
-    if not dep.cores:
+    docker = ["docker", "run", "-d", "--rm", "--name", f"{name}-tfserving"]
+    if dep.cores:
+        docker.append(f"--cpuset-cpus={cpu_list(dep.cores)}")
+    else:
         notes.append("The run was not pinned to cores, so the docker line has no --cpuset-cpus.")
-    src = dep.model.savedmodel_path or "saved_model"
-    mounts = "-v \"$PWD/models:/models:ro\" "
+    if dep.onednn is not None:
+        docker += ["-e", f"TF_ENABLE_ONEDNN_OPTS={'1' if dep.onednn else '0'}"]
+    docker += ["-p", "8500:8500", "-p", "8501:8501", "-v", f"{HERE}/models:/models:ro"]
     if dep.batch_size > 1:
-        mounts += "-v \"$PWD/batching_parameters.txt:/config/batching_parameters.txt:ro\" "
-    args = " ".join(server_args(dep))
-    docker = (f"docker run -d --rm --name {name}-tfserving {cpuset}{env}-p 8500:8500 -p 8501:8501 {mounts}"
-              f"--entrypoint tensorflow_model_server {IMAGE} {args}")
+        docker += ["-v", f"{HERE}/batching_parameters.txt:/config/batching_parameters.txt:ro"]
+    docker += ["--entrypoint", "tensorflow_model_server", IMAGE, *server_args(dep)]
     # Without docker the server reads the same folders the script fills: models/ and the batching
     # file in the current directory ($PWD, since TF Serving wants absolute paths).
-    bare = "tensorflow_model_server " + " ".join(server_args(dep, config_dir="$PWD", models_dir="$PWD/models"))
+    bare = (["taskset", "-c", cpu_list(dep.cores)] if dep.cores else []) + ["tensorflow_model_server", *server_args(
+        dep, config_dir=HERE, models_dir=f"{HERE}/models")]
+    src = dep.model.savedmodel_path or "saved_model"
     script = ("#!/bin/sh\n" + comment_block(provenance(dep)) + "set -e\n"
-              f"# Model layout: models/{name}/1/ holds the SavedModel (saved_model.pb, variables/); a bundle "
-              "already has it\n"
-              f"mkdir -p models/{name}\n"
-              f"[ -f models/{name}/1/saved_model.pb ] || cp -r {shlex.quote(src)} models/{name}/1\n"
-              f"{docker}\n"
-              f"# Without docker (pin with taskset if the run was pinned):\n"
-              f"# {('taskset -c ' + cpu_list(dep.cores) + ' ') if dep.cores else ''}{bare}\n")
+              + comment_block([f"Model layout: models/{name}/1/ holds the SavedModel (saved_model.pb, variables/); a "
+                               "bundle already has it"])
+              + shell_line(["mkdir", "-p", f"models/{name}"]) + "\n"
+              + copy_unless_there(src, f"models/{name}/1", check=f"models/{name}/1/saved_model.pb", recursive=True)
+              + shell_line(docker) + "\n"
+              + comment_block(["Without docker (pin with taskset if the run was pinned):", shell_line(bare)]))
     result.files["run_tfserving.sh"] = script
     if dep.batch_size > 1:
         result.files["batching_parameters.txt"] = batching_parameters(dep)

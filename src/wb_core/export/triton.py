@@ -32,15 +32,16 @@ nvidia-pytriton 0.7.0 ships) and its backends' sources at branch r24.10:
 from __future__ import annotations
 
 import json
-import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 
 from wb_core.backends.registry import Serving, get, serving
 from wb_core.export.common import (
+    HERE,
     INPUT_DTYPES_TRITON,
     ExportResult,
     comment_block,
+    copy_unless_there,
     core_ranges,
     cpu_list,
     model_file_name,
@@ -48,6 +49,7 @@ from wb_core.export.common import (
     openvino_run,
     provenance,
     served_file,
+    shell_line,
 )
 from wb_core.export.deployment import DeploymentConfig
 from wb_core.export.ovms import plugin_config
@@ -71,7 +73,12 @@ def served_runtime(dep: DeploymentConfig) -> Serving:
 
 
 def _q(text: str) -> str:
-    return json.dumps(str(text))  # protobuf text format accepts JSON-style double-quoted strings
+    """A protobuf text-format string literal: protobuf's own C escaping of the UTF-8 bytes (quotes,
+    backslashes, line breaks and every byte outside printable ASCII as escapes), so a tensor name or
+    parameter holding a quote or a line break stays one value and cannot add a setting."""
+    from google.protobuf import text_encoding
+
+    return '"' + text_encoding.CEscape(str(text).encode("utf-8", "surrogateescape"), as_utf8=False) + '"'
 
 
 @dataclass
@@ -391,20 +398,19 @@ def _model_copy(dep: DeploymentConfig, name: str) -> tuple[str, str]:
     kind = served_file(dep, FORMAT)
     if kind not in ("savedmodel", "openvino-ir"):  # a runtime that serves the model file as it is (ONNX)
         dest, file = f"model_repository/{name}/1", model_file_name(dep, FORMAT)
-        return (f"mkdir -p {dest}\n[ -f {dest}/{file} ] || cp {shlex.quote(dep.model.path)} {dest}/{file}\n",
+        return (shell_line(["mkdir", "-p", dest]) + "\n" + copy_unless_there(dep.model.path, f"{dest}/{file}"),
                 f"model_repository/{name}/config.pbtxt and {dest}/{file}")
     if kind == "savedmodel":
         src = dep.model.savedmodel_path or "saved_model"
         dest = f"model_repository/{name}/1/{served_runtime(dep).model_file or 'model.savedmodel'}"
-        return (f"mkdir -p model_repository/{name}/1\n"
-                f"[ -f {dest}/saved_model.pb ] || cp -r {shlex.quote(src)} {dest}\n",
+        return (shell_line(["mkdir", "-p", f"model_repository/{name}/1"]) + "\n"
+                + copy_unless_there(src, dest, check=f"{dest}/saved_model.pb", recursive=True),
                 f"model_repository/{name}/config.pbtxt and {dest}/")
     ir = dep.model.ir_path or "model.xml"
     binf = ir[:-4] + ".bin" if ir.endswith(".xml") else "model.bin"
     dest = f"model_repository/{name}/1"
-    return (f"mkdir -p {dest}\n"
-            f"[ -f {dest}/model.xml ] || cp {shlex.quote(ir)} {dest}/model.xml\n"
-            f"[ -f {dest}/model.bin ] || cp {shlex.quote(binf)} {dest}/model.bin\n",
+    return (shell_line(["mkdir", "-p", dest]) + "\n"
+            + copy_unless_there(ir, f"{dest}/model.xml") + copy_unless_there(binf, f"{dest}/model.bin"),
             f"model_repository/{name}/config.pbtxt and {dest}/model.xml + model.bin")
 
 
@@ -418,24 +424,24 @@ def render(dep: DeploymentConfig) -> ExportResult:
         notes.append("The run was not pinned to cores, so no --host-policy is given.")
     copy, layout_text = _model_copy(dep, name)
     # oneDNN on or off is an environment variable of the server process, not a model parameter.
-    env = "".join(f"-e {k}={v} " for k, v in get(dep.backend).process_env({"onednn": dep.onednn}).items())
+    env = [a for k, v in get(dep.backend).process_env({"onednn": dep.onednn}).items() for a in ("-e", f"{k}={v}")]
     cpus = lay.process_cpus()
-    cpuset = f"--cpuset-cpus={cpu_list(cpus)} " if cpus else ""
-    flags = " ".join(host_policy_flags(lay))
-    docker = (f"docker run -d --rm --name {name}-triton {cpuset}{env}-p 8000:8000 -p 8001:8001 -p 8002:8002 "
-              f"-v \"$PWD/model_repository:/models:ro\" {IMAGE} tritonserver --model-repository=/models "
-              f"{flags}".rstrip())
-    bare = (f"{('taskset -c ' + cpu_list(cpus) + ' ') if cpus else ''}tritonserver "
-            f"--model-repository=\"$PWD/model_repository\" {flags}").rstrip()
+    flags = host_policy_flags(lay)
+    docker = (["docker", "run", "-d", "--rm", "--name", f"{name}-triton"]
+              + ([f"--cpuset-cpus={cpu_list(cpus)}"] if cpus else []) + env
+              + ["-p", "8000:8000", "-p", "8001:8001", "-p", "8002:8002", "-v", f"{HERE}/model_repository:/models:ro",
+                 IMAGE, "tritonserver", "--model-repository=/models", *flags])
+    bare = ((["taskset", "-c", cpu_list(cpus)] if cpus else [])
+            + ["tritonserver", f"--model-repository={HERE}/model_repository", *flags])
     script = ("#!/bin/sh\n" + comment_block(provenance(dep)) + "set -e\n"
-              f"# Model repository layout: {layout_text}\n" + copy + docker + "\n"
-              f"# Without docker:\n# {bare}\n")
+              + comment_block([f"Model repository layout: {layout_text}"]) + copy + shell_line(docker) + "\n"
+              + comment_block(["Without docker:", shell_line(bare)]))
     result.files[f"model_repository/{name}/config.pbtxt"] = pbtxt
     result.files["run_triton.sh"] = script
     result.files["NOTES.txt"] = notes_file(dep, result, [
         "sh run_triton.sh   (copies the model into model_repository/ unless it is there, and starts tritonserver)",
         f"Repository layout: {layout_text}",
-        f"Pinning flags: {flags or '(none: the run was not pinned)'}",
+        f"Pinning flags: {' '.join(flags) or '(none: the run was not pinned)'}",
         f"Rules checked against {CHECKED_AGAINST}; the image tag names that release."])
     return result
 
@@ -548,9 +554,8 @@ def render_python(dep: DeploymentConfig, shapes: dict[str, list[int]] | None = N
     pbtxt = config_pbtxt(dep, notes, lay, python=True, extra_parameters=params, shapes=shapes)
     result.files[f"model_repository/{name}/config.pbtxt"] = pbtxt
     result.files[f"model_repository/{name}/1/model.py"] = PYTHON_MODEL
-    flags = " ".join(host_policy_flags(lay))
     result.files["NOTES.txt"] = notes_file(dep, result, [
         f"Copy the IR to model_repository/{name}/1/model.xml + model.bin (a bundle already has it there).",
-        f"tritonserver --model-repository=\"$PWD/model_repository\" {flags}".rstrip(),
+        shell_line(["tritonserver", f"--model-repository={HERE}/model_repository", *host_policy_flags(lay)]),
         "The Python backend's interpreter needs numpy and openvino."])
     return result
