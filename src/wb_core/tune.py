@@ -300,9 +300,10 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     budget = parse_time(time_budget)
     path = resolve_model(model)
     study = study or f"{default_study_name(path)}-tune"
-    if export_dir is None:
-        export_dir = _export_folder(study)  # a study name that becomes a folder: one safe folder name
+    given = export_dir
     export_dir = check_outputs(path, db, study, export_dir)  # before anything runs: the export comes last
+    if given is None:
+        export_dir = _export_folder(study)  # a study name that becomes a folder: one safe folder name
     fmt = detect_format(path)
     settings = settings or MeasureSettings()
     cost = round_cost(settings, fmt)

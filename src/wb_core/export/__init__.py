@@ -30,7 +30,7 @@ def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path, bun
     for name, res in rendered.items():  # every file checked before the first is written: none half-done
         for rel in res.files:
             check_output_file((out if len(names) == 1 else out / name) / rel, "The export file")
-    results = {}
+    results = rendered
     for name, res in rendered.items():
         base = out if len(names) == 1 else out / name
         for rel, text in res.files.items():
