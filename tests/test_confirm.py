@@ -161,3 +161,41 @@ def test_confirm_accepts_a_renamed_identical_copy(lenet_ir, tmp_path, db, fast):
     (moved / "renamed.bin").write_bytes(bytes(data))
     with pytest.raises(ConfigError, match="its file 'renamed.bin' differs"):
         confirm("s", db, rounds=2, settings=fast, model=moved / "renamed.xml")
+
+
+@pytest.mark.slow
+def test_confirm_measures_busy_rounds_again_once_and_a_smaller_one_says_what_it_left_out(lenet_ir, db, fast):
+    import sqlite3
+
+    from wb_core.api import confirm, profile
+
+    profile(lenet_ir, db=db, study="b", precisions="fp32", batch_sizes="1", threads="1", settings=fast)
+    out = confirm("b", db, rounds=2, settings=fast, max_configs=3, remeasure_busy=False)
+    # Five labels, four configurations (the FP32 model under the hint is the THROUGHPUT default
+    # itself), no runner-up: the first default without the THROUGHPUT hint goes, leaving three.
+    assert out["left_out"] == ["OpenVINO untouched"]
+    assert "Left out of this confirmation for time: OpenVINO untouched (" in out["verdict"]
+    measured = set(out["frame"]["key"])
+    assert len(measured) == 3
+    # Every stored round of the confirmation marked busy, with a throughput no real round has.
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE runs SET metrics_json = json_set(metrics_json, '$.busy', json('true')) WHERE study = ?",
+                  ("b-confirm",))
+        c.execute("UPDATE rounds SET metrics_json = json_set(metrics_json, '$.busy', json('true'), '$.throughput', "
+                  "1.0) WHERE study = ?", ("b-confirm",))
+
+    def stored_throughputs():
+        with sqlite3.connect(db) as c:
+            return [t for (t,) in c.execute("SELECT json_extract(metrics_json, '$.throughput') FROM rounds "
+                                            "WHERE study = ? AND status = 'ok'", ("b-confirm",))]
+
+    kept = confirm("b", db, rounds=2, settings=fast, max_configs=3, remeasure_busy=False)
+    assert "This verdict rests on rounds measured on a busy machine" in kept["verdict"]
+    assert "were not measured again" in kept["verdict"] and kept["busy"]
+    assert set(stored_throughputs()) == {1.0}  # nothing measured again
+    again = confirm("b", db, rounds=2, settings=fast, max_configs=3)
+    assert 1.0 not in stored_throughputs() and len(stored_throughputs()) == 2 * len(measured)
+    if again["busy"]:  # still busy after measuring again once (a shared machine): said, not hidden
+        assert "even after they were measured again once" in again["verdict"]
+    else:
+        assert "busy machine" not in again["verdict"]

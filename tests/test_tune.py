@@ -151,6 +151,9 @@ def test_a_smaller_confirmation_leaves_out_the_runner_up_then_the_defaults_the_o
     kept, out = smaller(configs, defaults, "latency", 3)
     assert "OpenVINO LATENCY hint" in kept and "OpenVINO THROUGHPUT hint" not in kept
     assert smaller(configs, defaults, "throughput", None) == (configs, [])
+    # Two labels of one configuration count once: four configurations here, so only the runner-up goes.
+    configs["same variant"] = configs["OpenVINO THROUGHPUT hint"]
+    assert smaller(configs, defaults, "throughput", 4)[1] == ["runner-up"]
 
 
 def _probe(precision, batch, thr, guard=None, status="ok", error=None, note=None):

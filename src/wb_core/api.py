@@ -343,7 +343,7 @@ def default_configs(backends, batch_size: int = 1, seq_len: int | None = None, s
 def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, objective: str = "throughput",
             constraints=None, settings: MeasureSettings | None = None, allow_unmeasured_accuracy: bool = False,
             model: str | Path | None = None, progress: bool = False, precision_options=None,
-            seq_len: int | None = None) -> dict:
+            seq_len: int | None = None, max_configs: int | None = None, remeasure_busy: bool = True) -> dict:
     """Measure the recommendation, its runner-up and the runtime's real defaults again, in `rounds`
     interleaved rounds (study `<study>-confirm`), and say what tuning is worth, with its interval.
 
@@ -354,6 +354,10 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
     TensorFlow's defaults for TensorFlow models, all at the pick's batch size and length; the pick's
     own variant under the THROUGHPUT hint is measured too. When no default is beaten beyond noise,
     the best default is recommended instead. `seq_len` confirms the pick for one sequence length.
+    `max_configs` measures fewer configurations (the runner-up left out first, then the defaults the
+    objective does not favour; the verdict names them). Rounds stored as measured on a busy machine
+    are measured again once before the verdict (`remeasure_busy`); the verdict says when it still
+    rests on busy rounds.
 
     Returns {"recommended", "tuned", "defaults", "gain", "precision_gain", "tuning_gain",
     "same_variant_hint", "tuned_is_better", "verdict", "study", "frame", "busy", "failed"}; the
@@ -365,7 +369,8 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
     _check_kinds("confirm", settings=settings, precision_options=precision_options)
     return confirm_study(study, db or default_db(), rounds=rounds, objective=objective, constraints=constraints,
                          settings=settings, allow_unmeasured_accuracy=allow_unmeasured_accuracy, model=model,
-                         progress=progress, precision_options=precision_options, seq_len=seq_len)
+                         progress=progress, precision_options=precision_options, seq_len=seq_len,
+                         max_configs=max_configs, remeasure_busy=remeasure_busy)
 
 
 def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, study: str | None = None,

@@ -179,7 +179,7 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
     if left_out:
         out["left_out"] = left_out
         out["verdict"] += (f" Left out of this confirmation for time: {', '.join(left_out)} "
-                           f"({len(configs)} configurations measured).")
+                           f"({len(unique)} configurations measured).")
     return out
 
 
@@ -187,15 +187,19 @@ def smaller(configs: dict[str, RunConfig], default_labels: set[str], objective: 
             max_configs: int | None) -> tuple[dict[str, RunConfig], list[str]]:
     """At most `max_configs` of the confirmation's configurations: the runner-up is left out first,
     then the defaults whose hint the objective does not favour (for throughput: those without the
-    THROUGHPUT hint); the pick, the best-suited default and the pick's variant under the hint stay."""
-    if max_configs is None or len(configs) <= max_configs:
+    THROUGHPUT hint); the pick, the best-suited default and the pick's variant under the hint stay.
+    Labels naming one and the same configuration count once."""
+    def count(cs) -> int:  # configurations measured: one label may name the same one as another
+        return len({c.key for c in cs.values()})
+
+    if max_configs is None or count(configs) <= max_configs:
         return configs, []
     favoured = "latency" if objective == "latency" else "throughput"
     order = ["runner-up"] + [label for label in configs if label in default_labels
                              and favoured.upper() not in label.upper()]
     kept, left_out = dict(configs), []
     for label in order:
-        if len(kept) <= max_configs:
+        if count(kept) <= max_configs:
             break
         if label in kept:
             kept.pop(label)
