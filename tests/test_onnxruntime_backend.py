@@ -68,14 +68,19 @@ def test_outputs_equal_onnxruntime_own_session(tiny_onnx, tmp_path):
     import onnxruntime as ort
 
     from wb_core.proc.parent import run_task
+    from wb_core.variants.tasks import ReferenceSpool
 
     path, w, b = tiny_onnx
     x = np.random.default_rng(1).standard_normal((20, 16)).astype(np.float32)
     np.savez(tmp_path / "data.npz", x=x)
-    run_task({"task": "wb_core.variants.tasks:task_evaluate", "backend": "onnxruntime", "data": str(tmp_path / "data.npz"),
-              "out_dir": str(tmp_path), "output": None,
-              "variants": [{"id": "v", "model_path": str(path), "precision": "fp32"}]}, timeout=120, what="evaluate")
-    ours = np.load(tmp_path / "v.npy")
+    spool = tmp_path / "spool"
+    res = run_task({"task": "wb_core.variants.tasks:task_evaluate", "backend": "onnxruntime",
+                    "data": str(tmp_path / "data.npz"), "variant": {"model_path": str(path), "precision": "fp32"},
+                    "judged": None, "headline": None, "metric": "auto", "spool": str(spool), "write": True},
+                   timeout=120, what="evaluate")
+    # FP32's pass writes its outputs to the spool, batch by batch, for the variants to be compared with
+    ours = np.concatenate([ReferenceSpool(spool).read(k)[0] for k in range(len(list(spool.glob("*.npz"))))])
+    assert res["samples"] == 20
 
     (theirs,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     assert ours.shape == (20, 8)

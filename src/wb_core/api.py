@@ -84,6 +84,7 @@ _REEXPORTS = {
     "layer_diff": "wb_core.analysis.compare", "LayerDiff": "wb_core.analysis.compare",
     "ratio_sentences": "wb_core.analysis.compare",
     "parse_time": "wb_core.tune", "unfit_reason": "wb_core.analysis.pick", "pickable": "wb_core.analysis.pick",
+    "format_title": "wb_core.models",
     "export_caution": "wb_core.analysis.pick",
     # words
     "LABELS": "wb_core.analysis.words", "MODES": "wb_core.analysis.words", "executed_words": "wb_core.analysis.words",

@@ -25,7 +25,15 @@ from wb_core.model_inputs import (  # noqa: F401 - first_line and ov_inputs are 
     resolve_shape,
 )
 
-FORMATS = ("savedmodel", "keras", "onnx", "openvino", "tflite", "paddle")
+# Each format the workbench reads, with its name in words ("openvino" is the IR format, not the backend).
+FORMAT_TITLES = {"savedmodel": "TensorFlow SavedModel", "keras": "Keras", "onnx": "ONNX", "openvino": "OpenVINO IR",
+                 "tflite": "TensorFlow Lite", "paddle": "PaddlePaddle"}
+FORMATS = tuple(FORMAT_TITLES)
+
+
+def format_title(fmt: str) -> str:
+    """A model format in words ("OpenVINO IR"); the key itself for one not listed."""
+    return FORMAT_TITLES.get(fmt, fmt)
 
 _FLOAT_DTYPES = {"float32", "float16", "float64", "bfloat16"}
 _INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}

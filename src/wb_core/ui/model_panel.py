@@ -17,7 +17,6 @@ from wb_core.ui.uploads import MODEL_SUFFIXES, save_upload, upload_limit_mb, upl
 from wb_core.ui.widgets import CSS, MessageArea, button, guarded, key_values, section, text, with_help
 
 SOURCES = ("Demo model", "Path on the server", "Upload")
-FORMAT_WORDS = {"onnx": "ONNX", "openvino": "OpenVINO IR", "savedmodel": "TensorFlow SavedModel", "keras": "Keras"}
 
 
 def hardware_html() -> str:
@@ -172,7 +171,7 @@ class ModelPanel(w.VBox):
 
         `progress(text)` hears each step: building a demo (the first time), reading the inputs.
         """
-        from wb_core.api import DEMOS, ensure_demo, inspect_model
+        from wb_core.api import DEMOS, ensure_demo, format_title, inspect_model
 
         say = progress or (lambda text: None)
         name = label or model
@@ -189,5 +188,5 @@ class ModelPanel(w.VBox):
         self.model_info.value = inputs_html(info)
         self.session.model_label = name
         self.session.model_path = str(info.path)
-        self.messages.show(f"Ready: {name} ({FORMAT_WORDS.get(info.format, info.format)}). Press Tune below for the "
+        self.messages.show(f"Ready: {name} ({format_title(info.format)}). Press Tune below for the "
                            f"answer, or use the Sweep tab to measure settings of your own.", "ok")
