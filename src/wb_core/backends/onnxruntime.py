@@ -175,16 +175,17 @@ QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", 
                  "MatMulInteger", "ConvInteger", "QLinearAdd", "QLinearMul"}
 
 
-def describe_onnx(path: str) -> dict:
+def describe_onnx(path: str) -> dict | None:
     """An ONNX model's description read by the onnx library (inputs, outputs, prior quantization),
     checked by opening it in ONNX Runtime: for a model OpenVINO cannot read (an `ai.onnx.ml`
-    operator, an operator its frontend lacks). In a worker: imports onnx and ONNX Runtime."""
+    operator, an operator its frontend lacks); None for a file the onnx library cannot parse. In a
+    worker: imports onnx and ONNX Runtime."""
     import onnx
 
     try:
         proto = onnx.load(str(path))
-    except Exception as e:
-        raise ModelError(f"The onnx library cannot read '{path}': {first_line(e)}") from None
+    except Exception:
+        return None  # not an ONNX model at all: OpenVINO's refusal already says so
     try:  # ONNX Runtime must run it, or no backend can
         ort.InferenceSession(str(path), providers=[PROVIDER])
     except Exception as e:

@@ -164,6 +164,8 @@ def _sole_description(fmt: str, path: str, refused: Exception) -> dict | None:
         except ModelError as e:
             errors.append(str(e))
             continue
+        if res is None:  # not a model this reader knows
+            continue
         reason = str(refused).rstrip(".")
         return {**res, "only_backends": [backend],
                 "only_reason": f"{reason}; {title(backend)} runs it as it is"}
