@@ -430,7 +430,7 @@ def test_the_api_returns_the_clis_notes_and_columns(text_setup, tmp_path, fast):
                      tokenizer=tok, settings=fast)
     notes = df.attrs["notes"]
     assert any("18 lines of text" in n for n in notes), notes
-    assert any("Accuracy reads the model's first output 'last_hidden_state'" in n for n in notes), notes
+    assert any("The accuracy figure reads the model's first output 'last_hidden_state'" in n for n in notes), notes
     assert {"vs_fp32", "tied_with_best"} <= set(df.columns)
     assert df["tied_with_best"].tolist() == ["best"] and df["vs_fp32"].tolist() == [1.0]
     cli = json.loads(wb("results", "--study", "api", "--db", db, "--format", "json").stdout)

@@ -151,7 +151,8 @@ class DashboardState(traitlets.HasTraits):
             note = old.note
         else:
             note = ""
-        self.pick = dataclasses.replace(pick, note=note)
+        # a pick set without its study is one of the open study's runs
+        self.pick = dataclasses.replace(pick, note=note, study=pick.study or self.study)
 
     def run_of(self, key: str) -> dict | None:
         """The open study's run with this key, as a dict (None when it has none)."""
