@@ -297,7 +297,7 @@ from wb_core.sweep.local import run_sweep
 from wb_core.variants.planner import PrecisionOptions
 model, data, db = sys.argv[1:4]
 fast = MeasureSettings(warmup_s=0.1, warmup_iters=3, window_s=0.1, min_windows=3, tolerance=0.5, max_time_s=0.6)
-s = run_sweep(model, SweepSpec(precisions="fp32,int8"), db, "mem", settings=fast,
+s = run_sweep(model, SweepSpec(precisions="fp32,int8", batch_sizes="1"), db, "mem", settings=fast,
               precision=PrecisionOptions(data=data, variants={"openvino/int8": model}, memory_budget_mb=32))
 row = load_results(db, "mem").set_index("precision").loc["int8"]
 print(json.dumps({"ok": s.ok, "errors": s.errors, "guard": row["accuracy_guard"], "accuracy": row["accuracy"],
