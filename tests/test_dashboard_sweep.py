@@ -123,8 +123,9 @@ def test_new_study_live_points_warning_cancel_and_resume(server, page, lenet_ir)
     fill(panel, "Threads", "1")
     page.wait_for_function("() => document.querySelector('.wb-sweep-panel .wb-warnings').textContent === ''")
 
-    # (i) The page opened on the old study; a new study's points appear on the live plot.
-    assert plot_points(page, PANEL) == 1
+    # (i) The page opened on the old study; choosing another model cleared its point from the live
+    # plot, and the new study's points appear there.
+    assert plot_points(page, PANEL) == 0
     fill(panel, "Batch sizes", "1,2")
     message = run(page, panel, "fresh")
     assert "2 ok" in message, message
