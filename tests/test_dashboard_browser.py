@@ -206,11 +206,11 @@ def test_int8_sweep(server, page):
                                                    f"{by_precision['int8']['Problem']} (page says: {message})"
     assert by_precision["fp32"]["Status"] == "ok", rows
     assert "See the Explore tab" in message, message
-    # The live plot has one point per precision.
+    # The live plot has one point per precision, its series named as Explore names them.
     page.wait_for_function("() => { const el = document.querySelector('.wb-sweep-panel .js-plotly-plot');"
-                           " return el && el.data && el.data.some(t => t.name === 'openvino int8'); }")
+                           " return el && el.data && el.data.some(t => t.name.toLowerCase() === 'openvino int8'); }")
     points = page.evaluate("""() => Object.fromEntries(document.querySelector('.wb-sweep-panel .js-plotly-plot')
-                                  .data.map(t => [t.name, t.x ? t.x.length : 0]))""")
+                                  .data.map(t => [t.name.toLowerCase(), t.x ? t.x.length : 0]))""")
     assert points == {"openvino fp32": 1, "openvino int8": 1}, points
     df = load_results(db, "lenet-digits").set_index("precision")
     assert df.loc["int8", "status"] == "ok" and df.loc["int8", "accuracy_drop"] <= 0.01, df.loc["int8"].to_dict()
