@@ -184,6 +184,7 @@ def test_the_profile_and_the_int8_recipe_follow_the_description(case, tmp_path, 
         return real(task, **kw)
 
     monkeypatch.setattr(quantize_module, "run_task", recording)
+    monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path / "cache"))  # INT8 is built here, not found from an earlier run
     profile(path, db=db, study="fam", precisions="int8", batch_sizes="1", threads="1", settings=fast,
             data=str(data), subset_size=16, guard="off")
     row = load_results(db, "fam").iloc[0]

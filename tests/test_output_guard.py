@@ -301,7 +301,8 @@ s = run_sweep(model, SweepSpec(precisions="fp32,int8", batch_sizes="1"), db, "me
               precision=PrecisionOptions(data=data, variants={"openvino/int8": model}, memory_budget_mb=32))
 row = load_results(db, "mem").set_index("precision").loc["int8"]
 print(json.dumps({"ok": s.ok, "errors": s.errors, "guard": row["accuracy_guard"], "accuracy": row["accuracy"],
-                  "parent_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  # VmHWM: this process image's own peak (ru_maxrss would keep the forking pytest's)
+                  "parent_kb": int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM"))),
                   "children_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
 """
 
