@@ -18,6 +18,22 @@ import yaml
 
 from wb_core.errors import ConfigError
 
+# Unicode line breaks (NEL, LS, PS) that YAML folds into a space when they stand unescaped in a scalar.
+_YAML_BREAKS = frozenset("\x85\u2028\u2029")
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that writes a string holding a Unicode line break double-quoted, where it is
+    escaped, so the string reads back exactly as written."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str):
+    style = '"' if _YAML_BREAKS.intersection(value) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
 SCHEMA_VERSION = 1
 # Columns where a backend reports what it actually chose (e.g. streams when left to the runtime).
 REPORTED = ("ov_streams", "ov_threads", "ov_optimal_requests", "tf_intra_op", "tf_inter_op")
@@ -110,7 +126,7 @@ class DeploymentConfig:
         return cls(**d)
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True, width=120)
+        return yaml.dump(self.to_dict(), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
 
     @classmethod
     def from_yaml(cls, text: str) -> DeploymentConfig:
