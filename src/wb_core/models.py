@@ -194,13 +194,8 @@ def quantized_weights(model) -> str | None:
     return None
 
 
-def embedding_rows(model) -> dict[str, int]:
-    """Integer inputs of an openvino.Model that index an embedding table: input name -> table rows.
-
-    An input feeding (directly or through a Convert) the indices of a Gather whose data is a
-    constant can only take values below that constant's size on the gathered axis.
-    """
-    out: dict[str, int] = {}
+def _integer_parameters(model):
+    """(input name, Parameter) of each input that does not take real numbers."""
     for i, param in enumerate(model.get_parameters()):
         if param.get_element_type().is_real():
             continue
@@ -208,6 +203,17 @@ def embedding_rows(model) -> dict[str, int]:
             name = model.inputs[i].get_any_name()
         except RuntimeError:
             name = f"input_{i}"
+        yield name, param
+
+
+def embedding_rows(model) -> dict[str, int]:
+    """Integer inputs of an openvino.Model that index an embedding table: input name -> table rows.
+
+    An input feeding (directly or through a Convert) the indices of a Gather whose data is a
+    constant can only take values below that constant's size on the gathered axis.
+    """
+    out: dict[str, int] = {}
+    for name, param in _integer_parameters(model):
         frontier = [param.output(0)]
         for _ in range(3):  # the input, a Convert, maybe a Reshape
             nxt = []
@@ -377,14 +383,10 @@ def declared_values(model) -> dict[str, list]:
     -> [value, why]. silero-vad compares its `sr` input with 16000 (and 8000): the first value it is
     compared with is the one it expects. Read on an openvino.Model."""
     out: dict[str, list] = {}
-    for i, param in enumerate(model.get_parameters()):
-        if param.get_element_type().is_real() or param.get_partial_shape().rank.is_dynamic \
-                or param.get_partial_shape().rank.get_length() > 1:
+    for name, param in _integer_parameters(model):
+        rank = param.get_partial_shape().rank
+        if rank.is_dynamic or rank.get_length() > 1:
             continue
-        try:
-            name = model.inputs[i].get_any_name()
-        except RuntimeError:
-            name = f"input_{i}"
         frontier = [param.output(0)]
         for _ in range(3):  # the input, a Convert or Squeeze, the comparison
             nxt = []
