@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Iterator
 
 from wb_core import options
-from wb_core.axis import STAGES, Axis, one_of, whole_numbers
+from wb_core.axis import ROLES, STAGES, Axis, one_of, whole_numbers
 from wb_core.backends import registry
 from wb_core.errors import ConfigError, worded
 from wb_core.parsing import (
@@ -46,37 +46,46 @@ def _shapes(value) -> list:
 GENERIC: tuple[Axis, ...] = (
     Axis("backend", "backends", one_of("backend", registry.names), "Backends to measure with (comma-separated): "
          "{backends}.", "Backends", "--backend", default=dataclasses.MISSING, sweep_default=(registry.default_backend(),),
-         text_default=registry.default_backend(), annotation="str", stage="backend", every_backend=True),
+         text_default=registry.default_backend(), annotation="str", stage="backend", every_backend=True,
+         in_name="{title}", name_rank=0),
     Axis("precision", "precisions", one_of("precision", PRECISIONS), "fp32, bf16, int8 (int8: OpenVINO INT8 variant "
          "by NNCF).", "Precisions", "--precision", default="fp32", sweep_default=("fp32",), text_default="fp32",
-         annotation="str", choices=PRECISIONS, stage="variant", every_backend=True),
+         annotation="str", choices=PRECISIONS, stage="variant", every_backend=True,
+         in_name="{VALUE}", unset_name="FP32", name_rank=1),
     Axis("cores", "cores", _cores, "Pinning: none, all, firstK, or CPU lists like 0, 0-1, 0+2 (values "
          "comma-separated).", "Cores", "--cores", text_default="none", annotation="tuple[int, ...] | None",
          becomes="the worker's CPU affinity", stage="placement", every_backend=True, unparse=format_cores,
-         canonical=lambda v: [int(c) for c in v]),
+         canonical=lambda v: [int(c) for c in v], in_name="cores {value}",
+         unset_name="not pinned", name_rank=40),
     Axis("instances", "instances", whole_numbers("Instances", 4096, auto=False), "Instances started together, "
          "e.g. 1,2.", "Instances", "--instances", default=1, sweep_default=(1,), text_default="1", annotation="int",
-         ordered=True, stage="placement", every_backend=True),
+         ordered=True, stage="placement", every_backend=True, in_name="{value} instances", name_over=1,
+         name_rank=41),
     Axis("cores_per_instance", "cores_per_instance", whole_numbers("Cores per instance", 4096), "Cores pinned to "
          "each instance (disjoint), e.g. 1,2.", "Cores per instance", "--cores-per-instance", ordered=True,
-         stage="placement", every_backend=True),
+         stage="placement", every_backend=True, roles=("serving", "compare", "identity")),
     Axis("threads", "threads", whole_numbers("Threads", MAX_THREADS), "Intra-op / inference threads, e.g. 1,2 or "
-         "auto.", "Threads", "--threads", ordered=True, becomes="the runtime's intra-op / inference threads"),
+         "auto.", "Threads", "--threads", ordered=True, becomes="the runtime's intra-op / inference threads",
+         in_name="{value} thread{s}", unset_name="auto threads", name_rank=20),
     Axis("concurrency", "concurrency", whole_numbers("Concurrency", 4096), "Requests in flight, e.g. 1,4; auto: as "
          "many as the OpenVINO streams (1 without streams).", "Requests in flight", "--concurrency", default=1,
-         annotation="int", ordered=True, stage="point", every_backend=True),
+         annotation="int", ordered=True, stage="point", every_backend=True, in_name="{value} in flight",
+         name_over=1, name_rank=42),
     Axis("rate", "rates", parse_rates, "Poisson arrival rates in requests/s (server scenario).", "Arrival rate (req/s)", "--rate",
          text_default="none", annotation="float | None", ordered=True, stage="point", every_backend=True,
-         canonical=float),
+         canonical=float, in_name="{value} req/s",
+         roles=("serving", "compare", "name")),  # a Poisson point of a configuration, not another one
     Axis("seq_len", "seq_lens", whole_numbers("Sequence length", 10**7), "Sequence lengths: sizes of the dynamic "
          "non-batch dimensions, e.g. 32,128,384 (one sweep axis).", "Sequence lengths", "--dynamic-size",
-         generated_option=False, text_default="", ordered=True, stage="point", every_backend=True, searched=False),
+         generated_option=False, text_default="", ordered=True, stage="point", every_backend=True, searched=False,
+         in_name="length {value}", roles=("compare", "name")),  # the workload, not the deployment
     Axis("shape", "shapes", _shapes, "Input shapes as a sweep axis, each NAME=1x3x224x224 (several inputs joined by "
          "';'), e.g. image=1x3x224x224 and image=1x3x320x320.", "Shape", "--shape", generated_option=False,
-         text_default="", annotation="str | None", stage="point", every_backend=True, searched=False),
+         text_default="", annotation="str | None", stage="point", every_backend=True, searched=False,
+         roles=("compare",)),
     Axis("batch_size", "batch_sizes", whole_numbers("Batch size", MAX_BATCH, auto=False), "Batch sizes, e.g. "
          "1,8,32.", "Batch sizes", "--batch", default=1, sweep_default=(1,), text_default="1", annotation="int",
-         ordered=True, stage="point", every_backend=True),
+         ordered=True, stage="point", every_backend=True, in_name="batch {value}", name_rank=10),
 )
 
 
@@ -130,6 +139,31 @@ def axis(name: str) -> Axis:
 def sweep_axes() -> tuple[Axis, ...]:
     """Every sweep axis, in nesting order (what the faces list as options and controls)."""
     return all_axes()
+
+
+def generic(name: str) -> bool:
+    """Whether a setting is the workbench's own (GENERIC), not one a backend declares."""
+    return any(a.name == name for a in GENERIC)
+
+
+def with_role(role: str) -> tuple[str, ...]:
+    """The RunConfig fields of every axis with `role` (axis.ROLES), in the order a run's name and a
+    table show them (`Axis.name_rank`, then the table's order)."""
+    if role not in ROLES:
+        raise KeyError(role)
+    return tuple(a.name for a in sorted(all_axes(), key=lambda a: a.name_rank) if role in a.roles)
+
+
+def run_settings() -> tuple[str, ...]:
+    """Every setting of a point (each is part of its key), in the table's order."""
+    return tuple(a.name for a in all_axes())
+
+
+def backend_settings(backend: str) -> tuple[str, ...]:
+    """The settings a deployment of `backend` carries beyond the workbench's own: those of its
+    `settings` (its own axes among them) that no GENERIC axis declares, in the table's order."""
+    reads = set(registry.get(backend).settings)
+    return tuple(n for n in with_role("serving") if n in reads and not generic(n))
 
 
 def readers(a: Axis) -> tuple[str, ...]:

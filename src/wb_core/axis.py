@@ -26,6 +26,14 @@ from wb_core.parsing import (
 
 STAGES = ("backend", "variant", "placement", "process", "point")
 
+# What an axis is to the rest of the workbench (`Axis.roles`; an axis has every role unless it says):
+ROLES = (
+    "serving",  # a setting a deployment carries (the export writes it)
+    "compare",  # a column of a comparison of runs
+    "identity",  # part of what makes two points the same configuration (planning, the FP32 match)
+    "name",  # said in a run's name
+)
+
 
 @dataclass(frozen=True)
 class Axis:
@@ -56,10 +64,21 @@ class Axis:
     fills_auto: str = ""  # an axis whose auto value (None) takes this axis's value at each point
     unparse: Callable[[Any], Any] | None = None  # a value as a spec file writes it (None: as it is)
     canonical: Callable[[Any], Any] | None = None  # a non-default value as its run key hashes it
+    roles: tuple[str, ...] = ROLES  # what it is beyond a key of every point (every axis is one): see ROLES
+    # How a run's name says a value: {value} (shown as text), {VALUE} (upper case), {s} (plural of the
+    # value); empty: the label and the value. `unset_name`: what the name says when the value is unset
+    # (empty: nothing); `name_over`: said only above this value; `name_rank`: its place in the name.
+    in_name: str = ""
+    unset_name: str = ""
+    name_over: float | None = None
+    name_rank: int = 50
 
     def __post_init__(self):
         if self.stage not in STAGES:
             raise ValueError(f"Axis {self.name}: unknown stage {self.stage!r}; one of {', '.join(STAGES)}.")
+        unknown = set(self.roles) - set(ROLES)
+        if unknown:
+            raise ValueError(f"Axis {self.name}: unknown role {sorted(unknown)[0]!r}; one of {', '.join(ROLES)}.")
 
     def values(self, given) -> list:
         """The checked values of `given` (the sweep default when None). An error names this axis

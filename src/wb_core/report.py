@@ -14,10 +14,11 @@ from pathlib import Path
 import pandas as pd
 
 from wb_core.analysis.words import MODES, label, rounded, run_name, worded
+from wb_core.axes import with_role
 from wb_core.errors import WorkbenchError
 
-TABLE_COLUMNS = ("backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
-                 "concurrency", "latency_ms_p50", "latency_ms_p99", "latency_ms_p99_ci_low", "latency_ms_p99_ci_high",
+# The runs table: every setting a comparison shows (wb_core.axes, "compare"), then these measurements.
+MEASURED_COLUMNS = ("latency_ms_p50", "latency_ms_p99", "latency_ms_p99_ci_low", "latency_ms_p99_ci_high",
                  "throughput", "throughput_ci_low", "throughput_ci_high", "rounds", "tied_with_best",
                  "throughput_per_core", "pct_peak_flops", "cpu_util", "other_cpu", "steal_pct", "busy", "rss_mb",
                  "executed_precision", "quant_recipe", "accuracy", "accuracy_drop", "accuracy_guard", "oversubscribed",
@@ -281,7 +282,7 @@ REPORT_LABELS = {"run": "Run", "pareto": "On the Pareto front", "oversubscribed"
 
 
 def _runs_table(df: pd.DataFrame) -> str:
-    cols = ["run"] + [c for c in TABLE_COLUMNS if c in df.columns and not df[c].isna().all()]
+    cols = ["run"] + [c for c in (*with_role("compare"), *MEASURED_COLUMNS) if c in df.columns and not df[c].isna().all()]
     head = "".join(f"<th class='text'>{_e(REPORT_LABELS.get(c) or label(c))}</th>" if c in TEXT_COLUMNS
                    else f"<th>{_e(REPORT_LABELS.get(c) or label(c))}</th>" for c in cols)
     rows = []

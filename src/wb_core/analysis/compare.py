@@ -14,13 +14,19 @@ from pathlib import Path
 
 import pandas as pd
 
+from wb_core.axes import with_role
 from wb_core.errors import ConfigError, WorkbenchError
 
-# Settings of a run, in the order a comparison shows them (study, model and CPU when runs come from
-# several studies).
-SETTING_COLUMNS = ("study", "model", "cpu", "backend", "precision", "batch_size", "threads", "inter_op_threads",
-                   "streams", "cores", "instances", "cores_per_instance", "concurrency", "hint", "onednn",
-                   "cpu_pinning", "rate", "seq_len")
+# Where a run comes from, shown before its settings when runs come from several studies.
+ORIGIN_COLUMNS = ("study", "model", "cpu")
+
+
+def setting_columns() -> tuple[str, ...]:
+    """A run's columns in a comparison: its origin, then every axis with the "compare" role (wb_core.axes),
+    a backend's own settings included, in the order a run's name says them."""
+    return (*ORIGIN_COLUMNS, *with_role("compare"))
+
+
 # What a comparison shows of each run's measurements.
 METRIC_COLUMNS = ("throughput", "latency_ms_p50", "latency_ms_p99", "cpu_util", "rss_mb", "accuracy",
                   "executed_precision", "status")
@@ -71,17 +77,20 @@ def compare_runs(df: pd.DataFrame, keys: list[str] | None = None) -> tuple[pd.Da
     if len(rows) < 2:
         raise ConfigError(f"Comparing needs at least two runs; got {len(rows)}.")
     frame = pd.DataFrame([r.to_dict() for r in rows]).reset_index(drop=True)
-    for col in (*SETTING_COLUMNS, *METRIC_COLUMNS):
+    settings = setting_columns()
+    for col in (*settings, *METRIC_COLUMNS):
         if col not in frame.columns:
             frame[col] = None
     frame["label"] = [run_label(r) for _, r in frame.iterrows()]
-    differing = {c for c in SETTING_COLUMNS
+    differing = {c for c in settings
                  if any(not _same(frame[c].iloc[0], v) for v in frame[c].iloc[1:])}
     base = frame.iloc[0]
     frame["throughput_x"] = [_ratio(v, base["throughput"]) for v in frame["throughput"]]
     frame["p99_x"] = [_ratio(v, base["latency_ms_p99"]) for v in frame["latency_ms_p99"]]
-    cols = ["key", "label", *SETTING_COLUMNS, *METRIC_COLUMNS, *RATIO_COLUMNS]
-    return frame[cols], differing
+    cols = ["key", "label", *settings, *METRIC_COLUMNS, *RATIO_COLUMNS]
+    out = frame[cols]
+    out.attrs["settings"] = settings  # which columns are settings, for a face that shows them
+    return out, differing
 
 
 def _ratio(value, base) -> float:

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
+from wb_core.axes import with_role
 from wb_core.errors import ConfigError, WorkbenchError, setting
 
 
@@ -76,10 +77,35 @@ def plan_allocation(df: pd.DataFrame, machine_cores: int | None = None, p99_ms: 
             continue  # an unmeasured size inside the measured range: measure it rather than guess
         out.append(Allocation(instances=n, cores_per_instance=k, predicted_throughput=n * thr,
                               per_instance_throughput=thr, extrapolated=extra, source_key=row["key"],
-                              config={c: _plain(row.get(c)) for c in ("backend", "precision", "batch_size",
-                                                                      "threads", "streams", "concurrency")}))
+                              config=_config(row)))
     out.sort(key=lambda a: a.predicted_throughput, reverse=True)
     return out[:top]
+
+
+def _config(row) -> dict:
+    """The settings of the point a plan comes from: every axis with the "identity" role, as plain values
+    (placement aside: the plan sets instances, cores per instance and cores itself)."""
+    return {c: _plain(row.get(c)) for c in with_role("identity") if c not in PLACEMENT}
+
+
+# What a plan decides itself: how many instances, each on how many cores, pinned where.
+PLACEMENT = ("instances", "cores_per_instance", "cores")
+
+
+def allocation_spec(alloc: Allocation) -> dict:
+    """SweepSpec fields that run an allocation: the source point's every setting (each axis named by its
+    SweepSpec field; unset ones as the runtime's choice), with the plan's instances on disjoint cores."""
+    from wb_core.axes import axis
+
+    out = {}
+    for name, value in alloc.config.items():
+        a = axis(name)
+        if isinstance(value, float) and value.is_integer():  # a count read back from a results frame
+            value = int(value)
+        out[a.spec] = [a.default if value is None else value]
+    out.update(instances=[alloc.instances], cores_per_instance=[alloc.cores_per_instance],
+               cores=f"first{alloc.instances * alloc.cores_per_instance}")
+    return out
 
 
 def verify_allocation(model, alloc: Allocation, db, study: str, settings=None) -> dict:
@@ -88,13 +114,7 @@ def verify_allocation(model, alloc: Allocation, db, study: str, settings=None) -
     from wb_core.store import load_results
     from wb_core.sweep.local import run_sweep
 
-    c = alloc.config
-    spec = SweepSpec(backends=c["backend"], precisions=c["precision"], batch_sizes=str(int(c["batch_size"])),
-                     threads=str(int(c["threads"])) if c.get("threads") else "auto",
-                     streams=str(int(c["streams"])) if c.get("streams") else "auto",
-                     concurrency=str(int(c.get("concurrency") or 1)), instances=str(alloc.instances),
-                     cores_per_instance=str(alloc.cores_per_instance),
-                     cores=f"first{alloc.instances * alloc.cores_per_instance}")
+    spec = SweepSpec(**allocation_spec(alloc))
     run_sweep(model, spec, db, study, settings=settings)
     df = load_results(db, study)
     keys = {cfg.key for cfg in spec.expand()}
@@ -141,9 +161,10 @@ class CapacityPlan:
                 f"instance(s); CPU request = limit = {self.cpu_request} per instance.")
 
 
-# Settings that make two points the same serving configuration (a Poisson point differs only in `rate`).
-SAME_RUN_COLUMNS = ("backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
-                    "instances", "cores_per_instance", "concurrency", "hint", "onednn", "cpu_pinning", "variant_path")
+def same_run_columns() -> tuple[str, ...]:
+    """What makes two points the same serving configuration: every axis with the "identity" role (a
+    Poisson point differs only in `rate`, which has none) and the model file it ran."""
+    return (*with_role("identity"), "variant_path")
 
 
 def same_settings(df: pd.DataFrame, run_key: str) -> pd.DataFrame:
@@ -152,7 +173,7 @@ def same_settings(df: pd.DataFrame, run_key: str) -> pd.DataFrame:
 
     row = find_run(df, run_key)
     mask = pd.Series(True, index=df.index)
-    for col in SAME_RUN_COLUMNS:
+    for col in same_run_columns():
         if col not in df:
             continue
         v = row.get(col)
@@ -280,8 +301,7 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroo
                         cores_per_instance=k, instances_per_machine=per_machine,
                         replicas=math.ceil(n / per_machine), cpu_request=k, headroom=headroom,
                         source_key=str(best.key), basis=basis, served=served,
-                        config={c: _plain(best.get(c)) for c in ("backend", "precision", "batch_size", "threads",
-                                                                 "streams", "concurrency")})
+                        config=_config(best))
 
 
 def _served_ratios(checks: list[dict] | None) -> dict[str, dict]:

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import pandas as pd
 
+from wb_core.axes import run_settings
 from wb_core.hardware import int8_speed_note
 
-# Settings a point is matched on, besides precision.
-MATCH = ("backend", "batch_size", "seq_len", "shape", "threads", "inter_op_threads", "streams", "cores", "instances",
-         "concurrency", "hint", "rate", "host")
+
+def match_columns() -> tuple[str, ...]:
+    """What a point is matched on with its FP32 point: every setting of the axes table but precision
+    (a backend's own among them), and the host of a fleet study."""
+    return (*(s for s in run_settings() if s != "precision"), "host")
 
 
 def vs_fp32(df: pd.DataFrame) -> pd.Series:
     """Throughput over the FP32 point with the same settings (NaN where there is none)."""
     if df.empty or "precision" not in df or "throughput" not in df:
         return pd.Series(float("nan"), index=df.index, dtype=float)
-    cols = [c for c in MATCH if c in df.columns]
+    cols = [c for c in match_columns() if c in df.columns]
     keyed = pd.Series(["|".join(str(v) for v in row) for row in df[cols].itertuples(index=False)], index=df.index)
     ok = df["status"].eq("ok") if "status" in df else pd.Series(True, index=df.index)
     fp32 = df[ok & df["precision"].eq("fp32")]

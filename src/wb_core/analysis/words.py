@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 # Result and config columns as the dashboard names them (units in brackets).
 LABELS = {
@@ -122,31 +123,44 @@ def _present(v) -> bool:
 
 
 def run_name(run) -> str:
-    """A run named by what a user chose: `OpenVINO · INT8 · batch 8 · 2 threads · cores 0-1`."""
+    """A run named by what a user chose: `OpenVINO · INT8 · batch 8 · 2 threads · cores 0-1`.
+
+    Every axis with the "name" role says its value as its `in_name` declares (the label and the
+    value where it declares none), in `name_rank` order: a backend's new setting is named at once.
+    """
     g = run.get if hasattr(run, "get") else (lambda k, d=None: getattr(run, k, d))
+    from wb_core.axes import axis, with_role
+
+    parts = []
+    for name in with_role("name"):
+        part = _named(axis(name), g(name))
+        if part:
+            parts.append(part)
+    return " · ".join(parts)
+
+
+def _named(a, value) -> str:
+    """One axis's part of a run's name ("" when it says nothing there)."""
+    switch = a.annotation.startswith("bool")
+    if switch and _present(value) and str(value) in ("True", "False", "1", "0", "1.0", "0.0"):
+        shown = "on" if str(value) in ("True", "1", "1.0") else "off"
+    elif not _present(value) or not value or str(value) in ("none", "None"):
+        return a.unset_name
+    elif a.name_over is not None and float(value) <= a.name_over:
+        return ""
+    elif isinstance(value, (int, float)):
+        shown = str(int(value)) if float(value).is_integer() else rounded(float(value))
+    else:
+        shown = str(value)
+    if not a.in_name:
+        word = re.sub(r"\s*\(.*\)$", "", a.label)
+        word = word[0].lower() + word[1:] if len(word) > 1 and word[1].islower() else word
+        return f"{word} {shown}"
     from wb_core.backends.registry import title
 
-    backend = title(str(g("backend")))
-    parts = [backend, str(g("precision") or "fp32").upper()]
-    if _present(g("batch_size")):
-        parts.append(f"batch {int(g('batch_size'))}")
-    threads = g("threads")
-    parts.append(plural(int(threads), "thread") if _present(threads) and threads else "auto threads")
-    if _present(g("streams")) and g("streams"):
-        parts.append(plural(int(g("streams")), "stream"))
-    cores = g("cores")
-    parts.append(f"cores {cores}" if _present(cores) and str(cores) not in ("none", "None") else "not pinned")
-    for column, word in (("instances", "instances"), ("concurrency", "in flight")):
-        v = g(column)
-        if _present(v) and float(v) > 1:
-            parts.append(f"{int(v)} {word}")
-    if _present(g("hint")) and g("hint"):
-        parts.append(f"{str(g('hint')).upper()} hint")
-    if _present(g("rate")) and g("rate"):
-        parts.append(f"{rounded(float(g('rate')))} req/s")
-    if _present(g("seq_len")) and g("seq_len"):
-        parts.append(f"length {int(g('seq_len'))}")
-    return " · ".join(parts)
+    one = shown in ("1", "on")
+    return a.in_name.format(value=shown, VALUE=shown.upper(), s="" if one else "s",
+                            title=title(shown) if "{title}" in a.in_name else "")
 
 
 def worded(text: str, runs) -> str:

@@ -272,8 +272,8 @@ def studies(db: Optional[Path] = typer.Option(None, "--db")):
                    f"{row['failed'] or 0} failed)  {printable(row['model_path'])}")
 
 
-TABLE_COLUMNS = ["backend", "precision", "seq_len", "shape", "batch_size", "threads", "inter_op_threads", "streams", "cores",
-                 "instances", "concurrency", "rate", "saturated", "latency_ms_p50", "latency_ms_p99",
+# The results table: every setting a comparison shows (the axes' "compare" role), then these.
+MEASURED_COLUMNS = ["saturated", "latency_ms_p50", "latency_ms_p99",
                  "latency_ms_p99_ci_low", "latency_ms_p99_ci_high", "throughput", "throughput_ci_low",
                  "throughput_ci_high", "rounds", "tied_with_best", "vs_fp32", "cpu_util", "other_cpu", "steal_pct",
                  "busy", "rss_mb",
@@ -305,7 +305,9 @@ def _print_table(df, notes=()) -> None:
         return
     if "vs_fp32" in df and not (df["precision"] != "fp32").any():
         df = df.drop(columns="vs_fp32")  # only fp32: nothing to compare
-    cols = [c for c in TABLE_COLUMNS if c in df.columns and df[c].notna().any()]
+    from wb_core.api import with_role
+
+    cols = [c for c in (*with_role("compare"), *MEASURED_COLUMNS) if c in df.columns and df[c].notna().any()]
     view = df[cols].copy()
     for c in ("latency_ms_p50", "latency_ms_p99", "latency_ms_p99_ci_low", "latency_ms_p99_ci_high", "throughput",
               "throughput_ci_low", "throughput_ci_high", "cpu_util", "other_cpu", "steal_pct", "rss_mb"):

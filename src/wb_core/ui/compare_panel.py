@@ -20,9 +20,6 @@ from wb_core.ui.words import results_table, run_name
 MODES = (("Runs of the open study", "runs"), ("The best run of each of these studies", "studies"))
 OBJECTIVES = (("highest throughput", "throughput"), ("lowest p99 latency", "latency"),
               ("highest throughput per core", "throughput_per_core"))
-SETTINGS_SHOWN = ("study", "model", "cpu", "backend", "precision", "batch_size", "threads", "inter_op_threads",
-                  "streams", "cores", "instances", "cores_per_instance", "concurrency", "hint", "onednn",
-                  "cpu_pinning", "rate", "seq_len")
 METRICS_SHOWN = ("throughput", "throughput_x", "latency_ms_p50", "latency_ms_p99", "p99_x", "cpu_util", "rss_mb",
                  "accuracy", "executed_precision")
 LAYER_COLUMNS = ["type", "layers_a", "layers_b", "time_a_ms", "time_b_ms", "speedup", "precisions_a",
@@ -38,7 +35,7 @@ def _present(v) -> bool:
 
 def shown_columns(frame, differing: set[str]) -> list[str]:
     """The run name, the settings that have a value in some run (or differ), then the metrics."""
-    settings = [c for c in SETTINGS_SHOWN if c in differing
+    settings = [c for c in frame.attrs.get("settings", ()) if c in differing
                 or (c not in ("study", "model", "cpu") and frame[c].map(_present).any())]
     metrics = [c for c in METRICS_SHOWN if frame[c].map(_present).any()]
     return ["run", *settings, *metrics]
@@ -199,7 +196,7 @@ class ComparePanel(w.VBox):
         frame = frame.assign(run=[f"Run {i + 1}" for i in range(len(frame))])
         self._frame = frame
         cols = shown_columns(frame, differing)
-        words = ", ".join(html.escape(_label(c)) for c in SETTINGS_SHOWN if c in differing)
+        words = ", ".join(html.escape(_label(c)) for c in frame.attrs.get("settings", ()) if c in differing)
         names = "".join(f"<li><b>Run {i + 1}</b>: {html.escape(run_name(r))}"
                         f"{html.escape(f' (best of study {r.study})') if 'study' in differing else ''}"
                         f"{' (the baseline)' if i == 0 else ''}</li>" for i, (_, r) in enumerate(frame.iterrows()))
