@@ -128,6 +128,11 @@ def run_name(run) -> str:
     Every axis with the "name" role says its value as its `in_name` declares (the label and the
     value where it declares none), in `name_rank` order: a backend's new setting is named at once.
     """
+    return " · ".join(name_parts(run))
+
+
+def name_parts(run) -> list[str]:
+    """The parts of a run's name (`run_name`), for a face that joins them its own way."""
     g = run.get if hasattr(run, "get") else (lambda k, d=None: getattr(run, k, d))
     from wb_core.axes import axis, with_role
 
@@ -136,7 +141,7 @@ def run_name(run) -> str:
         part = _named(axis(name), g(name))
         if part:
             parts.append(part)
-    return " · ".join(parts)
+    return parts
 
 
 def _named(a, value) -> str:

@@ -46,22 +46,13 @@ def provenance(dep: DeploymentConfig) -> list[str]:
 
 
 def setting_summary(dep: DeploymentConfig) -> str:
-    """The run's settings in words: `OpenVINO, FP32 (executed as FP32), batch 1, 1 thread, ...`."""
-    from wb_core.analysis.words import executed_words, plural
+    """The run's settings in words, as its name says them (`analysis.words.name_parts`), with what
+    precision it executed: `OpenVINO, FP32 (executed as FP32), batch 1, 1 thread, ...`."""
+    from wb_core.analysis.words import executed_words, name_parts
 
-    parts = [title(dep.backend), str(dep.precision).upper()
-             + (f" (executed as {executed_words(dep.executed_precision)})" if dep.executed_precision else ""),
-             f"batch {dep.batch_size}", plural(dep.threads, "thread") if dep.threads else "auto threads"]
-    if dep.inter_op_threads:
-        parts.append(plural(dep.inter_op_threads, "inter-op thread"))
-    if dep.streams:
-        parts.append(plural(dep.streams, "stream"))
-    if dep.hint:
-        parts.append(f"{str(dep.hint).upper()} hint")
-    parts.append(f"cores {cpu_list(dep.cores)}" if dep.cores else "not pinned")
-    parts.append(f"{plural(dep.concurrency, 'request')} in flight")
-    if dep.instances > 1:
-        parts.append(plural(dep.instances, "instance"))
+    parts = name_parts(dep.run())
+    if dep.executed_precision:
+        parts[1] += f" (executed as {executed_words(dep.executed_precision)})"
     return ", ".join(parts)
 
 

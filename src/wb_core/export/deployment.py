@@ -91,23 +91,42 @@ class DeploymentConfig:
     measurement: Measurement
     executed_precision: str | None = None
     threads: int | None = None
-    inter_op_threads: int | None = None
-    streams: int | None = None
     cores: list[int] | None = None  # CPU ids the run was pinned to; None = not pinned
     cores_used: int | None = None  # cores the run could keep busy (see wb_core.analysis.recommend)
     instances: int = 1
     cores_per_instance: int | None = None  # instances > 1: each one's own slice of `cores`
     concurrency: int = 1
     rate: float | None = None  # open-loop Poisson arrivals (requests/s); None = closed loop
-    hint: str | None = None
-    onednn: bool | None = None
-    cpu_pinning: bool | None = None
+    # The settings its backend declares beyond the workbench's own (wb_core.axes.backend_settings), by
+    # RunConfig field: OpenVINO's hint, ONNX Runtime's execution mode... Each reads as an attribute too
+    # (`dep.hint`: None where the run's backend has no such setting).
+    settings: dict[str, Any] = field(default_factory=dict)
     runtime_properties: dict[str, str] = field(default_factory=dict)  # values are strings
     runtime_reported: dict[str, str] = field(default_factory=dict)  # what the runtime chose (streams, threads)
     expected: ExpectedMetrics = field(default_factory=ExpectedMetrics)
     # From wb_core.analysis.planning.capacity when a target rate was given: instances, replicas, CPU requests.
     capacity: dict | None = None
     schema_version: int = SCHEMA_VERSION
+
+    def __getattr__(self, name: str):
+        if not name.startswith("_") and name != "settings" and name in _setting_names():
+            return self.__dict__.get("settings", {}).get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value) -> None:
+        if name not in _FIELDS and name in _setting_names():  # a backend's setting: kept in `settings`
+            self.settings[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def run(self) -> dict:
+        """The run's settings as a results row names them (cores as text), for words shared with results."""
+        from wb_core.parsing import format_cores
+
+        return {"backend": self.backend, "precision": self.precision, "batch_size": self.batch_size,
+                "threads": self.threads, "cores": format_cores(tuple(self.cores or ())), "instances": self.instances,
+                "cores_per_instance": self.cores_per_instance, "concurrency": self.concurrency, "rate": self.rate,
+                **self.settings}
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -118,6 +137,7 @@ class DeploymentConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> DeploymentConfig:
+        d = upgraded(d)
         validate(d)
         d = dict(d)
         d["model"] = ModelInfo(**d["model"])
@@ -158,6 +178,27 @@ class DeploymentConfig:
             return [cpus] * n
         return [[cpus[(i * k + j) % len(cpus)] for j in range(k)] for i in range(n)]
 
+
+def _setting_names() -> tuple[str, ...]:
+    from wb_core.axes import run_settings
+
+    return run_settings()
+
+
+def upgraded(d):
+    """A deployment mapping written when a backend's settings stood at the top level (`hint: latency`)
+    with them under `settings`, as this version writes them; anything else as it is."""
+    if not isinstance(d, dict):
+        return d
+    moved = {k: d[k] for k in d if k not in _FIELDS and k in _setting_names()}
+    if not moved:
+        return d
+    out = {k: v for k, v in d.items() if k not in moved}
+    out["settings"] = {**moved, **(d.get("settings") or {})}
+    return out
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(DeploymentConfig))
 
 # Folder and file names that say nothing about the model: a name is taken from the folder above.
 GENERIC_NAMES = {"saved_model", "savedmodel", "model", "models", "export", "exported", "serving", "ir", "openvino",
@@ -228,6 +269,13 @@ def validate(data: dict) -> None:
     if data.get("backend") not in names():
         raise ConfigError(f"The deployment file is invalid at backend: {data.get('backend')!r} is not one of "
                           f"{', '.join(names())}.")
+    from wb_core.axes import backend_settings
+
+    own = backend_settings(data["backend"])
+    for name in data.get("settings") or {}:
+        if name not in own:
+            raise ConfigError(f"The deployment file is invalid at settings/{name}: the {data['backend']} backend has "
+                              f"no such setting; it has {', '.join(own) or 'none'}.")
 
 
 def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None = None,
@@ -262,17 +310,13 @@ def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None
         executed_precision=_str(run.get("executed_precision")),
         batch_size=int(run["batch_size"]),
         threads=_int(run.get("threads")),
-        inter_op_threads=_int(run.get("inter_op_threads")),
-        streams=_int(run.get("streams")),
         cores=cores,
         cores_used=_int(math.ceil(cores_used)) if _num(cores_used) else None,
         instances=_int(run.get("instances")) or 1,
         cores_per_instance=_int(run.get("cores_per_instance")),
         concurrency=_int(run.get("concurrency")) or 1,
         rate=_num(run.get("rate")),
-        hint=_str(run.get("hint")),
-        onednn=_bool(run.get("onednn")),
-        cpu_pinning=_bool(run.get("cpu_pinning")),
+        settings=backend_values(str(run["backend"]), run),
         runtime_properties={str(k): str(v) for k, v in props.items()},
         runtime_reported={k: str(_int(run.get(k))) for k in REPORTED if _int(run.get(k)) is not None},
         expected=ExpectedMetrics(**{f.name: _num(run.get(f.name)) for f in dataclasses.fields(ExpectedMetrics)}),
@@ -286,6 +330,22 @@ def build(study: dict, run: dict, reason: str | None = None, ir_path: str | None
             reason=None if reason is None else str(reason),  # plain text: a Sentence is no YAML type
             measured_on_busy_machine=busy_note is not None, busy_note=None if busy_note is None else str(busy_note)),
     )
+
+
+def backend_values(backend: str, run: dict) -> dict[str, Any]:
+    """The run's values of the settings its backend declares (wb_core.axes.backend_settings), each typed
+    as its RunConfig field is (a count, a switch, a word); none for a backend no longer registered."""
+    from wb_core.axes import axis, backend_settings
+    from wb_core.backends.registry import names
+
+    if backend not in names():
+        return {}
+    typed = {"int": _int, "bool": _bool, "float": _num, "str": _str}
+    out = {}
+    for name in backend_settings(backend):
+        kind = axis(name).annotation.split("|")[0].strip()
+        out[name] = typed.get(kind, _str)(run.get(name))
+    return out
 
 
 def run_properties_declared(backend: str) -> bool:
