@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
-from wb_core import options
+from wb_core import options, precisions
 from wb_core.axis import ROLES, STAGES, Axis, one_of, whole_numbers
 from wb_core.backends import registry
 from wb_core.errors import ConfigError, worded
@@ -48,10 +48,10 @@ GENERIC: tuple[Axis, ...] = (
          "{backends}.", "Backends", "--backend", default=dataclasses.MISSING, sweep_default=(registry.default_backend(),),
          text_default=registry.default_backend(), annotation="str", stage="backend", every_backend=True,
          in_name="{title}", name_rank=0),
-    Axis("precision", "precisions", one_of("precision", PRECISIONS), "fp32, bf16, int8 (int8: OpenVINO INT8 variant "
-         "by NNCF).", "Precisions", "--precision", default="fp32", sweep_default=("fp32",), text_default="fp32",
-         annotation="str", choices=PRECISIONS, stage="variant", every_backend=True,
-         in_name="{VALUE}", unset_name="FP32", name_rank=1),
+    Axis("precision", "precisions", one_of("precision", PRECISIONS), precisions.help_text() + ".", "Precisions",
+         "--precision", default=precisions.baseline(), sweep_default=(precisions.baseline(),),
+         text_default=precisions.baseline(), annotation="str", choices=PRECISIONS, stage="variant", every_backend=True,
+         in_name="{VALUE}", unset_name=precisions.precision(precisions.baseline()).label, name_rank=1),
     Axis("cores", "cores", _cores, "Pinning: none, all, firstK, or CPU lists like 0, 0-1, 0+2 (values "
          "comma-separated).", "Cores", "--cores", text_default="none", annotation="tuple[int, ...] | None",
          becomes="the worker's CPU affinity", stage="placement", every_backend=True, unparse=format_cores,

@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable
 
 from wb_core.errors import ConfigError, setting
+from wb_core.precisions import NAMES as PRECISIONS  # noqa: F401 - declared there, read here by the parsers
 
-PRECISIONS = ("fp32", "bf16", "int8")
 MAX_BATCH = 65536
 MAX_THREADS = 4096
 MAX_POINTS = 20000  # configurations one sweep may plan

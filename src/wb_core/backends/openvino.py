@@ -10,11 +10,11 @@ import openvino as ov
 
 from wb_core.errors import ConfigError
 from wb_core.model_inputs import first_line, ov_inputs, ov_read_error, resolve_shape
+from wb_core.precisions import ov_hint
 
 if TYPE_CHECKING:  # types only: backends/ does not import config at run time
     from wb_core.config import InputOptions, RunConfig
 
-OV_PRECISION = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}  # int8 comes from the IR, not a hint
 # Ops whose runtime precision tells what the heavy math ran in.
 COMPUTE_OPS = ("Convolution", "GroupConvolution", "FullyConnected", "MatMul", "Deconvolution",
                "ConvolutionBackpropData", "BinaryConvolution")
@@ -23,7 +23,7 @@ COMPUTE_OPS = ("Convolution", "GroupConvolution", "FullyConnected", "MatMul", "D
 def compile_properties(cfg: RunConfig) -> dict:
     """CPU plugin properties for a run config; precision is explicit unless the config is `untouched`
     (then the runtime chooses it, and under a hint the number of requests too, as a user gets it)."""
-    props = {} if cfg.untouched else {"INFERENCE_PRECISION_HINT": OV_PRECISION[cfg.precision]}
+    props = {} if cfg.untouched else {"INFERENCE_PRECISION_HINT": ov_hint(cfg.precision)}
     if cfg.threads:
         props["INFERENCE_NUM_THREADS"] = int(cfg.threads)
     if cfg.hint:

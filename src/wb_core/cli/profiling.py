@@ -303,7 +303,9 @@ def _print_table(df, notes=()) -> None:
     if df.empty:
         echo("(no runs)")
         return
-    if "vs_fp32" in df and not (df["precision"] != "fp32").any():
+    from wb_core.api import PRECISIONS
+
+    if "vs_fp32" in df and not (df["precision"] != next(p.name for p in PRECISIONS if p.baseline)).any():
         df = df.drop(columns="vs_fp32")  # only fp32: nothing to compare
     from wb_core.api import with_role
 

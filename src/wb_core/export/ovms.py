@@ -23,11 +23,11 @@ from wb_core.export.common import (
     shell_line,
 )
 from wb_core.export.deployment import DeploymentConfig
+from wb_core.precisions import ov_hint
 
 FORMAT = "ovms"
 DESCRIPTION = "OpenVINO Model Server: config.json (plugin_config, nireq, batch_size) and run_ovms.sh (docker run)"
 IMAGE = "openvino/model_server:latest"
-OV_PRECISION = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
 
 
 def plugin_config(dep: DeploymentConfig, notes: list[str]) -> dict[str, str]:
@@ -35,10 +35,10 @@ def plugin_config(dep: DeploymentConfig, notes: list[str]) -> dict[str, str]:
     ov = openvino_run(dep)
     props = {k: str(v) for k, v in dep.runtime_properties.items()} if ov else {}
     if not ov:
-        props["INFERENCE_PRECISION_HINT"] = OV_PRECISION.get(dep.precision, "f32")
+        props["INFERENCE_PRECISION_HINT"] = ov_hint(dep.precision)
         if dep.threads:
             props["INFERENCE_NUM_THREADS"] = str(dep.threads)
-    props.setdefault("INFERENCE_PRECISION_HINT", OV_PRECISION.get(dep.precision, "f32"))
+    props.setdefault("INFERENCE_PRECISION_HINT", ov_hint(dep.precision))
     if "PERFORMANCE_HINT" not in props and "NUM_STREAMS" not in props:
         # The run left streams to the runtime; pin down what it chose so the server does the same.
         reported = dep.runtime_reported.get("ov_streams") if ov else None

@@ -22,6 +22,7 @@ from pathlib import Path
 from wb_core.config import available_cpus, format_cores, parse_bool_list, parse_cores, parse_positive_ints, split_values
 from wb_core.data import ImageOptions
 from wb_core.errors import ConfigError
+from wb_core.precisions import baseline
 from wb_core.sweep.context import LOAD_ALLOWANCE_S, SweepContext, SweepSummary
 
 TRAINING_COLUMNS = ("study_kind", "omp_threads", "onednn", "epochs", "epoch_s", "epoch_s_min", "epoch_s_max",
@@ -43,7 +44,7 @@ class TrainPoint:
     samples: int | None = None
 
     def to_dict(self) -> dict:
-        return {"backend": "tensorflow", "precision": "fp32", "batch_size": self.batch_size, "threads": self.threads,
+        return {"backend": "tensorflow", "precision": baseline(), "batch_size": self.batch_size, "threads": self.threads,
                 "inter_op_threads": self.inter_op_threads, "streams": None,
                 "cores": list(self.cores) if self.cores else None, "instances": 1, "concurrency": 1,
                 "omp_threads": self.omp_threads, "onednn": self.onednn, "epochs": self.epochs, "steps": self.steps,

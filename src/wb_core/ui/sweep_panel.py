@@ -220,7 +220,9 @@ class SweepPanel(w.VBox):
         self.model_line = w.HTML()
         self.study = text("Study name", tooltip="Results are stored under this name; reusing it resumes.")
         self.backends = choices(label("backends"), list(list_backends()), list(list_backends())[:1], field_help("backends"))
-        self.precisions = choices(label("precisions"), ["fp32", "bf16", "int8"], ["fp32"], field_help("precisions"))
+        precision = next(a for a in sweep_axes() if a.name == "precision")  # its choices are the declared precisions
+        self.precisions = choices(label("precisions"), list(precision.choices), [precision.default],
+                                  field_help("precisions"))
         self.batch = text(label("batch_sizes"), "1,8", field_help("batch_sizes"))
         self.seq_lens = text(label("seq_lens"), "", field_help("seq_lens"), "text models only, e.g. 32,128,384")
         self.threads = text(label("threads"), thread_ladder(len(cpus)), field_help("threads"))

@@ -1,0 +1,63 @@
+"""The precisions a model is measured in, each declared once with what the rest of the code asks of it.
+
+The sweep's choices, the help text, OpenVINO's precision hint (the runtime and the OVMS export),
+the baseline other precisions are matched against, whether a variant needs calibration data and
+which CPU flags run it natively are read from here; nothing else lists them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str  # as a sweep, a store and a deployment name it
+    label: str  # in words, in tables and run names
+    ov_hint: str  # OpenVINO's INFERENCE_PRECISION_HINT for it ("f32" where the model file holds the precision)
+    baseline: bool = False  # the precision the others are measured against (vs_fp32, the guard's reference)
+    needs_data: bool = False  # its variant is built from calibration data (NNCF post-training quantization)
+    cpu_flags: tuple[str, ...] = ()  # CPU flags of which any one runs it natively (empty: every CPU)
+    about: str = ""  # how it is reached, for the help text
+
+
+PRECISIONS: tuple[Precision, ...] = (
+    Precision("fp32", "FP32", "f32", baseline=True),
+    Precision("bf16", "BF16", "bf16", cpu_flags=("amx_bf16", "avx512_bf16")),
+    # The INT8 IR holds its quantized layers itself: the hint keeps the rest at f32.
+    Precision("int8", "INT8", "f32", needs_data=True, cpu_flags=("amx_int8", "avx512_vnni", "avx_vnni", "avx2"),
+              about="OpenVINO INT8 variant by NNCF"),
+)
+NAMES: tuple[str, ...] = tuple(p.name for p in PRECISIONS)
+
+
+def precision(name: str) -> Precision:
+    """A precision by its name (KeyError for another)."""
+    for p in PRECISIONS:
+        if p.name == str(name).lower():
+            return p
+    raise KeyError(name)
+
+
+def baseline() -> str:
+    """The precision the others are measured against."""
+    return next(p.name for p in PRECISIONS if p.baseline)
+
+
+def reduced() -> tuple[str, ...]:
+    """The precisions other than the baseline, in the declared order."""
+    return tuple(p.name for p in PRECISIONS if not p.baseline)
+
+
+def ov_hint(name: str) -> str:
+    """OpenVINO's INFERENCE_PRECISION_HINT for a precision (the baseline's for an unknown one)."""
+    try:
+        return precision(name).ov_hint
+    except KeyError:
+        return precision(baseline()).ov_hint
+
+
+def help_text() -> str:
+    """The precisions as the sweep's help names them: `fp32, bf16, int8 (int8: OpenVINO INT8 variant by NNCF)`."""
+    notes = "; ".join(f"{p.name}: {p.about}" for p in PRECISIONS if p.about)
+    return ", ".join(NAMES) + (f" ({notes})" if notes else "")
