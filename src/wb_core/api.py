@@ -684,10 +684,13 @@ def check_database(db: str | Path) -> None:
             pass
 
 
-def export_formats() -> dict[str, str]:
-    """The export formats: name (as `export` takes it) -> one-line description."""
-    from wb_core.export.formats import EXPORTERS
+def export_formats(titles: bool = False) -> dict[str, str]:
+    """The export formats: name (as `export` takes it) -> one-line description, or with `titles` -> its
+    title as people know it (the file they get in brackets)."""
+    from wb_core.export.formats import DECLARED, EXPORTERS
 
+    if titles:
+        return {f.name: f.title for f in DECLARED}
     return {k: str(getattr(m, "DESCRIPTION", k)) for k, m in EXPORTERS.items()}
 
 

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from wb_core.api import FORMATS
 from wb_core.cli.app import app, echo, number, said
 from wb_core.cli.app import fail as _fail
 
@@ -169,7 +170,7 @@ def layers(study: str = typer.Option(..., "--study"), run: str = typer.Option(..
 def export(study: str = typer.Option(..., "--study"),
            best: bool = typer.Option(False, "--best", help="Export the recommended run (with the constraints)."),
            run: Optional[str] = typer.Option(None, "--run", help="Export this run key (or a unique prefix)."),
-           fmt: str = typer.Option("yaml", "--format", help="yaml, ovms, triton, tfserving, kserve, or all "
+           fmt: str = typer.Option("yaml", "--format", help=f"{', '.join(FORMATS)}, or all "
                                                            "(comma-separated for several)."),
            out: Path = typer.Option(Path("deploy"), "--out", help="Folder to write into."),
            name: Optional[str] = typer.Option(None, "--name", help="Model name in every format (default: from the "

@@ -40,9 +40,13 @@ def _savedmodel_files(dep: DeploymentConfig) -> list[tuple[str, Path]] | None:
 
 def model_files(dep: DeploymentConfig, fmt: str, notes: list[str]) -> list[tuple[str, Path]]:
     """(path inside the format's folder, file on disk) for the model files of `fmt`; notes say what is missing."""
+    from wb_core.export.formats import declared
+
     name = dep.serving_name
-    if fmt == "yaml":
+    layout = declared(fmt)
+    if not layout.model_dir:  # a format without model files (the deployment YAML)
         return []
+    base = layout.model_dir.format(name=name)
     kind = served_file(dep, fmt)
     wants_ir = kind == "openvino-ir"
     if kind != "savedmodel" and not wants_ir:  # a runtime that serves the model file as it is (ONNX)
@@ -50,7 +54,6 @@ def model_files(dep: DeploymentConfig, fmt: str, notes: list[str]) -> list[tuple
         if not src.is_file():
             notes.append(f"The bundle has no model files for {fmt}: the model file ({src}) is not on disk.")
             return []
-        base = {"triton": f"model_repository/{name}/1", "kserve": f"model/{name}/1"}.get(fmt, f"models/{name}/1")
         from wb_core.models import onnx_external_files
 
         extra = onnx_external_files(src) if src.suffix.lower() == ".onnx" else ()  # the weights it reads by name
@@ -61,16 +64,13 @@ def model_files(dep: DeploymentConfig, fmt: str, notes: list[str]) -> list[tuple
             notes.append(f"The bundle has no model files for {fmt}: the OpenVINO IR ({dep.model.ir_path or 'none'}) "
                          "is not on disk; profile the study again to rebuild it.")
             return []
-        base = {"ovms": f"models/{name}/1", "triton": f"model_repository/{name}/1",
-                "kserve": f"model/{name}/1"}[fmt]
         return [(f"{base}/model.xml", files[0]), (f"{base}/model.bin", files[1])]
     files = _savedmodel_files(dep)
     if files is None:
         notes.append(f"The bundle has no model files for {fmt}: it serves a SavedModel, and this study has none "
                      f"on disk ({dep.model.savedmodel_path or 'its model is not a TensorFlow model'}).")
         return []
-    base = {"triton": f"model_repository/{name}/1/model.savedmodel", "tfserving": f"models/{name}/1",
-            "kserve": f"model/{name}/1"}[fmt]
+    base = (layout.savedmodel_dir or layout.model_dir).format(name=name)
     return [(f"{base}/{rel}", src) for rel, src in files]
 
 

@@ -56,18 +56,16 @@ def setting_summary(dep: DeploymentConfig) -> str:
     return ", ".join(parts)
 
 
-# The model file a format serves when the run's backend names no runtime there: the server's own.
-SERVED_WITHOUT_RUNTIME = {"ovms": "openvino-ir", "tfserving": "savedmodel", "triton": "openvino-ir",
-                          "kserve": "openvino-ir"}
-
-
 def served_file(dep: DeploymentConfig, fmt: str) -> str:
     """The model file (a `BackendInfo.loads` kind: "openvino-ir", "savedmodel") that `fmt` serves for the
     run: the file its backend loads when the registry's serving map gives the format a runtime for
-    it, else the one the server runs itself (OVMS an IR, TensorFlow Serving a SavedModel)."""
+    it, else the one the server runs itself (its `ExportFormat.serves`: OVMS an IR, TensorFlow Serving a
+    SavedModel)."""
+    from wb_core.export.formats import declared
+
     if serving(dep.backend, fmt) is not None:
         return get(dep.backend).loads
-    return SERVED_WITHOUT_RUNTIME.get(fmt, "openvino-ir")
+    return declared(fmt).serves or "openvino-ir"
 
 
 def model_file_name(dep: DeploymentConfig, fmt: str) -> str:

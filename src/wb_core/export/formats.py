@@ -1,14 +1,75 @@
-"""The export formats: one module each, registered here by their FORMAT name."""
+"""The export formats, each declared once: the module that renders it, its title, the model file its
+server runs and where a bundle puts that file. Everything else that lists formats reads this table:
+`export`, `parse_formats`, bundles, the serve check, the dashboard's choices and `wb export --format`.
+
+Adding a format: `export/<name>.py` with `FORMAT`, `DESCRIPTION` and `render(dep) -> ExportResult`,
+and its `ExportFormat(...)` line below. The modules are named by declaration strings and loaded on
+first use, so that the shared helpers (common.py, bundle.py) can read this table too.
+"""
 
 from __future__ import annotations
 
-from wb_core.errors import ConfigError
-from wb_core.export import kserve, ovms, tfserving, triton, yaml_format
-from wb_core.export.common import ExportResult
-from wb_core.export.deployment import DeploymentConfig
+import importlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
-EXPORTERS = {m.FORMAT: m for m in (yaml_format, ovms, triton, tfserving, kserve)}
-FORMATS = tuple(EXPORTERS)
+from wb_core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    name: str  # as `export` and `--format` take it
+    module: str  # "wb_core.export.<module>": FORMAT, DESCRIPTION, render(dep) -> ExportResult
+    title: str  # as people know it, the file they get in brackets
+    # The model file (a `BackendInfo.loads` kind) the server runs itself when the run's backend names
+    # no runtime in this format; empty: the format serves no model file.
+    serves: str = "openvino-ir"
+    model_dir: str = "models/{name}/1"  # where a bundle puts the model files ({name}: the serving name)
+    savedmodel_dir: str = ""  # where a bundle puts a served SavedModel (empty: model_dir)
+
+
+DECLARED: tuple[ExportFormat, ...] = (
+    ExportFormat("yaml", "wb_core.export.yaml_format", "Deployment YAML (deployment.yaml)", serves="", model_dir=""),
+    ExportFormat("ovms", "wb_core.export.ovms", "OpenVINO Model Server config (config.json)"),
+    ExportFormat("triton", "wb_core.export.triton", "Triton model repository (config.pbtxt)",
+                 model_dir="model_repository/{name}/1", savedmodel_dir="model_repository/{name}/1/model.savedmodel"),
+    ExportFormat("tfserving", "wb_core.export.tfserving", "TensorFlow Serving (run script and batching parameters)",
+                 serves="savedmodel"),
+    ExportFormat("kserve", "wb_core.export.kserve", "KServe InferenceService (inferenceservice.yaml)",
+                 model_dir="model/{name}/1"),
+)
+FORMATS = tuple(f.name for f in DECLARED)
+
+
+def declared(name: str) -> ExportFormat:
+    """A format's declaration; an unknown name gets the list of formats."""
+    for f in DECLARED:
+        if f.name == name:
+            return f
+    raise ConfigError(f"Unknown export format '{name}'; choose from {', '.join(FORMATS)} or all.")
+
+
+def exporter(name: str):
+    """The module that renders format `name` (loaded on first use)."""
+    return importlib.import_module(declared(name).module)
+
+
+class _Exporters(Mapping):
+    """Format name -> its module, in the declared order, each loaded when first asked for."""
+
+    def __getitem__(self, name: str):
+        if name not in FORMATS:
+            raise KeyError(name)
+        return exporter(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(FORMATS)
+
+    def __len__(self) -> int:
+        return len(FORMATS)
+
+
+EXPORTERS: Mapping = _Exporters()
 
 
 def parse_formats(text: str) -> list[str]:
@@ -19,13 +80,13 @@ def parse_formats(text: str) -> list[str]:
     if "all" in names:
         return list(FORMATS)
     for n in names:
-        if n not in EXPORTERS:
-            raise ConfigError(f"Unknown export format '{n}'; choose from {', '.join(FORMATS)} or all.")
+        declared(n)
     return list(dict.fromkeys(names))
 
 
-def render(dep: DeploymentConfig, fmt: str) -> ExportResult:
+def render(dep, fmt: str):
+    """One format of a DeploymentConfig, as an ExportResult."""
     (name,) = parse_formats(fmt) if fmt != "all" else (None,)
     if name is None:
         raise ConfigError("render() takes one format; use export() for several.")
-    return EXPORTERS[name].render(dep)
+    return exporter(name).render(dep)

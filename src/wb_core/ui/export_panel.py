@@ -23,19 +23,12 @@ from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import CSS, MessageArea, button, guarded, said, section, text, with_help
 from wb_core.ui.words import run_name
 
-# The formats as people know them (the file they get in brackets); a format added later falls back
-# to its exporter's own description.
-FORMAT_TITLES = {
-    "yaml": "Deployment YAML (deployment.yaml)",
-    "ovms": "OpenVINO Model Server config (config.json)",
-    "triton": "Triton model repository (config.pbtxt)",
-    "tfserving": "TensorFlow Serving (run script and batching parameters)",
-    "kserve": "KServe InferenceService (inferenceservice.yaml)",
-}
-
 
 def format_title(key: str, description: str) -> str:
-    return FORMAT_TITLES.get(key) or description.split(":")[0]
+    """A format as people know it (its declared title), else its exporter's description."""
+    from wb_core.api import export_formats
+
+    return export_formats(titles=True).get(key) or description.split(":")[0]
 
 
 def download_link(filename: str, data: bytes, label: str, mime: str = "application/octet-stream") -> str:
