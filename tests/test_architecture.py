@@ -465,7 +465,7 @@ API_FACE_HELPERS = {
     "unfit_reason", "export_caution", "pickable", "format_title",
     # the settings a face offers, and how it names one that a message or note is about
     "sweep_axes", "SPEC_OPTIONS", "axis_readers", "backend_title", "layer_profiling_backends",
-    "setting_flag", "setting_label", "word_for_cli", "word_for_dashboard", "with_role",
+    "setting_flag", "setting_label", "word_for_cli", "word_for_dashboard", "with_role", "pipeline_axes",
     # words and files, the same in every face
     "printable", "label", "plural", "rounded", "run_name", "worded", "executed_words", "results_table",
     "write_output_file", "default_db", "cache_dir",

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wb_core.backends.registry import default_backend
 from wb_core.config import (  # noqa: F401 - public
     InputOptions,
     MeasureSettings,
@@ -64,7 +63,8 @@ _REEXPORTS = {
     "ModelDescription": "wb_core.variants.description", "ImageOptions": "wb_core.data",
     "sweep_axes": "wb_core.axes", "SPEC_OPTIONS": "wb_core.axes", "axis_readers": "wb_core.axes",
     "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes", "word_for_cli": "wb_core.axes",
-    "word_for_dashboard": "wb_core.axes", "with_role": "wb_core.axes", "PRECISIONS": "wb_core.precisions",
+    "word_for_dashboard": "wb_core.axes", "with_role": "wb_core.axes", "pipeline_axes": "wb_core.pipeline.study",
+    "PRECISIONS": "wb_core.precisions",
     # demos
     "DEMOS": "wb_core.demo_catalog", "write_demo": "wb_core.demo", "ensure_demo": "wb_core.demo",
     # analysis
@@ -513,18 +513,17 @@ def compare_hosts(study: str, db: str | Path | None = None, prices: dict | None 
 
 
 def pipeline_profile(model: str | Path, source: str | Path, *, db: str | Path | None = None, study: str | None = None,
-                     pre_workers="0,1", pre_cores="none", infer_cores="none", queue_depth="auto", backends=default_backend(),
-                     precisions="fp32", batch_sizes="1", threads="auto", inter_op_threads="auto", streams="auto",
-                     concurrency="1", hints="none", onednn="auto", passes: int = 1, decode_threads: int = 1,
-                     image_size=None, image_scale: str = "unit", channels: int | None = None, layout: str = "auto",
-                     data=None, inputs: InputOptions | None = None, progress: bool = False,
+                     pre_workers="0,1", pre_cores="none", infer_cores="none", queue_depth="auto", passes: int = 1,
+                     decode_threads: int = 1, image_size=None, image_scale: str = "unit", channels: int | None = None,
+                     layout: str = "auto", data=None, inputs: InputOptions | None = None, progress: bool = False,
                      on_point: Callable[[dict], None] | None = None, cancel: threading.Event | None = None,
-                     timeout_s: float | None = None, return_frame: bool = True):
+                     timeout_s: float | None = None, return_frame: bool = True, **inference):
     """Profile the whole serving pipeline: decode and preprocess in N processes feeding inference.
 
     `source` is a video file or a folder of images and/or videos. `pre_workers` counts the
     preprocessing processes (0 = the serial loop); `pre_cores` / `infer_cores` pin each side;
-    the inference settings are those of `profile`. Preprocessing resizes to `image_size` (default:
+    the inference settings are those of `profile`, by SweepSpec field name in `inference` (`backends`,
+    `batch_sizes`, `hints`, ...: every axis `pipeline_axes` lists). Preprocessing resizes to `image_size` (default:
     the model input's size), scales (`unit`, `raw`, `symmetric`) and lays frames out as the model
     wants. Rows (one per arrangement) carry frames/s, per-frame latency, time per stage, queue
     occupancy, the bottleneck side and CPU use per side (see docs/pipeline-and-training.md).
@@ -535,10 +534,18 @@ def pipeline_profile(model: str | Path, source: str | Path, *, db: str | Path | 
     _check_kinds("pipeline_profile", inputs=inputs)
     _check_callbacks("pipeline_profile", on_point=on_point, cancel=cancel)
     path = resolve_model(model)
+    from wb_core.pipeline.study import inference_axes
+
+    known = [a.spec for a in inference_axes()]
+    for name in inference:
+        if name not in known:
+            import difflib
+
+            close = difflib.get_close_matches(name, known, n=1)
+            raise TypeError(f"pipeline_profile() got an unexpected keyword argument '{name}'"
+                            + (f"; did you mean '{close[0]}'?" if close else "."))
     spec = PipelineSpec(pre_workers=pre_workers, pre_cores=pre_cores, infer_cores=infer_cores, queue_depth=queue_depth,
-                        backends=backends, precisions=precisions, batch_sizes=batch_sizes, threads=threads,
-                        inter_op_threads=inter_op_threads, streams=streams, concurrency=concurrency, hints=hints,
-                        onednn=onednn, passes=passes, decode_threads=decode_threads)
+                        passes=passes, decode_threads=decode_threads, **inference)
     size = ImageOptions.parse_size(str(image_size)) if image_size is not None else None
     image = ImageOptions(size=size, scale=image_scale, channels=channels, layout=layout)
     db = db or default_db()

@@ -46,21 +46,25 @@ def inspect(model: str = typer.Argument(..., help="Model path or demo name.")):
         echo(f"{label + ':':<12} {value}")
 
 
-def with_axis_options(command):
+def with_axis_options(command=None, *, axes=None, spec_options: bool = True):
     """Give a command one option per sweep axis (and spec option) of the axes table, with its flag, default and
     help; the command receives them by SweepSpec field name in `**axes_given`. An axis a backend adds
-    becomes an option here without a line of its own."""
+    becomes an option here without a line of its own. `axes`: a function giving the axes instead (a
+    pipeline study's inference side), each with its own default and help."""
+    if command is None:
+        return lambda c: with_axis_options(c, axes=axes, spec_options=spec_options)
     import inspect
 
-    from wb_core.api import SPEC_OPTIONS, sweep_axes
+    from wb_core.api import SPEC_OPTIONS, list_backends, sweep_axes
 
     sig = inspect.signature(command)
     params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    for a in sweep_axes():
+    for a in (axes or sweep_axes)():
         if a.flag and a.generated_option:  # the others have options with other duties (--dynamic-size, --shape)
+            words = field_help(a.spec) if axes is None else a.help.format(backends=", ".join(list_backends()))
             params.append(inspect.Parameter(a.spec, inspect.Parameter.KEYWORD_ONLY, annotation=str,
-                                            default=typer.Option(a.text_default, a.flag, help=field_help(a.spec))))
-    for o in SPEC_OPTIONS:
+                                            default=typer.Option(a.text_default, a.flag, help=words)))
+    for o in SPEC_OPTIONS if spec_options else ():
         flag = "--" + o.name.replace("_", "-")
         kind = bool if isinstance(o.default, bool) else str
         default = o.default if kind is bool else str(o.default)

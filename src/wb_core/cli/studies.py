@@ -8,9 +8,10 @@ from typing import Optional
 
 import typer
 
-from wb_core.api import field_help, list_backends
+from wb_core.api import pipeline_axes
 from wb_core.cli.app import app, echo, report_summary
 from wb_core.cli.app import fail as _fail
+from wb_core.cli.profiling import with_axis_options
 
 PIPELINE_TABLE = [("pre_workers", "pre"), ("pre_cores", "pre cores"), ("cores", "infer cores"), ("batch_size", "batch"),
                   ("threads", "threads"), ("streams", "streams"), ("concurrency", "infer thr"), ("frames", "frames"),
@@ -47,6 +48,7 @@ def _write_figures(figs: dict, out: Path) -> None:
 
 
 @app.command()
+@with_axis_options(axes=pipeline_axes, spec_options=False)
 def pipeline(
     model: str = typer.Argument(..., help="Model path (SavedModel dir, .keras, .onnx, .xml) or a demo name."),
     source: Path = typer.Option(..., "--source", help="A video file, or a folder of images and/or videos."),
@@ -57,13 +59,6 @@ def pipeline(
     infer_cores: str = typer.Option("none", "--infer-cores", help="Cores of the inference side, as --pre-cores."),
     queue_depth: str = typer.Option("auto", "--queue-depth", help="Batches the queue holds (auto: 2 per pre-worker, "
                                     "at least 4)."),
-    backend: str = typer.Option(next(iter(list_backends())), "--backend", help=field_help("backends")),
-    precision: str = typer.Option("fp32", "--precision", help="fp32, bf16, int8."),
-    batch: str = typer.Option("1", "--batch", help="Batch sizes, e.g. 1,8,32."),
-    threads: str = typer.Option("auto", "--threads", help="Inference threads (intra-op / INFERENCE_NUM_THREADS)."),
-    inter_op_threads: str = typer.Option("auto", "--inter-op-threads", help="TensorFlow inter-op threads."),
-    streams: str = typer.Option("auto", "--streams", help="OpenVINO NUM_STREAMS values."),
-    concurrency: str = typer.Option("1", "--concurrency", help="Inference threads taking batches off the queue."),
     passes: int = typer.Option(1, "--passes", help="Times the source is read (for short sources)."),
     decode_threads: int = typer.Option(1, "--decode-threads", help="FFmpeg decoder threads per process (0: auto)."),
     image_size: Optional[str] = typer.Option(None, "--image-size", help="Resize frames to HxW (default: the model's "
@@ -78,19 +73,19 @@ def pipeline(
                                             "killed."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write the study's figures to this HTML file."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
+    **axes_given,
 ):
-    """Profile the serving pipeline: decode/preprocess processes feeding inference through a bounded queue."""
+    """Profile the serving pipeline: decode/preprocess processes feeding inference through a bounded queue
+    (the inference settings: every sweep setting of `wb profile` but the placement ones)."""
     from wb_core.api import pipeline_profile
 
     if timeout is not None and timeout <= 0:
         _fail(f"--timeout must be a positive number of seconds; got {timeout:g}.")
     summary = pipeline_profile(model, source, db=db, study=study, pre_workers=pre_workers, pre_cores=pre_cores,
-                               infer_cores=infer_cores, queue_depth=queue_depth, backends=backend,
-                               precisions=precision, batch_sizes=batch, threads=threads,
-                               inter_op_threads=inter_op_threads, streams=streams, concurrency=concurrency,
-                               passes=passes, decode_threads=decode_threads, image_size=image_size,
-                               image_scale=image_scale, channels=channels, layout=layout, data=data,
-                               progress=not quiet, timeout_s=timeout, return_frame=False)
+                               infer_cores=infer_cores, queue_depth=queue_depth, passes=passes,
+                               decode_threads=decode_threads, image_size=image_size, image_scale=image_scale,
+                               channels=channels, layout=layout, data=data,
+                               progress=not quiet, timeout_s=timeout, return_frame=False, **axes_given)
     from wb_core.api import load_results
 
     df = load_results(summary.db, summary.study)

@@ -15,6 +15,7 @@ start of its decode to its result, `cpu_util` of both sides together, and the pi
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import threading
@@ -22,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wb_core.backends.registry import default_backend
+from wb_core.axes import all_axes
+from wb_core.axis import Axis
 from wb_core.config import InputOptions, RunConfig, SweepSpec, format_cores, parse_cores, parse_positive_ints, split_values
 from wb_core.data import ImageOptions
 from wb_core.errors import ConfigError, WorkbenchError
@@ -66,23 +68,47 @@ class PipelinePoint:
         return f"{side}, inference {self.infer.label()}"
 
 
+# Axes the pipeline's inference side reads its own way: (the default as text, the help).
+INFERENCE_OWN = {"concurrency": ("1", "Inference threads taking batches off the queue, e.g. 1,2.")}
+
+
+def inference_axes() -> tuple[Axis, ...]:
+    """The sweep axes of a pipeline study's inference side: every axis that tells one configuration from
+    another (the "identity" role, a backend's own settings included), placement aside (the pipeline
+    pins each side itself: `pre_cores`, `infer_cores`); each as the pipeline reads it (INFERENCE_OWN)."""
+    out = []
+    for a in all_axes():
+        if "identity" not in a.roles or a.stage == "placement":
+            continue
+        if a.name in INFERENCE_OWN:
+            text, words = INFERENCE_OWN[a.name]
+            a = dataclasses.replace(a, text_default=text, help=words, sweep_default=(int(text),))
+        out.append(a)
+    return tuple(out)
+
+
+pipeline_axes = inference_axes  # as the API offers it to the faces
+
+
+def _inference_fields(cls):
+    """Give PipelineSpec one field per inference axis, by its SweepSpec name (None: the axis's default)."""
+    for a in inference_axes():
+        cls.__annotations__[a.spec] = "object"
+        setattr(cls, a.spec, None)
+    cls.__annotations__["infer"] = cls.__annotations__.pop("infer")  # the derived SweepSpec last
+    return cls
+
+
 @dataclass
+@_inference_fields
 class PipelineSpec:
-    """The grid of a pipeline study. Inference fields take the same values as `wb profile`'s."""
+    """The grid of a pipeline study: the preprocessing side's settings, and one field per inference axis
+    (`inference_axes`: the values `wb profile` takes, by SweepSpec field name)."""
 
     pre_workers: object = "1"  # 0 = serial (decode, preprocess and infer in one loop)
     pre_cores: object = "none"
     infer_cores: object = "none"
     queue_depth: object = "auto"  # batches the queue holds; auto = max(4, 2 x pre-workers)
-    backends: object = default_backend()
-    precisions: object = "fp32"
-    batch_sizes: object = "1"
-    threads: object = "auto"
-    inter_op_threads: object = "auto"
-    streams: object = "auto"
-    concurrency: object = "1"  # inference threads taking batches off the queue
-    hints: object = "none"
-    onednn: object = "auto"
     passes: int = 1  # times the source is read
     decode_threads: int = 1  # FFmpeg decoder threads per process (0 = FFmpeg's choice)
     infer: SweepSpec = field(init=False, repr=False)
@@ -99,10 +125,8 @@ class PipelineSpec:
             if not isinstance(v, int) or v < (1 if name == "passes" else 0) or v > 10_000:
                 raise ConfigError(f"{name.replace('_', ' ').capitalize()} must be a whole number "
                                   f"{'of at least 1' if name == 'passes' else 'from 0 (automatic) up'}; got {v!r}.")
-        self.infer = SweepSpec(backends=self.backends, precisions=self.precisions, batch_sizes=self.batch_sizes,
-                               threads=self.threads, inter_op_threads=self.inter_op_threads, streams=self.streams,
-                               cores=self.infer_cores, concurrency=self.concurrency, hints=self.hints,
-                               onednn=self.onednn)
+        self.infer = SweepSpec(cores=self.infer_cores,
+                               **{a.spec: a.values(getattr(self, a.spec)) for a in inference_axes()})
 
     def expand(self) -> list[PipelinePoint]:
         out: dict[str, PipelinePoint] = {}
