@@ -51,6 +51,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("p99_ms", "--p99-ms", "p99 target (ms)"),
     Option("machine_cores", "--machine-cores", "Machine cores"),
     Option("iterations", "--iterations", "Layer profile iterations"),
+    Option("precision_layers", "--layers", "Layers tab"),
     Option("run", "--run", "Run"),
     # where things are
     Option("db", "--db", "Database"),

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from wb_core.analysis.precision import slowdown_notes, vs_fp32
+from wb_core.analysis.precision_loss import study_loss_notes
 from wb_core.analysis.recommend import tied_with_best
 from wb_core.errors import Sentence, setting
 from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
@@ -33,7 +34,8 @@ def busy_notes(df: pd.DataFrame) -> list[str]:
 def annotated_results(db: str | Path, study: str, notes=()) -> pd.DataFrame:
     """The study's runs with `vs_fp32` (throughput over the FP32 point of the same settings) and
     `tied_with_best`; `df.attrs["notes"]` lists `notes` (a sweep's own, e.g. its summary's), then
-    lower precisions that ran slower than FP32 (with the CPU's reason) and points measured busy."""
+    lower precisions that ran slower than FP32 (with the CPU's reason, and the layer types that took
+    longer where both runs' layer profiles are stored) and points measured busy."""
     df = load_results(db, study)
     out = list(dict.fromkeys(notes))
     if not df.empty:
@@ -41,7 +43,8 @@ def annotated_results(db: str | Path, study: str, notes=()) -> pd.DataFrame:
         with Store(db, readonly=True) as s:
             hw = (s.get_study(study) or {}).get("hardware") or {}
         said_busy = any("busy machine" in n for n in out)
-        for n in slowdown_notes(df, hw.get("flags")) + ([] if said_busy else busy_notes(df)):
+        for n in (slowdown_notes(df, hw.get("flags")) + study_loss_notes(db, study, df)
+                  + ([] if said_busy else busy_notes(df))):
             if n not in out:
                 out.append(n)
     df.attrs["notes"] = out
