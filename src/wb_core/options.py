@@ -30,6 +30,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("int_ranges", "--int-range", "Integer input range"),
     Option("batch_axes", "--batch-axis", "Batch axis"),
     Option("output", "--output", "the output accuracy reads"),
+    Option("decode", "--decode", "the output's decoding"),
     Option("image_size", "--image-size", "Image size"),
     Option("channels", "--channels", "Channels"),
     Option("layout", "--layout", "Layout"),

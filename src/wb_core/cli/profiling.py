@@ -125,6 +125,10 @@ def profile(
                                "outputs (auto: cosine). The guard also checks every output by its kind."),
     output: Optional[str] = typer.Option(None, "--output", help="The model output accuracy reads, by name "
                                          "(default: the first), e.g. sentence_embedding."),
+    decode: Optional[str] = typer.Option(None, "--decode", help="Your decoding of that output as "
+                                         "package.module:function (a batch of outputs -> one item per sample: a "
+                                         "label, a sequence, a string): the guard checks that each variant "
+                                         "decodes to FP32's items."),
     data_input: list[str] = typer.Option([], "--data-input", help="Map a model input to an array of the data, "
                                          "INPUT=ARRAY (repeatable); by default arrays are named after the inputs."),
     calib_size: int = typer.Option(300, "--calib-size", parser=count, help="Calibration samples for INT8 quantization."),
@@ -211,7 +215,7 @@ def profile(
         _fail("The smart search runs on this machine; leave out --cluster, or search with a grid.")
     prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,
                                       output, data_input, accuracy_guard, int8_recipe, fallback_budget,
-                                      memory_budget)
+                                      memory_budget, decode)
     run = RunOptions(search=search, p99_ms=p99_ms, budget=budget, cluster=cluster, hosts=hosts, ship_model=ship_model,
                      timeout_s=timeout, remeasure_busy=remeasure_busy, ci_target=ci_target, max_rounds=max_rounds)
     summary = run_profile(path, spec, settings=settings, inputs=inputs, precision_options=prec, run=run, db=db,
@@ -283,7 +287,7 @@ TABLE_COLUMNS = ["backend", "precision", "seq_len", "shape", "batch_size", "thre
 
 def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,
                                output=None, data_input=(), accuracy_guard="auto", int8_recipe="auto",
-                               fallback_budget=600.0, memory_budget=None):
+                               fallback_budget=600.0, memory_budget=None, decode=None):
     from wb_core.api import ImageOptions, PrecisionOptions
 
     mapping = {}
@@ -296,7 +300,7 @@ def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, imag
                             image=ImageOptions(size=ImageOptions.parse_size(image_size), scale=image_scale),
                             accuracy=accuracy, output=output, input_map=mapping, guard=accuracy_guard,
                             int8_recipe=int8_recipe, fallback_budget_s=fallback_budget,
-                            memory_budget_mb=memory_budget)
+                            memory_budget_mb=memory_budget, decode=decode)
 
 
 def _print_table(df, notes=()) -> None:
