@@ -300,6 +300,24 @@ def test_a_users_decoding_fails_a_variant_whose_class_checks_pass(tmp_path, db, 
     assert (f"INT8 fails the accuracy guard on output 'logits' (items your decoding reads): {same} of {N} samples "
             f"decode to FP32's items (at least 95% must)") in row["accuracy_guard_note"]
 
+    # `wb results --outputs` shows the figures the report shows, per output and reading.
+    from typer.testing import CliRunner
+
+    from wb_core.cli import app
+    from wb_core.report import build_report
+
+    words = f"decoded items identical {same / N:.1%} (failed, at least 95%)".replace(".0%", "%")
+    res = CliRunner().invoke(app, ["results", "--study", "dec", "--db", str(db), "--outputs"])
+    assert res.exit_code == 0, res.output
+    assert "accuracy guard failed" in res.output and "'logits' read as class scores" in res.output, res.output
+    assert f"'logits' read as items your decoding reads (decoded by mydecode:top3): {words}" in res.output
+    assert words in build_report(db, "dec")
+    res = CliRunner().invoke(app, ["results", "--study", "dec", "--db", str(db), "--outputs", "--format", "json"])
+    table = json.loads(res.output)
+    assert [(t["output"], t["read_as"]) for t in table] == [("logits", "class scores"),
+                                                            ("logits", "items your decoding reads")]
+    assert table[1]["decoded_agreement"] == pytest.approx(same / N) and table[1]["failed"].startswith("decoded items")
+
     # The same figures with no decoding: the guard passes, and no decoded reading is stored.
     row, _ = _profile(model, broken, tmp_path / "data.npz", db, "nodec", fast)
     assert row["accuracy_guard"] == "passed" and "decoded" not in row["accuracy_outputs"]

@@ -441,14 +441,20 @@ def layer_profiling_backends() -> tuple[str, ...]:
     return tuple(n for n in names() if get(n).layer_profiling)
 
 
-def results(study: str, db: str | Path | None = None, efficiency: bool = False, probes: bool = False):
+def results(study: str, db: str | Path | None = None, efficiency: bool = False, probes: bool = False,
+            outputs: bool = False):
     """A study's runs as a DataFrame (public columns first) with the columns `wb results` shows
     (`vs_fp32`, `tied_with_best`) and its notes in `df.attrs["notes"]`; `efficiency` instead adds
     per-core and %-of-peak columns.
 
     `probes` gives the study's probes instead: the arrival rates max-rate searches tried, each
-    naming the run it probed in `probe_of` (they are never among the runs).
+    naming the run it probed in `probe_of` (they are never among the runs). `outputs` gives the
+    accuracy guard's figures per output of each judged run instead, as the report shows them.
     """
+    if outputs:
+        from wb_core.analysis.results_view import output_figures
+
+        return output_figures(load_results(db or default_db(), study))
     if probes:
         return load_results(db or default_db(), study, probes=True)
     if not efficiency:

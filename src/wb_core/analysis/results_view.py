@@ -49,3 +49,36 @@ def annotated_results(db: str | Path, study: str, notes=()) -> pd.DataFrame:
                 out.append(n)
     df.attrs["notes"] = out
     return df
+
+
+def output_figures(df: pd.DataFrame) -> pd.DataFrame:
+    """The accuracy guard's figures per output of each judged run, as the report shows them: one row
+    per run and output (and per reading: a user's decoding of an output is its own row), with the
+    figures in words, the checks that failed, and each figure as a column of its own."""
+    import json
+
+    from wb_core.analysis.words import run_name
+    from wb_core.variants.agreement import KIND_WORDS
+    from wb_core.variants.guard import SHORT, figure_words, short_words
+
+    columns = ["key", "run", "precision", "accuracy_guard", "output", "read_as", "why", "figures", "failed"]
+    rows = []
+    if "accuracy_outputs" in df.columns:
+        for _, r in df.iterrows():
+            text = r.get("accuracy_outputs")
+            try:
+                outputs = json.loads(text) if isinstance(text, str) else []
+            except ValueError:
+                continue
+            for o in outputs:
+                if not o.get("figures"):
+                    continue  # FP32's own reading of its outputs: nothing compared
+                failed = [c for c in o.get("checks") or [] if not c.get("passed")]
+                row = {"key": r.get("key"), "run": run_name(r), "precision": r.get("precision"),
+                       "accuracy_guard": r.get("accuracy_guard"), "output": o.get("output"),
+                       "read_as": KIND_WORDS.get(o.get("kind"), o.get("kind")), "why": o.get("kind_reason"),
+                       "figures": figure_words(o), "failed": "; ".join(short_words(c) for c in failed) or None}
+                row.update({f: v for f, v in o["figures"].items() if f in SHORT and isinstance(v, (int, float))})
+                rows.append(row)
+    out = pd.DataFrame(rows)
+    return out if not out.empty else pd.DataFrame(columns=columns)

@@ -247,12 +247,34 @@ def _find_max_rate(path, spec, p99_ms, db, study, settings, inputs):
 def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
             fmt: str = typer.Option("table", "--format", help="table, csv or json."),
             probes: bool = typer.Option(False, "--probes", help="Print the arrival rates max-rate searches tried "
-                                                                "(each names the run it probed) instead of the runs.")):
-    """Print a study's results (its runs; with --probes, its max-rate probes)."""
-    from wb_core.api import default_db, results, results_with_notes
+                                                                "(each names the run it probed) instead of the runs."),
+            outputs: bool = typer.Option(False, "--outputs", help="Print the accuracy guard's figures per output of "
+                                         "each INT8/BF16 run (what each output was read as, its figures against "
+                                         "FP32, the checks it failed) instead of the runs.")):
+    """Print a study's results (its runs; with --probes, its max-rate probes; with --outputs, the guard's
+    figures per output)."""
+    from wb_core.api import default_db, printable, results, results_with_notes
 
     if fmt not in ("table", "csv", "json"):
         _fail(f"Unknown format '{fmt}'; choose from table, csv, json.")
+    if probes and outputs:
+        _fail("Choose --probes or --outputs, not both.")
+    if outputs:
+        df = results(study, db or default_db(), outputs=True)
+        if fmt == "csv":
+            echo(df.to_csv(index=False), nl=False)
+        elif fmt == "json":
+            echo(df.to_json(orient="records", indent=2))
+        elif df.empty:
+            echo("(no INT8 or BF16 run has per-output figures: give data to measure accuracy)")
+        else:
+            for key, g in df.groupby("key", sort=False):
+                first = g.iloc[0]
+                echo(f"{first['run']} (key {key}): accuracy guard {first['accuracy_guard'] or '-'}")
+                for _, o in g.iterrows():
+                    echo(f"  '{printable(o['output'])}' read as {o['read_as']} ({printable(o['why'])}): "
+                         f"{o['figures']}")
+        return
     if probes:
         df, notes = results(study, db or default_db(), probes=True), []
     else:
