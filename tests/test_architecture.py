@@ -433,7 +433,7 @@ API_VERBS = {
     # decide and compare
     "recommend", "recommend_training", "with_efficiency", "successful", "pareto_front", "pareto_mask", "find_run",
     "run_label", "plan_allocation", "capacity", "compare_runs", "best_runs", "layer_diff", "ratio_sentences",
-    "compare_hosts", "config_by_host_type", "select_host_type",
+    "compare_hosts", "config_by_host_type", "select_host_type", "precision_losses",
     # share
     "export", "render", "deployment_for_study", "with_capacity", "export_formats", "model_files", "zip_bundle",
     "write_report", "build_report", "host_type_bars", "host_type_scatter", "plots", "pipeline_plots",

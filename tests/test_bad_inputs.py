@@ -787,3 +787,47 @@ def test_a_grid_too_large_is_refused_with_advice_that_fits_the_smart_search_too(
         assert "asks for 40,000 configurations" in line and "narrow --threads (200 values) or --batch (200" in line, line
         assert "--search" not in line and "--budget" not in line, line
     assert not (tmp_path / "r.db").exists()
+
+
+def _npz_of_zeros(path: Path, rows: int) -> Path:
+    """An .npz whose x [rows, 8] float32 is all zeros, written compressed a chunk at a time (the file
+    stays small, the array it declares does not)."""
+    import zipfile
+
+    import numpy as np
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z, \
+            z.open("x.npy", "w", force_zip64=True) as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (rows, 8)})
+        left, chunk = rows * 32, bytes(32 << 20)
+        while left > 0:
+            f.write(chunk[:min(left, len(chunk))])
+            left -= len(chunk)
+    return path
+
+
+PARENT_UNDER_A_LIMIT = """
+import resource, sys
+import psutil
+from wb_core.cli.app import main
+vms = psutil.Process().memory_info().vms  # the CLI loaded first: the limit is what is left beyond it
+resource.setrlimit(resource.RLIMIT_AS, (vms + (int(sys.argv[1]) << 20), resource.RLIM_INFINITY))
+sys.argv = ["wb"] + sys.argv[2:]
+main()
+"""
+
+
+def test_data_the_parent_cannot_hold_is_a_sentence_with_the_limit_not_a_silent_exit(tmp_path):
+    """A parent with 400 MiB of room left is given 512 MiB of data: one sentence naming both, exit 2,
+    nothing stored (the kernel would otherwise kill it, or numpy fail half-way through)."""
+    data = _npz_of_zeros(tmp_path / "big.npz", 1 << 24)  # 16M x 8 float32: 512 MiB
+    db = tmp_path / "r.db"
+    r = subprocess.run([sys.executable, "-c", PARENT_UNDER_A_LIMIT, "400", "profile",
+                        _guard_model(tmp_path), "--data", data, "--precision", "fp32,int8", "--db", db, *FAST_FLAGS],
+                       capture_output=True, text=True, timeout=120)
+    line = one_error_line(r)
+    assert "big.npz' needs 512 MiB of memory to load, more than this process can take" in line, line
+    assert "address-space limit" in line, line
+    room = re.search(r"take \((\d+) MiB", line)
+    assert room and int(room.group(1)) <= 400, line
+    assert not db.exists()

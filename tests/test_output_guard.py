@@ -265,6 +265,81 @@ def test_a_metric_by_import_path_on_the_command_line(tmp_path, db, monkeypatch):
     assert "names nothing callable in module 'mymetrics'" in str(res.exception)
 
 
+# ---- a user's decoding by import path ----
+
+def test_a_users_decoding_fails_a_variant_whose_class_checks_pass(tmp_path, db, fast, monkeypatch):
+    """The top-3 classes in order, decoded by the user's function: the variant keeps FP32's top class
+    often enough for the class checks, but not the decoded items."""
+    model, broken = _classifier(tmp_path / "cls.onnx", 0.0), _classifier(tmp_path / "cls8.onnx", 0.02)
+    x = np.random.default_rng(3).normal(size=(N, 8)).astype(np.float32)
+    np.savez(tmp_path / "data.npz", x=x)
+    (tmp_path / "mydecode.py").write_text(textwrap.dedent("""
+        import numpy as np
+
+        def top3(outputs):
+            return [tuple(int(c) for c in np.argsort(-o)[:3]) for o in outputs]
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    ref, cand = _run(model, x, "logits"), _run(broken, x, "logits")
+    seq = lambda o: list(np.argsort(-o)[:3])  # noqa: E731
+    same = sum(seq(a) == seq(b) for a, b in zip(cand, ref))
+    edits = sum(_levenshtein(seq(a), seq(b)) for a, b in zip(cand, ref))
+    assert np.mean(ref.argmax(1) == cand.argmax(1)) >= 0.9 and same / N < 0.95
+
+    row, _ = _profile(model, broken, tmp_path / "data.npz", db, "dec", fast, decode="mydecode:top3")
+    outs = json.loads(row["accuracy_outputs"])
+    decoded = [o for o in outs if o["kind"] == "decoded"]
+    assert len(decoded) == 1 and decoded[0]["output"] == "logits" and "mydecode:top3" in decoded[0]["kind_reason"]
+    fig = decoded[0]["figures"]
+    assert fig["decoded_agreement"] == pytest.approx(same / N) and fig["decoded_same"] == same
+    assert fig["decoded_error_rate"] == pytest.approx(edits / (3 * N))
+    classes = [o for o in outs if o["kind"] == "classes"][0]
+    assert all(c["passed"] for c in classes["checks"])  # the class checks alone would let it through
+    assert row["accuracy_guard"] == "failed"
+    assert (f"INT8 fails the accuracy guard on output 'logits' (items your decoding reads): {same} of {N} samples "
+            f"decode to FP32's items (at least 95% must)") in row["accuracy_guard_note"]
+
+    # `wb results --outputs` shows the figures the report shows, per output and reading.
+    from typer.testing import CliRunner
+
+    from wb_core.cli import app
+    from wb_core.report import build_report
+
+    words = f"decoded items identical {same / N:.1%} (failed, at least 95%)".replace(".0%", "%")
+    res = CliRunner().invoke(app, ["results", "--study", "dec", "--db", str(db), "--outputs"])
+    assert res.exit_code == 0, res.output
+    assert "accuracy guard failed" in res.output and "'logits' read as class scores" in res.output, res.output
+    assert f"'logits' read as items your decoding reads (decoded by mydecode:top3): {words}" in res.output
+    assert words in build_report(db, "dec")
+    res = CliRunner().invoke(app, ["results", "--study", "dec", "--db", str(db), "--outputs", "--format", "json"])
+    table = json.loads(res.output)
+    assert [(t["output"], t["read_as"]) for t in table] == [("logits", "class scores"),
+                                                            ("logits", "items your decoding reads")]
+    assert table[1]["decoded_agreement"] == pytest.approx(same / N) and table[1]["failed"].startswith("decoded items")
+
+    # The same figures with no decoding: the guard passes, and no decoded reading is stored.
+    row, _ = _profile(model, broken, tmp_path / "data.npz", db, "nodec", fast)
+    assert row["accuracy_guard"] == "passed" and "decoded" not in row["accuracy_outputs"]
+
+
+def test_a_decoding_that_returns_the_wrong_count_or_fails_is_one_sentence():
+    from wb_core.errors import ConfigError
+    from wb_core.variants.agreement import DecodedAgreement, decode_batch
+
+    batch = np.zeros((4, 3))
+    with pytest.raises(ConfigError, match=r"returned 1 items for a batch of 4 samples of output 'y'"):
+        decode_batch(lambda b: [0], batch, "y", "m:f")
+    with pytest.raises(ConfigError, match=r"The decoding 'm:f' failed on output 'y' .*ZeroDivisionError"):
+        decode_batch(lambda b: 1 / 0, batch, "y", "m:f")
+    with pytest.raises(ConfigError, match="must return one item per sample"):
+        decode_batch(lambda b: 3, batch, "y")
+    agree = DecodedAgreement("y")
+    agree.update(decode_batch(lambda b: [np.array([1, 2]), "ab", 3, (4,)], batch, "y"),
+                 [(1, 2), "ax", 3, (5,)])
+    assert agree.figures()["decoded_agreement"] == 0.5 and "decoded_error_rate" not in agree.figures()  # 3 is no sequence
+
+
 # ---- memory ----
 
 def test_the_accumulators_keep_one_batch_whatever_the_data_size():

@@ -10,7 +10,8 @@ Measure:   profile, pipeline_profile, train_profile, find_max_rate, tune, confir
            convert_to_ir, inspect_model, hardware_info, describe_hardware, list_backends, cluster_hosts
 Read:      results, results_with_notes, stored_runs, point_row, studies, study_info, study_record, run_config
 Decide:    recommend, Constraints, with_efficiency, pareto_front, plan_allocation, verify_allocation, capacity
-Compare:   compare_runs, best_runs, ratio_sentences, layer_diff, stored_layer_profile, compare_hosts
+Compare:   compare_runs, best_runs, ratio_sentences, layer_diff, stored_layer_profile, compare_hosts,
+           precision_losses
 Share:     export, render, export_formats, deployment_for_study, write_report, plots
 Keep:      save_study_settings, save_layer_profile (what a face stores with a study)
 """
@@ -440,14 +441,20 @@ def layer_profiling_backends() -> tuple[str, ...]:
     return tuple(n for n in names() if get(n).layer_profiling)
 
 
-def results(study: str, db: str | Path | None = None, efficiency: bool = False, probes: bool = False):
+def results(study: str, db: str | Path | None = None, efficiency: bool = False, probes: bool = False,
+            outputs: bool = False):
     """A study's runs as a DataFrame (public columns first) with the columns `wb results` shows
     (`vs_fp32`, `tied_with_best`) and its notes in `df.attrs["notes"]`; `efficiency` instead adds
     per-core and %-of-peak columns.
 
     `probes` gives the study's probes instead: the arrival rates max-rate searches tried, each
-    naming the run it probed in `probe_of` (they are never among the runs).
+    naming the run it probed in `probe_of` (they are never among the runs). `outputs` gives the
+    accuracy guard's figures per output of each judged run instead, as the report shows them.
     """
+    if outputs:
+        from wb_core.analysis.results_view import output_figures
+
+        return output_figures(load_results(db or default_db(), study))
     if probes:
         return load_results(db or default_db(), study, probes=True)
     if not efficiency:
@@ -502,6 +509,17 @@ def layer_profile(study: str, run_key: str, db: str | Path | None = None, iterat
     from wb_core.analysis.layers import study_layer_profile
 
     return study_layer_profile(db or default_db(), study, run_key, iterations=iterations, reuse=reuse)
+
+
+def precision_losses(study: str, db: str | Path | None = None, measure: bool = False,
+                     iterations: int = 100) -> list[str]:
+    """Why each reduced precision (INT8, BF16) that ran slower than FP32 did, in one sentence each:
+    the layer types that took longer and what ran in which precision, from the layer profiles of the
+    slowest such run and its FP32 twin. `measure` profiles (and stores) those the study lacks."""
+    from wb_core.analysis.layers import check_iterations
+    from wb_core.analysis.precision_loss import study_loss_notes
+
+    return study_loss_notes(db or default_db(), study, measure=measure, iterations=check_iterations(iterations))
 
 
 def compare_hosts(study: str, db: str | Path | None = None, prices: dict | None = None, objective: str = "throughput",
@@ -727,6 +745,6 @@ __all__ = sorted([
     "parse_ci_target", "parse_number", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
     "tune", "confirm", "default_configs",
     "stored_runs", "point_row", "study_record", "save_study_settings", "save_layer_profile", "check_database",
-    "export_formats", "convert_to_ir", "cluster_hosts",
+    "export_formats", "convert_to_ir", "cluster_hosts", "precision_losses",
     *_REEXPORTS, *_MODULES,
 ])

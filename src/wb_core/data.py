@@ -442,7 +442,39 @@ def check_npz_headers(path: Path, limit: int = MAX_DATA_BYTES) -> dict[str, tupl
     if total > limit:
         raise ConfigError(f"Data file '{path}' declares {total / 2**30:,.1f} GiB of arrays; the limit is "
                           f"{limit / 2**30:g} GiB.")
+    check_parent_memory(total, f"Data file '{path}'")
     return out
+
+
+PARENT_MEMORY_SHARE = 0.9  # of the memory available (or left under the process's address-space limit)
+
+
+def parent_memory_room() -> tuple[int, str]:
+    """Bytes this process may still take before the system (or its own limit) stops it, and whence."""
+    import resource
+
+    import psutil
+
+    room, why = int(psutil.virtual_memory().available * PARENT_MEMORY_SHARE), "the memory this machine has free"
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        left = int((soft - psutil.Process().memory_info().vms) * PARENT_MEMORY_SHARE)
+        if left < room:
+            room, why = max(0, left), f"what is left of this process's address-space limit ({soft / 2**30:.1f} GiB)"
+    return room, why
+
+
+def check_parent_memory(needed: int, what: str) -> None:
+    """A ConfigError, before anything loads, when `needed` bytes would not fit in this process: the
+    system would kill it without a word (or numpy would fail half-way) otherwise."""
+    room, why = parent_memory_room()
+    if needed > room:
+        raise ConfigError(f"{what} needs {_gib(needed)} of memory to load, more than this process can take "
+                          f"({_gib(room)}: {why}); give fewer samples, or run where more memory is free.")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 def load_npz(path: Path) -> Dataset:

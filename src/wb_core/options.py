@@ -30,6 +30,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("int_ranges", "--int-range", "Integer input range"),
     Option("batch_axes", "--batch-axis", "Batch axis"),
     Option("output", "--output", "the output accuracy reads"),
+    Option("decode", "--decode", "the output's decoding"),
     Option("image_size", "--image-size", "Image size"),
     Option("channels", "--channels", "Channels"),
     Option("layout", "--layout", "Layout"),
@@ -51,6 +52,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("p99_ms", "--p99-ms", "p99 target (ms)"),
     Option("machine_cores", "--machine-cores", "Machine cores"),
     Option("iterations", "--iterations", "Layer profile iterations"),
+    Option("precision_layers", "--layers", "Layers tab"),
     Option("run", "--run", "Run"),
     # where things are
     Option("db", "--db", "Database"),

@@ -111,7 +111,7 @@ def build_report(db: str | Path, study: str, constraints=None, objective: str = 
     sections.append("<h2>Trade-offs</h2>" + _figures_html(figures))
     if layer_profile is not None:
         sections.append(_layers(layer_profile))
-    for extra in (_guard(df), _busy(df)):
+    for extra in (_precision_loss(db, study, df), _guard(df), _busy(df)):
         if extra:
             sections.append(extra)
     sections.append(_runs_table(df))
@@ -119,6 +119,16 @@ def build_report(db: str | Path, study: str, constraints=None, objective: str = 
     return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{CSS}</style></head>"
             f"<body>{''.join(sections)}</body></html>\n")
+
+
+def _precision_loss(db, study: str, df) -> str:
+    """Why a lower precision ran slower than FP32, from the stored layer profiles (empty when none lost)."""
+    from wb_core.analysis.precision_loss import study_loss_notes
+
+    notes = study_loss_notes(db, study, df)
+    if not notes:
+        return ""
+    return "<h2>Why a precision ran slower</h2>" + "".join(f"<p>{_e(n)}</p>" for n in notes)
 
 
 def write_report(db: str | Path, study: str, out: str | Path, **kwargs) -> Path:

@@ -95,7 +95,7 @@ def study_precision_options(spec: dict, frame, keys: list[str]):
         kw["subset_size"] = int(rec["subset_size"])
     if rec.get("metric"):
         kw["metric"] = rec["metric"]
-    for name in ("guard", "int8_recipe", "fallback_budget_s"):  # the accuracy guard and INT8 recipe it used
+    for name in ("guard", "int8_recipe", "fallback_budget_s", "decode"):  # the guard, INT8 recipe, decoding it used
         if rec.get(name) is not None:
             kw[name] = rec[name]
     if rec.get("image"):

@@ -44,10 +44,13 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
                                                     "of sequence lengths, LENGTH:WEIGHT,..., e.g. 128:0.8,384:0.2 "
                                                     "(a study swept with --dynamic-size)."),
               seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Recommend for one sequence length "
-                                                    "(default: one recommendation per length swept).")):
+                                                    "(default: one recommendation per length swept)."),
+              layers: bool = typer.Option(False, "--layers", help="Say why a lower precision ran slower than FP32 "
+                                          "from the layer profiles of both runs, profiling those not stored yet "
+                                          "(OpenVINO runs; a few seconds each).")):
     """Pick the best run under constraints and say why it won."""
+    from wb_core.api import precision_losses, results, run_label, study_info
     from wb_core.api import recommend as _recommend
-    from wb_core.api import results, run_label, study_info
 
     info = study_info(study, _db(db))
     df = results(study, _db(db), efficiency=True)
@@ -63,6 +66,8 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
     for i, r in enumerate(rec.runners_up, start=2):
         echo(f"  {i}. {run_label(r)}: p99 {r['latency_ms_p99']:.3g} ms, {r['throughput']:,.0f} samples/s "
                    f"(key {r['key']})")
+    for note in precision_losses(study, _db(db), measure=layers):
+        echo(f"note: {said(note)}")
 
 
 @app.command()
@@ -71,8 +76,9 @@ def report(study: str = typer.Option(..., "--study"), out: Path = typer.Option(P
            max_p99_ms: Optional[float] = MAX_P99, max_accuracy_drop: Optional[float] = MAX_DROP,
            max_memory_mb: Optional[float] = MAX_MEM, max_cores: Optional[int] = MAX_CORES,
            objective: str = OBJECTIVE,
-           layers: bool = typer.Option(False, "--layers", help="Add the per-layer profile of the recommended run "
-                                                             "(OpenVINO runs; takes a few seconds).")):
+           layers: bool = typer.Option(False, "--layers", help="Add the per-layer profile of the recommended run, "
+                                                             "and of a lower precision slower than FP32 with its "
+                                                             "FP32 twin (OpenVINO runs; takes a few seconds).")):
     """Write one self-contained HTML report (works offline): hardware, model, recommendation, plots, runs."""
     from wb_core.api import check_objective, check_output_file, write_report
 
@@ -80,7 +86,10 @@ def report(study: str = typer.Option(..., "--study"), out: Path = typer.Option(P
     constraints = _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores)
     profile = None
     if layers:
+        from wb_core.api import precision_losses
+
         profile = _recommended_layers(_db(db), study, constraints, check_objective(objective))
+        precision_losses(study, _db(db), measure=True)  # stored, so the report says why a precision lost
     path = write_report(_db(db), study, out, constraints=constraints, objective=objective, layer_profile=profile)
     echo(f"Wrote {path}")
 

@@ -129,6 +129,10 @@ def profile(
                                "outputs (auto: cosine). The guard also checks every output by its kind."),
     output: Optional[str] = typer.Option(None, "--output", help="The model output accuracy reads, by name "
                                          "(default: the first), e.g. sentence_embedding."),
+    decode: Optional[str] = typer.Option(None, "--decode", help="Your decoding of that output as "
+                                         "package.module:function (a batch of outputs -> one item per sample: a "
+                                         "label, a sequence, a string): the guard checks that each variant "
+                                         "decodes to FP32's items."),
     data_input: list[str] = typer.Option([], "--data-input", help="Map a model input to an array of the data, "
                                          "INPUT=ARRAY (repeatable); by default arrays are named after the inputs."),
     calib_size: int = typer.Option(300, "--calib-size", parser=count, help="Calibration samples for INT8 quantization."),
@@ -215,7 +219,7 @@ def profile(
         _fail("The smart search runs on this machine; leave out --cluster, or search with a grid.")
     prec = precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,
                                       output, data_input, accuracy_guard, int8_recipe, fallback_budget,
-                                      memory_budget)
+                                      memory_budget, decode)
     run = RunOptions(search=search, p99_ms=p99_ms, budget=budget, cluster=cluster, hosts=hosts, ship_model=ship_model,
                      timeout_s=timeout, remeasure_busy=remeasure_busy, ci_target=ci_target, max_rounds=max_rounds)
     summary = run_profile(path, spec, settings=settings, inputs=inputs, precision_options=prec, run=run, db=db,
@@ -247,12 +251,34 @@ def _find_max_rate(path, spec, p99_ms, db, study, settings, inputs):
 def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
             fmt: str = typer.Option("table", "--format", help="table, csv or json."),
             probes: bool = typer.Option(False, "--probes", help="Print the arrival rates max-rate searches tried "
-                                                                "(each names the run it probed) instead of the runs.")):
-    """Print a study's results (its runs; with --probes, its max-rate probes)."""
-    from wb_core.api import default_db, results, results_with_notes
+                                                                "(each names the run it probed) instead of the runs."),
+            outputs: bool = typer.Option(False, "--outputs", help="Print the accuracy guard's figures per output of "
+                                         "each INT8/BF16 run (what each output was read as, its figures against "
+                                         "FP32, the checks it failed) instead of the runs.")):
+    """Print a study's results (its runs; with --probes, its max-rate probes; with --outputs, the guard's
+    figures per output)."""
+    from wb_core.api import default_db, printable, results, results_with_notes
 
     if fmt not in ("table", "csv", "json"):
         _fail(f"Unknown format '{fmt}'; choose from table, csv, json.")
+    if probes and outputs:
+        _fail("Choose --probes or --outputs, not both.")
+    if outputs:
+        df = results(study, db or default_db(), outputs=True)
+        if fmt == "csv":
+            echo(df.to_csv(index=False), nl=False)
+        elif fmt == "json":
+            echo(df.to_json(orient="records", indent=2))
+        elif df.empty:
+            echo("(no INT8 or BF16 run has per-output figures: give data to measure accuracy)")
+        else:
+            for key, g in df.groupby("key", sort=False):
+                first = g.iloc[0]
+                echo(f"{first['run']} (key {key}): accuracy guard {first['accuracy_guard'] or '-'}")
+                for _, o in g.iterrows():
+                    echo(f"  '{printable(o['output'])}' read as {o['read_as']} ({printable(o['why'])}): "
+                         f"{o['figures']}")
+        return
     if probes:
         df, notes = results(study, db or default_db(), probes=True), []
     else:
@@ -287,7 +313,7 @@ MEASURED_COLUMNS = ["saturated", "latency_ms_p50", "latency_ms_p99",
 
 def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, image_size, image_scale, accuracy,
                                output=None, data_input=(), accuracy_guard="auto", int8_recipe="auto",
-                               fallback_budget=600.0, memory_budget=None):
+                               fallback_budget=600.0, memory_budget=None, decode=None):
     from wb_core.api import ImageOptions, PrecisionOptions
 
     mapping = {}
@@ -300,7 +326,7 @@ def precision_options_from_cli(data, metric, calib_size, max_accuracy_drop, imag
                             image=ImageOptions(size=ImageOptions.parse_size(image_size), scale=image_scale),
                             accuracy=accuracy, output=output, input_map=mapping, guard=accuracy_guard,
                             int8_recipe=int8_recipe, fallback_budget_s=fallback_budget,
-                            memory_budget_mb=memory_budget)
+                            memory_budget_mb=memory_budget, decode=decode)
 
 
 def _print_table(df, notes=()) -> None:

@@ -25,6 +25,10 @@ nvidia-pytriton 0.7.0 ships) and its backends' sources at branch r24.10:
   ignored without a word, so the export never writes one and notes what it cannot carry.
 - With max_batch_size > 1 the openvino backend fails every request batch other than
   max_batch_size unless ENABLE_BATCH_PADDING is YES (it then pads to max_batch_size).
+- Triton batches on axis 0 only: with max_batch_size > 0 every input and output gets a leading
+  batch dimension that `dims` leaves out. A model with an input whose batch is on another axis (a
+  recurrent state [layers, batch, hidden]) or with no batch at all (a scalar sample rate) is
+  exported with max_batch_size 0, dims holding each tensor's full shape, and no dynamic batching.
 - The tensorflow backend reads TF_NUM_INTRA_THREADS and TF_NUM_INTER_THREADS; the onnxruntime
   backend intra_op_thread_count and inter_op_thread_count (its README, r24.10).
 """
@@ -241,7 +245,7 @@ def openvino_parameters(dep: DeploymentConfig, lay: Layout, notes: list[str]) ->
             notes.append(f"The run asked OpenVINO for {precision}; Triton's openvino backend has no parameter for it "
                          "(HINT_BF16 accepts only YES), so OpenVINO's default applies: f32 on CPUs without AMX, "
                          "bf16 on CPUs with AMX.")
-    if dep.batch_size > 1:
+    if dep.batch_size > 1 and max_batch_size(dep):
         # Without it the backend fails every batch other than max_batch_size (a partly filled one).
         out["ENABLE_BATCH_PADDING"] = "YES"
         notes.append(f"ENABLE_BATCH_PADDING=YES: smaller batches are padded to {dep.batch_size}, so each one costs a "
@@ -300,23 +304,42 @@ def _parameters(dep: DeploymentConfig, lay: Layout, notes: list[str]) -> dict[st
     return {}
 
 
+def off_axis_inputs(dep: DeploymentConfig) -> dict[str, str]:
+    """Inputs Triton cannot batch on axis 0, each with why: its batch on another axis, or no batch at all."""
+    out = {}
+    for spec in dep.model.inputs:
+        shape, axis = list(spec.get("shape") or []), int(spec.get("batch_axis") or 0)
+        if not shape:
+            out[str(spec.get("name"))] = "has no batch dimension (a scalar)"
+        elif axis:
+            out[str(spec.get("name"))] = f"carries its batch on axis {axis} (shape {shape})"
+    return out
+
+
+def max_batch_size(dep: DeploymentConfig) -> int:
+    """config.pbtxt's max_batch_size: the run's batch, or 0 where Triton cannot batch the inputs on axis 0."""
+    return 0 if off_axis_inputs(dep) else dep.batch_size
+
+
 def _tensors(dep: DeploymentConfig, notes: list[str], shapes: dict | None = None):
-    """(inputs, outputs) as (name, triton dtype, dims without the batch) lists; outputs may be empty."""
+    """(inputs, outputs) as (name, triton dtype, dims) lists, dims without the batch (the full shape when
+    max_batch_size is 0); outputs may be empty."""
     from wb_core.export.modelio import ir_io
 
+    cut = 1 if max_batch_size(dep) else 0
     io = ir_io(dep.model.ir_path, shapes) if get(dep.backend).loads == "openvino-ir" or shapes else None
     if io is not None:
-        ins = [(t.name, t.dtype, t.shape[1:]) for t in io[0]]
-        outs = [(t.name, t.dtype, t.shape[1:]) for t in io[1]]
+        ins = [(t.name, t.dtype, t.shape[cut:]) for t in io[0]]
+        outs = [(t.name, t.dtype, t.shape[cut:]) for t in io[1]]
     else:
-        ins = [(str(s.get("name")), str(s.get("dtype")), list(s.get("shape") or [])[1:]) for s in dep.model.inputs]
+        ins = [(str(s.get("name")), str(s.get("dtype")), list(s.get("shape") or [])[cut:]) for s in dep.model.inputs]
         outs = []
         notes.append("Outputs are not listed (the model file was not at hand to read them): Triton's auto-complete "
                      "reads them from the model, so leave --disable-auto-complete-config off.")
     return ins, outs
 
 
-def _tensor_block(kind: str, tensors, notes: list[str]) -> str | None:
+def _tensor_block(kind: str, tensors, notes: list[str], batched: bool = True) -> str | None:
     items = []
     for name, dtype, dims in tensors:
         tt = INPUT_DTYPES_TRITON.get(str(dtype))
@@ -326,6 +349,8 @@ def _tensor_block(kind: str, tensors, notes: list[str]) -> str | None:
             continue
         if dims:
             shape = f"dims: [ {', '.join(str(int(x)) for x in dims)} ]"
+        elif not batched:  # a scalar, whole: Triton takes one value reshaped to nothing
+            shape = "dims: [ 1 ]\n    reshape: { shape: [ ] }"
         else:  # only the batch dimension: Triton wants dims [1], reshaped to nothing
             shape = "dims: [ 1 ]\n    reshape: { shape: [ ] }"
         items.append(f"  {{\n    name: {_q(name)}\n    data_type: {tt}\n    {shape}\n  }}")
@@ -347,10 +372,16 @@ def config_pbtxt(dep: DeploymentConfig, notes: list[str], lay: Layout | None = N
         lines += [f"backend: {_q(served.runtime)}"]
         if served.model_file:
             lines += [f"default_model_filename: {_q(served.model_file)}"]
-    lines.append(f"max_batch_size: {dep.batch_size}")
+    limit = max_batch_size(dep)
+    lines.append(f"max_batch_size: {limit}")
+    if not limit:
+        why = "; ".join(f"input '{n}' {w}" for n, w in off_axis_inputs(dep).items())
+        notes.append(f"max_batch_size is 0 and dims give each tensor's full shape: Triton batches on axis 0 only, "
+                     f"and {why}. Triton does not batch requests for this model, so each request is a whole "
+                     f"batch{f' of {dep.batch_size}, as measured' if dep.batch_size > 1 else ''}.")
     ins, outs = _tensors(dep, notes, shapes)
     for kind, tensors in (("input", ins), ("output", outs)):
-        block = _tensor_block(kind, tensors, notes)
+        block = _tensor_block(kind, tensors, notes, batched=bool(limit))
         if block:
             lines.append(block)
     if dep.capacity:
@@ -364,7 +395,7 @@ def config_pbtxt(dep: DeploymentConfig, notes: list[str], lay: Layout | None = N
             body.append(f"    host_policy: {_q(g.policy)}")
         groups.append("  {\n" + "\n".join(body) + "\n  }")
     lines.append("instance_group [\n" + ",\n".join(groups) + "\n]")
-    if dep.batch_size > 1:
+    if dep.batch_size > 1 and limit:
         # The run was fastest batching requests together, so let Triton form batches of that size.
         lines.append(f"dynamic_batching {{\n  preferred_batch_size: [ {dep.batch_size} ]\n"
                      f"  max_queue_delay_microseconds: {_queue_delay_us(dep)}\n}}")
@@ -503,6 +534,8 @@ class TritonPythonModel:
         self.dtypes = {o["name"]: pb_utils.triton_string_to_numpy(o["data_type"]) for o in config["output"]}
 
     def execute(self, requests):
+        if not self.batch:  # max_batch_size 0: each request is a whole batch, its tensors full shapes
+            return [self._whole(r) for r in requests]
         arrays = [[_array(pb_utils.get_input_tensor_by_name(r, n)) for n in self.inputs] for r in requests]
         sizes = [a[0].shape[0] for a in arrays] if self.batch else [1] * len(arrays)
         feed = []
@@ -521,6 +554,13 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
             start += n
         return responses
+
+    def _whole(self, request):
+        self.request.infer([np.ascontiguousarray(_array(pb_utils.get_input_tensor_by_name(request, n)))
+                            for n in self.inputs])
+        tensors = [_tensor(name, np.array(self.request.get_output_tensor(i).data, dtype=self.dtypes[name], copy=True))
+                   for i, name in enumerate(self.outputs)]
+        return pb_utils.InferenceResponse(output_tensors=tensors)
 
     def finalize(self):
         self.request = None

@@ -15,6 +15,10 @@ Each output is read as one kind, from its shape, its name and FP32's values on t
 - embedding, [n, D] with unit-length rows or a name with embed/pool/feature/hidden/vector: cosine.
 - values, anything else: cosine and the worst element's error relative to FP32's largest magnitude.
 
+A user's decoding (`decode`: a function from one output's batch [n, ...] to n task items, such as
+labels, token sequences or strings) adds the kind "decoded" for the output it reads: the share of
+samples whose items equal FP32's, and for sequences the edit distance against FP32's, per item.
+
 Every kind also gets the whole output's cosine and worst relative error, so a report can show how
 little they say about a detector's scores. Nothing here keeps an output: `update` takes one batch
 of the variant's and FP32's outputs and adds to running sums, one sample at a time, so memory
@@ -27,10 +31,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-KINDS = ("classes", "detection", "ctc", "tokens", "embedding", "values")
+KINDS = ("classes", "detection", "ctc", "tokens", "embedding", "values", "decoded")
 KIND_WORDS = {"classes": "class scores", "detection": "class scores of the detection head",
               "ctc": "a per-step class sequence (CTC)", "tokens": "per-token class scores",
-              "embedding": "an embedding", "values": "values"}
+              "embedding": "an embedding", "values": "values", "decoded": "items your decoding reads"}
 DETECTION_THRESHOLD = 0.25  # the score a detection needs (YOLO's usual confidence threshold)
 MATCH_IOU = 0.5  # a kept detection's box overlaps FP32's at least this much
 CTC_BLANK = 0  # PaddleOCR, wav2vec2 and most CTC heads put the blank first
@@ -260,6 +264,67 @@ class OutputAgreement:
             if kind == "ctc":
                 out.update(sequence_agreement=self.seq_same / self.n, sequences_same=self.seq_same,
                            cer=self.edits / self.ref_chars if self.ref_chars else float(self.edits > 0))
+        return out
+
+
+def decode_batch(decode, batch: np.ndarray, output: str, name: str = "") -> list:
+    """The task items `decode` reads from one output's batch, one per sample, each made comparable
+    (arrays and lists become tuples); a ConfigError names the function and the output otherwise."""
+    from wb_core.errors import ConfigError
+
+    who = f"The decoding '{name}'" if name else "The decoding function"
+    try:
+        items = decode(batch)
+    except ConfigError:
+        raise
+    except Exception as e:  # the user's function: its error is theirs to see, in one sentence
+        raise ConfigError(f"{who} failed on output '{output}' (a batch of shape {tuple(batch.shape)}): "
+                          f"{type(e).__name__}: {e}.") from None
+    try:
+        items = list(items)
+    except TypeError:
+        raise ConfigError(f"{who} must return one item per sample (a list); on output '{output}' it returned "
+                          f"{type(items).__name__}.") from None
+    if len(items) != len(batch):
+        raise ConfigError(f"{who} returned {len(items)} items for a batch of {len(batch)} samples of output "
+                          f"'{output}'; it must return one per sample.")
+    return [_comparable(i) for i in items]
+
+
+def _comparable(item):
+    if isinstance(item, np.ndarray):
+        item = item.tolist()
+    if isinstance(item, np.generic):
+        return item.item()
+    if isinstance(item, (list, tuple)):
+        return tuple(_comparable(i) for i in item)
+    return item
+
+
+class DecodedAgreement:
+    """Running counts comparing the items a user's decoding reads from a variant with FP32's."""
+
+    def __init__(self, output: str):
+        self.output = output
+        self.n = self.same = self.edits = self.ref_len = 0
+        self.sequences = True  # every item so far a sequence (str or tuple): an edit rate means something
+
+    def update(self, candidate: list, reference: list) -> None:
+        for c, r in zip(candidate, reference):
+            self.n += 1
+            self.same += int(c == r)
+            if self.sequences and isinstance(c, (str, tuple)) and isinstance(r, (str, tuple)):
+                self.edits += edit_distance(list(c), list(r))
+                self.ref_len += len(r)
+            else:
+                self.sequences = False
+
+    def figures(self) -> dict:
+        if not self.n:
+            return {"samples": 0}
+        out = {"samples": self.n, "decoded_agreement": self.same / self.n, "decoded_same": self.same}
+        if self.sequences:
+            out["decoded_error_rate"] = self.edits / self.ref_len if self.ref_len else float(self.edits > 0)
         return out
 
 

@@ -29,13 +29,16 @@ decides, and the verdict names the output and the figure that failed:
 | embedding | cosine | at least 0.99 |
 | values | cosine | at least 0.99 |
 | values | worst element's error over FP32's largest magnitude | at most 0.25 (5) |
+| decoded | a user's decoded items identical to FP32's | at least 0.95 (6) |
+| decoded | edit distance of decoded sequences, per item of FP32's | at most 0.02 (6) |
 
 Why these numbers: (1) a good INT8 classifier changes its top class only on near ties (93-99%
 agreement on real data), while broken ones were seen at 44-78% with a cosine still >= 0.99;
 (2) box coordinates (hundreds of pixels) swamp the scores (0-1) in a whole output's cosine: a head
 whose scores alone had a cosine of 0.71 had a whole cosine of 0.999; (3) INT8 boxes move by a pixel
 or two, not by a fifth of their size; (4) a recogniser at a cosine of 0.9902 read 9 of 64 lines
-differently (0.86); (5) a quarter of the output's range is no rounding error.
+differently (0.86); (5) a quarter of the output's range is no rounding error; (6) the CTC head's
+limits, for a task the user's own decoding reads (labels, sequences, strings).
 
 A number given as the guard is the limit of the headline metric's drop; the output checks keep
 their limits; "off" turns both off. A variant whose accuracy could not be measured is failed too:
@@ -58,11 +61,13 @@ DEFAULT_LIMITS = {"top1": 0.01, "top5": 0.01, "cosine": 0.01}
 OUTPUT_LIMITS = {"top1_agreement": (True, 0.90), "top5_agreement": (True, 0.98), "score_cosine": (True, 0.99),
                  "detections_kept": (True, 0.90), "detections_added": (False, 0.10), "box_iou": (True, 0.80),
                  "sequence_agreement": (True, 0.95), "cer": (False, 0.02), "token_agreement": (True, 0.90),
-                 "cosine": (True, 0.99), "worst_relative_error": (False, 0.25)}
+                 "cosine": (True, 0.99), "worst_relative_error": (False, 0.25),
+                 "decoded_agreement": (True, 0.95), "decoded_error_rate": (False, 0.02)}
 KIND_CHECKS = {"classes": ("top1_agreement", "top5_agreement"),
                "detection": ("detections_kept", "detections_added", "box_iou", "score_cosine"),
                "ctc": ("sequence_agreement", "cer"), "tokens": ("token_agreement",), "embedding": ("cosine",),
-               "values": ("cosine", "worst_relative_error")}
+               "values": ("cosine", "worst_relative_error"),
+               "decoded": ("decoded_agreement", "decoded_error_rate")}
 BOUNDED = ("top1", "top5", "cosine")  # metrics whose drop cannot exceed 1 (or 2 for cosine)
 
 PASSED, FAILED, OFF = "passed", "failed", "off"
@@ -146,7 +151,7 @@ class Guard:
                 higher, limit = OUTPUT_LIMITS[figure]
                 ok = math.isfinite(value) and (value >= limit if higher else value <= limit)
                 checks.append({"output": out["output"], "figure": figure, "value": value, "limit": limit,
-                               "passed": bool(ok)})
+                               "passed": bool(ok), "kind": out.get("kind")})
         return checks
 
     def verdict(self, metric: str | None, precision: str, reference: float | None, value: float | None,
@@ -160,10 +165,12 @@ class Guard:
         checks = self.check_outputs(outputs)
         failed = [c for c in checks if not c["passed"]]
         label = precision.upper()
-        kinds = {o["output"]: o for o in outputs}
+        # An output may be read twice (as its kind, and by a user's decoding): a check belongs to its own reading.
+        kinds = {(o["output"], o.get("kind")): o for o in outputs}
         if failed:
             first = failed[0]
-            words = f"{label} fails the accuracy guard on " + check_words(first, kinds.get(first["output"], {}))
+            words = f"{label} fails the accuracy guard on " + check_words(
+                first, kinds.get((first["output"], first.get("kind")), {}))
             if len(failed) > 1:
                 words += "; also missed: " + ", ".join(f"{short_words(c)} on '{c['output']}'" for c in failed[1:])
             if cols.get("accuracy_guard") == FAILED:
@@ -173,8 +180,8 @@ class Guard:
             cols.update(accuracy_guard=FAILED, accuracy_guard_note=words)
         elif checks:
             summary = "; ".join(f"'{o['output']}' ({KIND_WORDS.get(o['kind'], o['kind'])}) "
-                                + ", ".join(short_words(c) for c in checks if c["output"] == o["output"])
-                                for o in outputs if any(c["output"] == o["output"] for c in checks))
+                                + ", ".join(short_words(c) for c in checks if _of(c, o))
+                                for o in outputs if any(_of(c, o) for c in checks))
             if cols.get("accuracy_guard") != FAILED:
                 cols["accuracy_guard"] = PASSED
             note = cols.get("accuracy_guard_note")
@@ -194,6 +201,11 @@ class Guard:
     def passes(self, metric: str, drop: float | None) -> bool:
         limit = self.limit_for(metric)
         return limit is None or (drop is not None and math.isfinite(drop) and drop <= limit)
+
+
+def _of(check: dict, output: dict) -> bool:
+    """Whether a check belongs to this reading of an output."""
+    return check["output"] == output["output"] and check.get("kind", output.get("kind")) == output.get("kind")
 
 
 def _share(x: float) -> str:
@@ -230,6 +242,11 @@ def check_words(check: dict, output: dict) -> str:
         what = f"its decoded sequences differ from FP32's by a character error rate of {v:.1%} (at most {limit:.0%})"
     elif f == "token_agreement":
         what = f"it agrees with FP32's top class at {_share(v)} of steps (at least {_share(limit)} must)"
+    elif f == "decoded_agreement":
+        what = (f"{fig.get('decoded_same')} of {fig.get('samples')} samples decode to FP32's items "
+                f"(at least {_share(limit)} must)")
+    elif f == "decoded_error_rate":
+        what = f"its decoded sequences differ from FP32's by an edit rate of {v:.1%} (at most {limit:.0%})"
     elif f == "cosine":
         what = f"it has a cosine similarity to FP32 of {v:.3f} (at least {limit:g})"
     elif f == "worst_relative_error":
@@ -242,14 +259,15 @@ def check_words(check: dict, output: dict) -> str:
 SHORT = {"top1_agreement": "top-1 agreement", "top5_agreement": "top-5 agreement", "score_cosine": "score cosine",
          "detections_kept": "detections kept", "detections_added": "detections added", "box_iou": "box IoU",
          "sequence_agreement": "sequences identical", "cer": "character error rate",
-         "token_agreement": "step agreement", "cosine": "cosine", "worst_relative_error": "worst relative error"}
+         "token_agreement": "step agreement", "cosine": "cosine", "worst_relative_error": "worst relative error",
+         "decoded_agreement": "decoded items identical", "decoded_error_rate": "decoded edit rate"}
 
 
 def short_words(check: dict) -> str:
     """'top-1 agreement 99.2%' / 'cosine 0.998'."""
     f, v = check["figure"], check["value"]
     shares = ("top1_agreement", "top5_agreement", "detections_kept", "detections_added", "sequence_agreement",
-              "cer", "token_agreement", "worst_relative_error")
+              "cer", "token_agreement", "worst_relative_error", "decoded_agreement", "decoded_error_rate")
     return f"{SHORT.get(f, f)} {_share(v) if f in shares else format(v, '.3f')}"
 
 

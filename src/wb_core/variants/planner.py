@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from wb_core.accuracy import Metric, import_path_of, is_import_path, reference_targets, resolve_metric
+from wb_core.accuracy import Metric, import_path_of, is_import_path, load_function, reference_targets, resolve_metric
 from wb_core.backends.registry import get as get_backend
 from wb_core.backends.registry import ir_backend, title
 from wb_core.config import RunConfig
@@ -58,6 +58,9 @@ class PrecisionOptions:
     int8_recipe: str = "auto"  # the first INT8 recipe to try; "auto": the model family's own
     fallback_budget_s: float = DEFAULT_BUDGET_S  # time the INT8 fallbacks may take after the first recipe
     memory_budget_mb: float | None = None  # a batch of outputs, FP32's and a variant's; None: half the free memory
+    # The user's decoding of the judged output (a function, or its import path package.module:function):
+    # a batch [n, ...] -> n task items (labels, sequences, strings) compared between FP32 and each variant.
+    decode: str | Callable | None = None
     # Variant files built before, "backend/precision" -> path (e.g. the INT8 IR a study measured):
     # used as they are, so a confirmation measures the very model the study measured.
     variants: dict = field(default_factory=dict)
@@ -73,7 +76,9 @@ class PrecisionOptions:
                "max_accuracy_drop": self.max_accuracy_drop, "accuracy": self.accuracy, "output": self.output,
                "input_map": dict(self.input_map), "int8_recipe": self.int8_recipe,
                "fallback_budget_s": self.fallback_budget_s, "memory_budget_mb": self.memory_budget_mb,
-               "guard": self.guard.limit if isinstance(self.guard, Guard) else self.guard}
+               "guard": self.guard.limit if isinstance(self.guard, Guard) else self.guard,
+               "decode": self.decode if isinstance(self.decode, str) else import_path_of(self.decode)
+               if callable(self.decode) else None}
         if self.image != ImageOptions():
             out["image"] = dataclasses.asdict(self.image)
         return out
@@ -102,6 +107,11 @@ class PrecisionOptions:
             raise ConfigError(f"The memory budget must be a number of megabytes above 0; got {m!r}.")
         if isinstance(self.metric, str):
             resolve_metric(self.metric)  # an unknown name fails here, before any work
+        if self.decode is not None and not callable(self.decode):
+            if not is_import_path(self.decode):
+                raise ConfigError(f"The decoding is a function, or its import path package.module:function; got "
+                                  f"{self.decode!r}.")
+            load_function(str(self.decode), "decoding")  # a missing module or name fails here, before any work
 
 
 MEMORY_SHARE = 0.5  # of the memory available when accuracy is measured: the default memory budget
@@ -586,6 +596,12 @@ class VariantPlanner:
                      "figures": figures.get(kind["output"], {})}
             entry["checks"] = self.options.guard.check_outputs([entry])
             out.append(entry)
+        decoded = evaluation.get("decoded")
+        if decoded:  # the user's decoding of one output: its own reading, judged beside the output's kind
+            entry = {"output": decoded["output"], "kind": "decoded", "kind_reason": f"decoded by {decoded['by']}",
+                     "figures": decoded["figures"]}
+            entry["checks"] = self.options.guard.check_outputs([entry])
+            out.append(entry)
         return out
 
     def _accuracy_columns(self, backend: str, precision: str, untouched: bool = False) -> dict:
@@ -669,7 +685,11 @@ class VariantPlanner:
         metric = self.options.metric
         if isinstance(metric, Metric):
             metric = metric.fn or metric.name
-        if isinstance(metric, str):
+        return self._function_spec(metric, "metric")
+
+    def _function_spec(self, metric, what: str):
+        """A name or function as a worker can take it: the string, an import path, or pickled by value."""
+        if metric is None or isinstance(metric, str):
             return metric
         path = import_path_of(metric)
         if path:
@@ -677,9 +697,9 @@ class VariantPlanner:
         try:
             import cloudpickle
         except ImportError:
-            raise ConfigError("The metric function is defined where another process cannot import it (a notebook, a "
-                              "lambda, a nested function): define it in a module and give it, or its import path "
-                              "package.module:function.") from None
+            raise ConfigError(f"The {what} function is defined where another process cannot import it (a notebook, "
+                              f"a lambda, a nested function): define it in a module and give it, or its import path "
+                              f"package.module:function.") from None
         import base64
 
         return {"pickled": base64.b64encode(cloudpickle.dumps(metric)).decode()}
@@ -692,7 +712,8 @@ class VariantPlanner:
         task = {"task": "wb_core.variants.tasks:task_evaluate", "backend": backend, "data": str(self._eval_data_path()),
                 "variant": {"model_path": str(path), "precision": precision, "untouched": untouched},
                 "judged": [self.options.output] if self.options.output else None, "headline": self.options.output,
-                "metric": self._metric_spec(), **plan, "spool": str(self._spool_dir(backend)), "write": reference,
+                "metric": self._metric_spec(), "decode": self._function_spec(self.options.decode, "decoding"),
+                **plan, "spool": str(self._spool_dir(backend)), "write": reference,
                 "budget": self.memory_budget(), "batch_axes": self._batch_axes()}
         if not reference:
             basis = self._basis(backend)
@@ -706,7 +727,7 @@ class VariantPlanner:
             self._accuracy[key] = {"value": res.get("value"), "output_names": res.get("outputs"),
                                    "judged": res.get("judged"), "headline": res.get("headline"),
                                    "kinds": res.get("kinds"), "agreement": res.get("agreement"),
-                                   "batch": res.get("batch"), "samples": res.get("samples"),
+                                   "decoded": res.get("decoded"), "batch": res.get("batch"), "samples": res.get("samples"),
                                    "checked": res.get("ok"), "samples_per_s": res.get("samples_per_s"),
                                    "capped_by_disk": res.get("capped_by_disk"), "data_samples": res.get("data_samples")}
         except ConfigError:

@@ -209,6 +209,22 @@ def _headline_metric(task: dict, ds):
     return metric, lambda lo, hi, ref: reference_targets(spec, ref)[1]
 
 
+def _decoding(spec):
+    """(the user's decoding function, its name in sentences) from a task's spec, or (None, "")."""
+    if spec is None:
+        return None, ""
+    if isinstance(spec, dict) and "pickled" in spec:
+        import base64
+
+        import cloudpickle
+
+        fn = cloudpickle.loads(base64.b64decode(spec["pickled"]))
+        return fn, getattr(fn, "__name__", "decode")
+    from wb_core.accuracy import load_function
+
+    return load_function(str(spec), "decoding"), str(spec)
+
+
 def task_evaluate(task: dict) -> None:
     """Run the validation samples through one variant batch by batch; emit its accuracy figures.
 
@@ -225,7 +241,14 @@ def task_evaluate(task: dict) -> None:
     from wb_core.config import InputOptions, RunConfig
     from wb_core.data import check_inputs
     from wb_core.model_inputs import with_batch_axes
-    from wb_core.variants.agreement import OutputAgreement, OutputKind, RunningScore, read_kind
+    from wb_core.variants.agreement import (
+        DecodedAgreement,
+        OutputAgreement,
+        OutputKind,
+        RunningScore,
+        decode_batch,
+        read_kind,
+    )
 
     ds = _load(task["data"])
     v = task["variant"]
@@ -256,6 +279,8 @@ def task_evaluate(task: dict) -> None:
     kinds = [OutputKind.from_dict(k) for k in task["kinds"]] if task.get("kinds") else None
     judged, headline = task.get("judged"), task.get("headline")
     metric, targets_of = _headline_metric(task, ds)
+    decode, decode_name = _decoding(task.get("decode"))
+    decoded = None
     score = RunningScore(metric)
     agreements: list = []
     names: list[str] = []
@@ -291,11 +316,18 @@ def task_evaluate(task: dict) -> None:
             spool.write(k, outs)
             if kinds is None:
                 kinds = [read_kind(name, a) for name, a in zip(judged, outs)]
+            if decode is not None and k == 0:  # FP32 tries the user's decoding first: a broken one fails here
+                decode_batch(decode, outs[judged.index(headline)], headline, decode_name)
         else:
             if not agreements:
                 agreements = [OutputAgreement(kind) for kind in kinds]
             for acc, out, ref in zip(agreements, outs, refs):
                 acc.update(out, ref)
+            if decode is not None:
+                h = judged.index(headline)
+                decoded = decoded or DecodedAgreement(headline)
+                decoded.update(decode_batch(decode, outs[h], headline, decode_name),
+                               decode_batch(decode, refs[h], headline, decode_name))
         h = judged.index(headline)
         score.update(outs[h], targets_of(done, done + m, refs[h]))
         done += m
@@ -305,6 +337,8 @@ def task_evaluate(task: dict) -> None:
            "executed_precision": session.info().get("executed_precision"), "samples": done, "batch": batch,
            "kinds": [kd.to_dict() for kd in kinds or []], "value": score.value, "metric": metric.name,
            "agreement": [{"output": a.kind.output, "figures": a.figures()} for a in agreements],
+           **({"decoded": {"output": decoded.output, "by": decode_name, "figures": decoded.figures()}}
+              if decoded is not None else {}),
            "samples_per_s": round(done / seconds, 1) if seconds > 0 else None,
            **({"capped_by_disk": capped["disk_free"], "data_samples": ds.size} if capped else {})})
 

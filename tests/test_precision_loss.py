@@ -1,0 +1,91 @@
+"""Why a lower precision ran slower than FP32, in words, from the two runs' layer profiles."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from analysis_data import make_study_db, run
+from wb_core import api
+from wb_core.analysis.layers import LAYER_COLUMNS, LayerProfile
+from wb_core.analysis.precision_loss import loss_notes, slow_pairs
+from wb_core.cli import app
+
+
+def _profile(key: str, rows: list[tuple], batch: int = 1) -> LayerProfile:
+    df = pd.DataFrame([(n, t, f"x_{p}", p, ms, ms, 0.0, "EXECUTED") for n, t, p, ms in rows],
+                      columns=list(LAYER_COLUMNS))
+    df["share"] = df["time_ms"] / df["time_ms"].sum()
+    return LayerProfile(key=key, label=key, iterations=10, batch_size=batch,
+                        layers=df.sort_values("time_ms", ascending=False, ignore_index=True))
+
+
+FP32 = [("conv1", "Convolution", "f32", 0.10), ("fc", "FullyConnected", "f32", 0.20),
+        ("pool", "AvgPool", "f32", 0.02)]
+# Convolution got slower in u8, FullyConnected faster, and quantization added Reorder layers.
+INT8 = [("conv1", "Convolution", "u8", 0.40), ("fc", "FullyConnectedQuantizedLegacy", "u8", 0.05),
+        ("pool", "AvgPool", "f32", 0.02), ("conv1_f32_u8", "Reorder", "f32", 0.03)]
+
+
+def _runs():
+    return [run(precision="fp32", thr=1000.0), run(precision="int8", thr=300.0),
+            run(precision="fp32", batch=8, thr=4000.0), run(precision="int8", batch=8, thr=3600.0),
+            run(precision="bf16", thr=1500.0)]  # BF16 faster: nothing to explain
+
+
+def test_the_slowest_pair_per_precision_is_explained_by_the_layer_types_that_took_longer():
+    df = pd.DataFrame(_runs())
+    pairs = slow_pairs(df)
+    assert [(p.precision, p.ratio) for p in pairs] == [("int8", pytest.approx(0.3))]  # b1 lost most; bf16 won
+    fp32_key, int8_key = df["key"].iloc[0], df["key"].iloc[1]
+    assert (pairs[0].key, pairs[0].fp32_key) == (int8_key, fp32_key)
+    profiles = {int8_key: _profile(int8_key, INT8), fp32_key: _profile(fp32_key, FP32)}
+    [note] = loss_notes(df, profiles.get)
+    assert note.startswith("INT8 ran at 0.30x the throughput of FP32"), note
+    assert "the layer types that took longer were Convolution (0.1 ms -> 0.4 ms, ran in u8)" in note, note
+    assert "Reorder (added by INT8: 0.03 ms, ran in f32)" in note, note
+    assert "FullyConnected" not in note.split("In INT8")[0]  # it got faster: not a reason
+    assert "In INT8 the layers ran in u8 90% of the time (Convolution, FullyConnected)" in note, note
+    assert "f32 10% of the time (Reorder, AvgPool)" in note, note
+
+
+def test_without_profiles_the_note_says_which_two_runs_to_profile():
+    df = pd.DataFrame(_runs())
+    [note] = loss_notes(df, lambda key: None)
+    assert df["key"].iloc[1] in note and df["key"].iloc[0] in note and "profile both runs" in note
+    assert "(--layers)" in api.word_for_cli(note)
+    assert loss_notes(pd.DataFrame([run(precision="fp32"), run(precision="int8", thr=2000.0)]), lambda k: None) == []
+
+
+def test_real_profile_rows_name_the_slower_type_in_results_recommend_and_report(lenet_ir, tmp_path):
+    """A real layer profile of the LeNet IR, and an INT8 one made from its rows with the slowest type
+    four times slower: `wb results`, `wb recommend` and the report name that type."""
+    from wb_core.analysis.layers import profile_layers
+    from wb_core.config import RunConfig
+
+    fp32_run, int8_run = run(precision="fp32", thr=1000.0), run(precision="int8", thr=400.0)
+    real = profile_layers(lenet_ir, RunConfig(backend="openvino", precision="fp32", threads=1), iterations=5, key=fp32_run["key"])
+    assert not real.layers.empty
+    by_type = real.layers.groupby("type")["time_ms"].sum()
+    slow_type = by_type.idxmax()  # read from the measured rows, not from the code under test
+    layers = real.layers.copy()
+    hit = layers["type"] == slow_type
+    layers.loc[hit, "time_ms"] *= 4
+    layers.loc[hit, "precision"] = "u8"
+    reduced = LayerProfile(key=int8_run["key"], label="int8", iterations=5, batch_size=1, layers=layers)
+    db = tmp_path / "r.db"
+    make_study_db(db, [fp32_run, int8_run])
+    api.save_layer_profile("t", fp32_run["key"], real, db)
+    api.save_layer_profile("t", int8_run["key"], reduced, db)
+
+    [note] = api.precision_losses("t", db)
+    assert f"the layer types that took longer were {slow_type} (" in note and "ran in u8" in note, note
+    res = CliRunner().invoke(app, ["results", "--study", "t", "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    assert f"were {slow_type} (" in res.output and "INT8 ran at 0.40x" in res.output, res.output
+    res = CliRunner().invoke(app, ["recommend", "--study", "t", "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    assert "note: INT8 ran at 0.40x the throughput of FP32" in res.output and slow_type in res.output, res.output
+    html = api.build_report(db, "t")
+    assert "Why a precision ran slower" in html and f"were {slow_type} (" in html
