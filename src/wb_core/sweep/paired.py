@@ -312,6 +312,7 @@ class PairedOutcome:
     looks: int = 1
     quiet_only: bool = True
     failed: str | None = None
+    fallback: str | None = None  # why fresh rounds are needed instead (nothing was measured paired)
     loaded: dict = dataclasses.field(default_factory=dict)  # index -> what its session runs
     rounds: dict = dataclasses.field(default_factory=dict)  # index -> round numbers stored
 
@@ -378,27 +379,31 @@ def compare_paired(paths: list[Path], configs: list[RunConfig], settings: Measur
 def measure_paired(ctx, configs: list[RunConfig], pairs: list[tuple[int, int]], **options) -> PairedOutcome:
     """A paired comparison inside a sweep context: each configuration's variant prepared by `ctx`,
     every cycle stored as it arrives, as one round of each configuration (numbered after the rounds
-    the study holds already), with `design` "paired" and the cycle's order. A worker that fails
-    before any cycle fails every configuration, with its reason."""
+    the study holds already), with `design` "paired" and the cycle's order. Copies that would not fit
+    in memory measure nothing (`fallback` says why); a worker that fails before any cycle fails every
+    configuration, with its reason."""
     paths, extras = [], []
     for c in configs:
         path, extra = ctx.variant(c)
         paths.append(path)
         extras.append(extra)
+    why = memory_conflict(paths, configs)
+    if why:
+        return PairedOutcome(configs=list(configs), fallback=why, stopped=why)
     keys = {c.key for c in configs}
     base = 1 + max((int(r["round"]) for r in ctx.store.rounds(ctx.study) if r["key"] in keys), default=-1)
     loaded: dict[int, dict] = {}
     stored: dict[int, list[int]] = {i: [] for i in range(len(configs))}
 
     def on_loaded(i: int, metrics: dict) -> None:
-        loaded[i] = {k: v for k, v in metrics.items() if k not in ("load_ms", "compile_ms")}
+        loaded[i] = metrics
 
     def on_cycle(msg: dict) -> None:
         r = base + int(msg["cycle"])
         for i, (c, block) in enumerate(zip(configs, msg["blocks"])):
             ctx.record_round(c, r, "ok", {**extras[i], **loaded.get(i, {}), **block, "design": PAIRED,
-                                          "cycle_order": [configs[j].key for j in msg["order"]],
-                                          "stable": True})
+                                          "cycle_busy": bool(msg.get("busy")),
+                                          "cycle_order": [configs[j].key for j in msg["order"]], "stable": True})
             stored[i].append(r)
 
     out = compare_paired(paths, configs, ctx.settings, ctx.inputs, pairs, on_cycle=on_cycle, on_loaded=on_loaded,
@@ -410,6 +415,33 @@ def measure_paired(ctx, configs: list[RunConfig], pairs: list[tuple[int, int]], 
     return out
 
 
+def run_paired(model, db, study: str, configs: list[RunConfig], pairs: list[tuple[int, int]], *,
+               settings: MeasureSettings | None = None, inputs: InputOptions | None = None, precision=None,
+               progress: bool = False, cancel=None, **options) -> PairedOutcome:
+    """Measure `configs` side by side in one worker in study `study` (see `measure_paired`); pairs
+    (a, b) are compared B over A. Configurations that cannot share one worker (`worker_conflict` with
+    the first) or a model whose variants change the configurations (one quantized beforehand) are not
+    measured: `fallback` says why, for the caller to measure fresh rounds instead."""
+    from wb_core.config import SweepSpec
+    from wb_core.sweep.context import SweepContext
+
+    for c in configs[1:]:
+        why = worker_conflict(configs[0], c)
+        if why:
+            return PairedOutcome(configs=list(configs), fallback=f"{c.label()} cannot share a worker: {why}")
+    ctx = SweepContext(model, db, study, configs, settings=settings, inputs=inputs, precision=precision,
+                       progress=progress, cancel=cancel, repeats=2)
+    if [c.key for c in ctx.planner.adapt(configs)] != [c.key for c in configs]:
+        return PairedOutcome(configs=list(configs), fallback="the model holds INT8 weights already, so its "
+                                                             "configurations change with the variant it runs")
+    with ctx.open(ctx.spec_record(sweep=SweepSpec(repeats=2).to_dict(), design=PAIRED)):
+        for c in configs:
+            why = ctx.infeasible(c)
+            if why:
+                return PairedOutcome(configs=list(configs), fallback=f"{c.label()} cannot run here: {why}")
+        return measure_paired(ctx, configs, pairs, **options)
+
+
 __all__ = ["DIFFERENCE", "EQUIVALENT", "PAIRED", "ROUNDS", "UNDECIDED", "PairedOutcome", "block_orders",
-           "compare_paired", "judge", "log_ratios", "measure_paired", "memory_conflict", "task_paired",
+           "compare_paired", "judge", "log_ratios", "measure_paired", "memory_conflict", "run_paired", "task_paired",
            "worker_conflict"]
