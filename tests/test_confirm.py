@@ -201,3 +201,47 @@ def test_confirm_measures_busy_rounds_again_once_and_a_smaller_one_says_what_it_
         assert "even after they were measured again once" in again["verdict"]
     else:
         assert "busy machine" not in again["verdict"]
+
+
+def test_confirm_measures_side_by_side_what_shares_a_worker_and_says_the_rules_answer(lenet_ir, db, fast):
+    from wb_core.api import confirm, profile
+    from wb_core.store import Store
+
+    profile(lenet_ir, db=db, study="p", precisions="fp32", batch_sizes="1", threads="1", settings=fast,
+            accuracy=False)
+    out = confirm("p", db, rounds=2, settings=fast, max_s=4)
+    # Every OpenVINO default differs from the pick only in what its compiled model is given.
+    assert out["design"] == "paired" and set(out["measured_in"].values()) == {"paired"}
+    assert out["outcome"] in ("difference", "equivalent", "undecided")
+    d = out["decisions"]["gain"]
+    assert d.outcome == out["outcome"] and (d.ratio.ratio, d.ratio.low, d.ratio.high) == pytest.approx(
+        (out["gain"].ratio, out["gain"].low, out["gain"].high))
+    words = {"difference": "differs beyond +-3%", "equivalent": "is equivalent within +-3%",
+             "undecided": "is undecided"}[out["outcome"]]
+    if out["tuned"]["key"] != max(out["defaults"].values(), key=lambda r: r["throughput"])["key"]:
+        assert words in out["verdict"]
+    assert "Measured side by side in one worker" in out["verdict"]
+    with Store(db, readonly=True) as s:
+        rounds = [r for r in s.rounds("p-confirm") if r["status"] == "ok"]
+    keys = {r["key"] for r in rounds}
+    assert len(keys) == len(set(out["frame"]["key"])) >= 3
+    for r in rounds:  # each cycle stored as a round of every configuration, with the order it ran in
+        assert r["metrics"]["design"] == "paired" and sorted(r["metrics"]["cycle_order"]) == sorted(keys)
+    assert len(rounds) == len(keys) * len({r["round"] for r in rounds})
+
+
+def test_a_pick_pinned_to_its_cores_keeps_fresh_rounds_and_says_why(lenet_ir, db, fast):
+    import subprocess
+    import sys
+
+    from wb_core.api import profile
+
+    profile(lenet_ir, db=db, study="c", precisions="fp32", batch_sizes="1", threads="1", cores="0", settings=fast,
+            accuracy=False)
+    r = subprocess.run([sys.executable, "-m", "wb_core.cli", "confirm", "--study", "c", "--db", str(db),
+                        "--rounds", "2"], capture_output=True, text=True, timeout=600)
+    out = r.stdout
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "In fresh interleaved rounds, each in its own worker, beside the pick" in out
+    assert "its cores differs, which takes a process of its own" in out
+    assert "gain: " in out and any(w in out for w in ("difference (", "equivalent (", "undecided ("))
