@@ -245,3 +245,17 @@ def test_a_pick_pinned_to_its_cores_keeps_fresh_rounds_and_says_why(lenet_ir, db
     assert "In fresh interleaved rounds, each in its own worker, beside the pick" in out
     assert "its cores differs, which takes a process of its own" in out
     assert "gain: " in out and any(w in out for w in ("difference (", "equivalent (", "undecided ("))
+
+
+@pytest.mark.slow
+def test_copies_that_would_not_fit_in_memory_fall_back_to_fresh_rounds_and_say_why(lenet_ir, db, fast, monkeypatch):
+    import wb_core.sweep.paired as paired
+    from wb_core.api import confirm, profile
+
+    profile(lenet_ir, db=db, study="m", precisions="fp32", batch_sizes="1", threads="1", settings=fast,
+            accuracy=False)
+    monkeypatch.setattr(paired, "MEMORY_SHARE", 0.0)  # no memory to spare: not even two copies fit
+    out = confirm("m", db, rounds=2, settings=fast)
+    assert out["design"] == "rounds" and set(out["measured_in"].values()) == {"rounds"}
+    assert "copies side by side would take about" in out["verdict"] and "available now" in out["verdict"]
+    _confirm_checks(out, db, lenet_ir)

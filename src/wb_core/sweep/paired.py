@@ -33,6 +33,7 @@ from wb_core.stats import DIFFERENCE, EQUIVALENT, UNDECIDED, Decision, decide, l
 
 BLOCK_S = 0.3  # seconds of one block: short enough to alternate often, long enough for a slow model
 DISCARD_S = 0.06  # the start of each block, left out: caches warm again after the other config ran
+BLOCK_REQUESTS = 12  # a block is made longer for a slow model: at least this many requests
 FIRST_LOOK_S = 3.0  # seconds of measuring before the stopping rule first looks
 MARGIN = 0.03  # the band within which two configurations are called equivalent
 PRECISION = 0.03  # a difference is said once its 95% interval is within this fraction too
@@ -246,6 +247,7 @@ def task_paired(task: dict) -> None:
     _process_settings(configs[0], task.get("memory_limit_mb"))
     settings = MeasureSettings(**task["settings"])
     runners = []
+    request_s = 0.0  # the slowest configuration's request, warm
     for i, (cfg, spec) in enumerate(zip(configs, task["configs"])):
         opts = with_point_shapes(InputOptions.from_dict(task.get("inputs")), cfg)
         t0 = time.perf_counter()
@@ -261,13 +263,18 @@ def task_paired(task: dict) -> None:
                                                        settings.seed))
         runner = _Runner(session, batches, cfg.batch_size, concurrency)
         warm_up(runner.infer, batches, settings, heartbeat=lambda: emit({"type": "heartbeat"}))
+        t1 = time.perf_counter()
+        runner.infer(batches[0])
+        request_s = max(request_s, time.perf_counter() - t1)
         runners.append(runner)
         emit({"type": "loaded", "index": i, "load_s": time.perf_counter() - t0, "metrics": {**extra, **info}})
     pairs = [tuple(p) for p in task["pairs"]]
     max_s, metric = float(task["max_s"]), task.get("metric", "throughput")
     looks = look_times(min(FIRST_LOOK_S, max_s), max_s)
     rng_seed = int(task.get("seed", 0))
-    block_s, discard_s = float(task.get("block_s", BLOCK_S)), float(task.get("discard_s", DISCARD_S))
+    # A block holds at least BLOCK_REQUESTS of the slowest request, and leaves out at least two of them.
+    block_s = max(float(task.get("block_s", BLOCK_S)), BLOCK_REQUESTS * request_s)
+    discard_s = max(float(task.get("discard_s", DISCARD_S)), 2 * request_s)
     cycles: list[dict] = []
     start = time.perf_counter()
     looked, reason, orders = 0, "time", []
@@ -294,7 +301,7 @@ def task_paired(task: dict) -> None:
         if elapsed >= max_s:
             break
     emit({"type": "result", "cycles": len(cycles), "stopped": reason, "elapsed_s": time.perf_counter() - start,
-          "looks": len(looks)})
+          "looks": len(looks), "block_s": block_s, "discard_s": discard_s})
 
 
 # ---- parent side ----
