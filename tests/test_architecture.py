@@ -94,6 +94,10 @@ BENCHMARK_INTERNALS = {
     "wb_core.export.tritonserver": "serving.py finds the tritonserver binary before it plans its runs",
     "wb_core.cli": "dashboard_start.py starts `wb dashboard` as a user does and reads its fallback page source",
     "wb_core.cli.dashboard": "(the same)",
+    "wb_core.sweep.paired": "comparison_design.py reads each side-by-side block's own figures (CPU time, trimmed "
+                            "windows, the order of each cycle), which a confirmation sums up",
+    "wb_core.stats": "comparison_design.py computes each design's ratio from the same per-round and per-cycle "
+                     "values the verdicts use",
 }
 
 

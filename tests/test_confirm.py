@@ -25,11 +25,12 @@ def cpu_flags() -> set[str]:
 BF16_CPU = bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
 
 
-def _rounds(db, study: str, key: str) -> dict[int, float]:
+def _rounds(db, study: str, key: str, left_out=()) -> dict[int, float]:
     from wb_core.store import Store
 
     with Store(db, readonly=True) as s:
-        return {int(r["round"]): float(r["metrics"]["throughput"]) for r in s.rounds(study, key) if r["status"] == "ok"}
+        return {int(r["round"]): float(r["metrics"]["throughput"]) for r in s.rounds(study, key)
+                if r["status"] == "ok" and int(r["round"]) not in left_out}
 
 
 def paired_ratio(a: dict[int, float], b: dict[int, float]) -> tuple[float, float, float]:
@@ -41,8 +42,8 @@ def paired_ratio(a: dict[int, float], b: dict[int, float]) -> tuple[float, float
     return math.exp(m), math.exp(m - half), math.exp(m + half)
 
 
-def _check_ratio(got, db, study, base_key, new_key):
-    want = paired_ratio(_rounds(db, study, base_key), _rounds(db, study, new_key))
+def _check_ratio(got, db, study, base_key, new_key, left_out=()):
+    want = paired_ratio(_rounds(db, study, base_key, left_out), _rounds(db, study, new_key, left_out))
     assert got is not None
     assert got.ratio == pytest.approx(want[0], rel=1e-9)
     assert (got.low, got.high) == pytest.approx(want[1:], rel=1e-3)  # the t quantile comes from a table
@@ -65,7 +66,8 @@ def _confirm_checks(out, db, model):
     assert defaults["OpenVINO untouched"]["executed_precision"] == ("bf16" if BF16_CPU else "f32")
     assert int(defaults["OpenVINO THROUGHPUT hint"]["requests_in_flight"]) == _optimal_requests(model)
     best = max(defaults.values(), key=lambda r: r["throughput"])
-    _check_ratio(out["gain"], db, name, best["key"], t["key"])
+    cut = out["left_out_cycles"]  # cycles side by side measured busy, when enough quiet ones were left
+    _check_ratio(out["gain"], db, name, best["key"], t["key"], cut)
     g = out["gain"]  # the verdict's words follow the interval
     if t["key"] == best["key"]:
         assert "is a runtime default itself" in out["verdict"]
@@ -76,8 +78,8 @@ def _confirm_checks(out, db, model):
         assert out["recommended"]["key"] == best["key"]
     hinted = out["same_variant_hint"]
     assert hinted is not None and hinted["hint"] == "throughput"
-    _check_ratio(out["precision_gain"], db, name, best["key"], hinted["key"])
-    _check_ratio(out["tuning_gain"], db, name, hinted["key"], t["key"])
+    _check_ratio(out["precision_gain"], db, name, best["key"], hinted["key"], cut)
+    _check_ratio(out["tuning_gain"], db, name, hinted["key"], t["key"], cut)
     if hinted["key"] == best["key"]:  # the pick's variant under the hint is the best default itself
         assert "is that default itself" in out["verdict"]
     else:
@@ -199,3 +201,61 @@ def test_confirm_measures_busy_rounds_again_once_and_a_smaller_one_says_what_it_
         assert "even after they were measured again once" in again["verdict"]
     else:
         assert "busy machine" not in again["verdict"]
+
+
+def test_confirm_measures_side_by_side_what_shares_a_worker_and_says_the_rules_answer(lenet_ir, db, fast):
+    from wb_core.api import confirm, profile
+    from wb_core.store import Store
+
+    profile(lenet_ir, db=db, study="p", precisions="fp32", batch_sizes="1", threads="1", settings=fast,
+            accuracy=False)
+    out = confirm("p", db, rounds=2, settings=fast, max_s=4)
+    # Every OpenVINO default differs from the pick only in what its compiled model is given.
+    assert out["design"] == "paired" and set(out["measured_in"].values()) == {"paired"}
+    assert out["outcome"] in ("difference", "equivalent", "undecided")
+    d = out["decisions"]["gain"]
+    assert d.outcome == out["outcome"] and (d.ratio.ratio, d.ratio.low, d.ratio.high) == pytest.approx(
+        (out["gain"].ratio, out["gain"].low, out["gain"].high))
+    words = {"difference": "differs beyond +-3%", "equivalent": "is equivalent within +-3%",
+             "undecided": "is undecided"}[out["outcome"]]
+    if out["tuned"]["key"] != max(out["defaults"].values(), key=lambda r: r["throughput"])["key"]:
+        assert words in out["verdict"]
+    assert "Measured side by side in one worker" in out["verdict"]
+    with Store(db, readonly=True) as s:
+        rounds = [r for r in s.rounds("p-confirm") if r["status"] == "ok"]
+    keys = {r["key"] for r in rounds}
+    assert len(keys) == len(set(out["frame"]["key"])) >= 3
+    for r in rounds:  # each cycle stored as a round of every configuration, with the order it ran in
+        assert r["metrics"]["design"] == "paired" and sorted(r["metrics"]["cycle_order"]) == sorted(keys)
+    assert len(rounds) == len(keys) * len({r["round"] for r in rounds})
+
+
+def test_a_pick_pinned_to_its_cores_keeps_fresh_rounds_and_says_why(lenet_ir, db, fast):
+    import subprocess
+    import sys
+
+    from wb_core.api import profile
+
+    profile(lenet_ir, db=db, study="c", precisions="fp32", batch_sizes="1", threads="1", cores="0", settings=fast,
+            accuracy=False)
+    r = subprocess.run([sys.executable, "-m", "wb_core.cli", "confirm", "--study", "c", "--db", str(db),
+                        "--rounds", "2"], capture_output=True, text=True, timeout=600)
+    out = r.stdout
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "In fresh interleaved rounds, each in its own worker, beside the pick" in out
+    assert "its cores differs, which takes a process of its own" in out
+    assert "gain: " in out and any(w in out for w in ("difference (", "equivalent (", "undecided ("))
+
+
+@pytest.mark.slow
+def test_copies_that_would_not_fit_in_memory_fall_back_to_fresh_rounds_and_say_why(lenet_ir, db, fast, monkeypatch):
+    import wb_core.sweep.paired as paired
+    from wb_core.api import confirm, profile
+
+    profile(lenet_ir, db=db, study="m", precisions="fp32", batch_sizes="1", threads="1", settings=fast,
+            accuracy=False)
+    monkeypatch.setattr(paired, "MEMORY_SHARE", 0.0)  # no memory to spare: not even two copies fit
+    out = confirm("m", db, rounds=2, settings=fast)
+    assert out["design"] == "rounds" and set(out["measured_in"].values()) == {"rounds"}
+    assert "copies side by side would take about" in out["verdict"] and "available now" in out["verdict"]
+    _confirm_checks(out, db, lenet_ir)

@@ -345,9 +345,19 @@ def default_configs(backends, batch_size: int = 1, seq_len: int | None = None, s
 def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, objective: str = "throughput",
             constraints=None, settings: MeasureSettings | None = None, allow_unmeasured_accuracy: bool = False,
             model: str | Path | None = None, progress: bool = False, precision_options=None,
-            seq_len: int | None = None, max_configs: int | None = None, remeasure_busy: bool = True) -> dict:
-    """Measure the recommendation, its runner-up and the runtime's real defaults again, in `rounds`
-    interleaved rounds (study `<study>-confirm`), and say what tuning is worth, with its interval.
+            seq_len: int | None = None, max_configs: int | None = None, remeasure_busy: bool = True,
+            design: str = "auto", max_s: float | None = None, margin: float | None = None) -> dict:
+    """Measure the recommendation, its runner-up and the runtime's real defaults again (study
+    `<study>-confirm`), and say what tuning is worth, with its interval.
+
+    `design` "auto" (or "paired") measures the pick side by side in one worker with every
+    configuration that differs from it only in what its compiled model is given, in alternating
+    blocks, until each comparison's interval lies outside +-`margin` (a difference) or inside it
+    (equivalent) or `max_s` seconds are spent (default: about what `rounds` fresh rounds would take,
+    at most 30 s); the others (another runtime, other cores) keep `rounds` interleaved fresh rounds
+    beside the pick (study `<study>-confirm-rounds`), and so does everything with "rounds". The
+    verdict says which design measured what and why, and which of the three the rule concluded
+    (`outcome`, `decisions`).
 
     Everything the study used is used again: the model file (which must be unchanged), data,
     calibration size, text and tokenizer, shapes and sequence length, measuring settings and the
@@ -362,7 +372,8 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
     rests on busy rounds.
 
     Returns {"recommended", "tuned", "defaults", "gain", "precision_gain", "tuning_gain",
-    "same_variant_hint", "tuned_is_better", "verdict", "study", "frame", "busy", "failed"}; the
+    "same_variant_hint", "tuned_is_better", "verdict", "study", "frame", "busy", "failed", "design",
+    "design_sentence", "outcome", "decisions", "paired"}; the
     gains are wb_core.stats.Ratio: tuned over the best default; the pick's variant under the hint
     over the best default (what the precision buys); tuned over that (what tuning buys).
     """
@@ -372,7 +383,8 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
     return confirm_study(study, db or default_db(), rounds=rounds, objective=objective, constraints=constraints,
                          settings=settings, allow_unmeasured_accuracy=allow_unmeasured_accuracy, model=model,
                          progress=progress, precision_options=precision_options, seq_len=seq_len,
-                         max_configs=max_configs, remeasure_busy=remeasure_busy)
+                         max_configs=max_configs, remeasure_busy=remeasure_busy, design=design, max_s=max_s,
+                         margin=margin)
 
 
 def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, study: str | None = None,

@@ -19,13 +19,14 @@ import numpy as np
 LEVEL = 0.95
 
 
-def t_quantile(df: int) -> float:
-    """The 97.5% quantile of Student's t with `df` degrees of freedom (a 95% two-sided interval)."""
+def t_quantile(df: int, level: float = LEVEL) -> float:
+    """The upper quantile of Student's t with `df` degrees of freedom for a two-sided interval at
+    `level` (0.95: the 97.5% quantile)."""
     from scipy.stats import t as student_t  # here, not at the top: scipy.stats takes a while to import
 
     if df < 1:
         return math.inf
-    return float(student_t.ppf(0.5 + LEVEL / 2, df))
+    return float(student_t.ppf(0.5 + level / 2, df))
 
 
 @dataclass(frozen=True)
@@ -118,3 +119,102 @@ def ratio(a_values, b_values, a_rounds=None, b_rounds=None) -> Ratio | None:
 def _pct(r: float) -> str:
     v = (r - 1) * 100
     return f"{v:+.0f}%" if abs(v) >= 1 else f"{v:+.1f}%"
+
+
+def log_ratio_interval(log_ratios, level: float = LEVEL) -> Ratio | None:
+    """B over A from paired log ratios log(B_i / A_i): the exponent of their mean, with a Student-t
+    interval at `level`; None without a finite value, no interval (n 1) from one."""
+    d = np.asarray([float(v) for v in log_ratios if v is not None and math.isfinite(float(v))], dtype=np.float64)
+    if d.size == 0:
+        return None
+    m = float(d.mean())
+    if d.size == 1:
+        return Ratio(math.exp(m), math.exp(m), math.exp(m), 1, True)
+    half = t_quantile(d.size - 1, level) * float(d.std(ddof=1)) / math.sqrt(d.size)
+    return Ratio(math.exp(m), math.exp(m - half), math.exp(m + half), int(d.size), True)
+
+
+# The three answers of a sequential comparison.
+DIFFERENCE, EQUIVALENT, UNDECIDED = "difference", "equivalent", "undecided"
+MIN_PAIRS = 4  # pairs before the stopping rule looks at all: a t interval from fewer says little
+
+
+def look_times(first_s: float, max_s: float, growth: float = 1.5) -> list[float]:
+    """When a sequential comparison looks at its data, in seconds of measuring: `first_s`, then each
+    look `growth` times later, and `max_s` last. Known before measuring starts, so the error can be
+    spent over a fixed number of looks."""
+    out, t = [], float(first_s)
+    while t < max_s:
+        out.append(t)
+        t *= growth
+    return out + [float(max_s)]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a sequential comparison concluded: `outcome` one of DIFFERENCE (the ratio's interval lies
+    outside the band 1/(1+margin) .. 1+margin), EQUIVALENT (inside it) or UNDECIDED (neither by the
+    last look). `ratio` carries the 95% interval; `low`/`high` the wider one the rule read, at
+    `decision_level` (the error 1 - LEVEL spent evenly over `looks` looks, Bonferroni), so a difference
+    is called where there is none, or equivalence where the true ratio is outside the band, in at
+    most 5% of comparisons however often it looked."""
+
+    outcome: str
+    ratio: Ratio
+    low: float
+    high: float
+    margin: float
+    looks: int
+    decision_level: float
+    precise: bool = True  # the 95% interval is within the precision asked for (when one was)
+
+    @property
+    def half_width(self) -> float:
+        """Half the 95% interval's width as a fraction of the ratio."""
+        return (self.ratio.high - self.ratio.low) / 2 / self.ratio.ratio
+
+    def sentence(self, what: str = "The ratio") -> str:
+        m = f"+-{100 * self.margin:g}%"
+        rule = f"decided at {100 * self.decision_level:.1f}% per look over {self.looks} look(s)"
+        wrong = f"so each answer is wrong in at most {100 * (1 - LEVEL):g}% of comparisons"
+        if self.outcome == DIFFERENCE:
+            return f"{what} differs beyond {m}: {self.ratio.percent()}, {rule}, {wrong}."
+        if self.outcome == EQUIVALENT:
+            return f"{what} is equivalent within {m}: {self.ratio.percent()}, {rule}, {wrong}."
+        return (f"{what} is undecided: {self.ratio.percent()}; its interval still straddles {m} when the time "
+                f"was up ({rule}).")
+
+    @property
+    def settled(self) -> bool:
+        """Decided, and a difference said precisely enough (`precise`): measuring more would add nothing."""
+        return self.outcome == EQUIVALENT or (self.outcome == DIFFERENCE and self.precise)
+
+    def to_dict(self) -> dict:
+        return {"outcome": self.outcome, "ratio": self.ratio.ratio, "low": self.ratio.low, "high": self.ratio.high,
+                "n": self.ratio.n, "decision_low": self.low, "decision_high": self.high, "margin": self.margin,
+                "looks": self.looks, "decision_level": self.decision_level}
+
+
+def decide(log_ratios, margin: float, looks: int = 1, precision: float | None = None) -> Decision | None:
+    """The stopping rule on paired log ratios: DIFFERENCE when the interval at the spent level lies
+    outside +-`margin`, EQUIVALENT when inside it, else UNDECIDED. `precision` (0.03) only says
+    whether a difference is `settled`: whether its 95% interval is also within that fraction of the
+    ratio, so the figure said beside it is worth quoting (else measuring goes on while time allows).
+    None without data."""
+    if not margin > 0:
+        raise ValueError(f"margin must be positive; got {margin!r}")
+    r95 = log_ratio_interval(log_ratios)
+    if r95 is None:
+        return None
+    looks = max(1, int(looks))
+    level = 1 - (1 - LEVEL) / looks
+    wide = log_ratio_interval(log_ratios, level)
+    lo_band, hi_band = 1 / (1 + margin), 1 + margin
+    outcome = UNDECIDED
+    if r95.n >= MIN_PAIRS:
+        if wide.low > hi_band or wide.high < lo_band:
+            outcome = DIFFERENCE
+        elif wide.low >= lo_band and wide.high <= hi_band:
+            outcome = EQUIVALENT
+    precise = precision is None or (r95.high - r95.low) / 2 / r95.ratio <= precision
+    return Decision(outcome, r95, wide.low, wide.high, margin, looks, level, precise)

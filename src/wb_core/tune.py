@@ -410,8 +410,13 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     configs += [h for h in hints if h.key not in leaders]
     rounds_time = plan.leaders_until - (time.monotonic() - t0)
     per_round = len(configs) * cost
+    side_by_side = False
     if cancelled():
         pass
+    elif len(configs) >= 2 and rounds_time >= 2 * cost and shares_one_worker(configs):
+        notes += _leaders_side_by_side(described, db, study, configs, rounds_time, settings, inputs, prec, progress,
+                                       cancel, say)
+        side_by_side = not notes[-1].startswith("The leaders were not measured side by side")
     elif rounds_time >= 2 * per_round:  # the --ci machinery starts from 3 rounds: 2 more than the search's
         extra = max(1, int(rounds_time / per_round) - 2)
         say(f"Measuring the {len(leaders)} leader(s) and the THROUGHPUT hint in rounds until they separate or "
@@ -422,8 +427,9 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         notes += [n for n in s2.notes if n not in notes]
     else:
         notes.append("No time left for extra rounds on the leaders: the recommendation rests on one round each.")
-    notes += _remeasure_busy_leaders(described, db, study, configs, plan, t0, cost, settings, inputs, prec, progress,
-                                     say)
+    if not side_by_side:  # side by side, busy cycles are left out of the decision, or it says it rests on them
+        notes += _remeasure_busy_leaders(described, db, study, configs, plan, t0, cost, settings, inputs, prec,
+                                         progress, say)
 
     # 4. Recommend.
     with Store(db, readonly=True) as store:
@@ -450,7 +456,8 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
             f"(about {confirm_cost(cost, fmt, rounds, n_configs):.0f} s of the {left():.0f} s left).")
         retry = _busy_retry_fits(left(), cost, fmt, rounds, n_configs, budget)
         conf = confirm_study(study, db, rounds=rounds, settings=settings, progress=progress,
-                             allow_unmeasured_accuracy=False, max_configs=n_configs, remeasure_busy=retry)
+                             allow_unmeasured_accuracy=False, max_configs=n_configs, remeasure_busy=retry,
+                             max_s=paired_confirm_time(left(), cost, fmt, rounds))
         if conf.get("busy") and not retry:
             notes.append(f"The confirmation's busy rounds ({', '.join(conf['busy'])}) were not measured again: no "
                          f"time left in the budget.")
@@ -472,6 +479,43 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     return TuneResult(study=study, answer=answer, recommended=final, recommendation=rec, confirmation=conf,
                       export_path=str(export_path) if export_path else None, elapsed_s=time.monotonic() - t0,
                       budget_s=budget, notes=notes, variants=outcomes, plan=plan)
+
+
+def paired_confirm_time(left: float, cost: float, fmt: str, rounds: int) -> float:
+    """Seconds the confirmation's side-by-side comparison may measure: what is left, less the worker's
+    start and, for a TensorFlow model, the fresh rounds its default and the pick need beside it (the
+    stopping rule usually ends it much sooner)."""
+    tf = fmt in ("savedmodel", "keras")
+    fresh = rounds * (2 * cost + TF_START_S) if tf else 0.0
+    return max(3.0, left - WORKER_START_S - fresh)
+
+
+def shares_one_worker(configs: list[RunConfig]) -> bool:
+    """Whether the configurations differ only in what a compiled model or session is given."""
+    from wb_core.sweep.paired import worker_conflict
+
+    return all(worker_conflict(configs[0], c) is None for c in configs[1:])
+
+
+def _leaders_side_by_side(described, db, study, configs, seconds, settings, inputs, prec, progress, cancel,
+                          say) -> list[str]:
+    """The leaders (and the runtime's THROUGHPUT hint) measured side by side in one worker, each cycle
+    stored as a round of each, until the first leader's comparison with every other one is decided
+    or the leaders' share of the budget is spent; the notes say what the stopping rule concluded."""
+    from wb_core.sweep.paired import run_paired
+
+    say(f"Measuring the {len(configs)} leading configuration(s) side by side in one worker, in alternating blocks, "
+        f"until they separate or fall within +-3% (at most {seconds:.0f} s).")
+    out = run_paired(described, db, study, configs, [(0, j) for j in range(1, len(configs))], settings=settings,
+                     inputs=inputs, precision=prec, progress=progress, cancel=cancel,
+                     max_s=max(2.0, seconds - WORKER_START_S))
+    if out.fallback:
+        return [f"The leaders were not measured side by side: {out.fallback}."]
+    notes = [str(out.sentence())]
+    for (_, j), d in out.decisions.items():
+        if d is not None:
+            notes.append(d.sentence(f"{configs[j].label()} over {configs[0].label()}"))
+    return notes
 
 
 def _busy_retry_fits(left: float, cost: float, fmt: str, rounds: int, configs: int, budget: float) -> bool:

@@ -13,6 +13,7 @@ default) and what tuning buys on top (the pick against that same variant under t
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
@@ -111,10 +112,14 @@ def study_precision_options(spec: dict, frame, keys: list[str]):
 def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughput", constraints=None,
                   settings: MeasureSettings | None = None, allow_unmeasured_accuracy: bool = False,
                   model=None, progress: bool = False, precision_options=None, seq_len: int | None = None,
-                  max_configs: int | None = None, remeasure_busy: bool = True) -> dict:
+                  max_configs: int | None = None, remeasure_busy: bool = True, design: str = "auto",
+                  max_s: float | None = None, margin: float | None = None) -> dict:
     """See `wb_core.api.confirm`. `max_configs` plans a smaller confirmation (`smaller`);
     `remeasure_busy` measures the rounds stored as busy once more before the verdict (else the
-    verdict says they were not)."""
+    verdict says they were not). `design`: "auto" measures the pick side by side in one worker with
+    every configuration that can share one (`wb_core.sweep.paired`), the rest in fresh rounds;
+    "paired" the same; "rounds" fresh rounds for all. `max_s`: seconds the paired comparison may
+    measure; `margin`: its equivalence band (0.03: +-3%)."""
     from wb_core.analysis.recommend import recommend, with_efficiency
     from wb_core.backends.registry import backend_formats, names
     from wb_core.store import Store, load_results
@@ -164,23 +169,128 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
     for c in configs.values():
         unique.setdefault(c.key, c)
     name = f"{study}-confirm"
-    run_sweep(path, SweepSpec(repeats=rounds), db, name, settings=settings, inputs=inputs,
-              configs=list(unique.values()), progress=progress, precision=prec)
-    with Store(db, readonly=True) as store:
-        busy = store.busy_keys(name) & set(unique)
-    if busy and remeasure_busy:  # once: a verdict should not rest on rounds others disturbed
-        run_sweep(path, SweepSpec(repeats=rounds), db, name, settings=settings, inputs=inputs,
-                  configs=[unique[k] for k in unique if k in busy], progress=progress, precision=prec,
-                  remeasure_busy=True)
-    res = load_results(db, name).set_index("key", drop=False)
-    rows = {label: res.loc[c.key].to_dict() for label, c in configs.items() if c.key in res.index}
-    out = verdict(rows, set(defaults), objective, name, res.reset_index(drop=True),
-                  remeasured=bool(busy) and remeasure_busy)
+    if design not in DESIGNS:
+        raise ConfigError(f"The comparison design must be one of {', '.join(DESIGNS)}; got {design!r}.")
+    shared, fresh_why = split_by_worker(configs, design)
+    paired_out = None
+    if len({configs[label].key for label in shared}) >= 2:
+        from wb_core.sweep.paired import MARGIN, MAX_S, run_paired
+
+        order = list(dict.fromkeys(configs[label].key for label in shared))
+        by_key = {configs[label].key: configs[label] for label in shared}
+        index = {k: i for i, k in enumerate(order)}
+        pairs = comparison_pairs({label: index[configs[label].key] for label in shared}, set(defaults))
+        paired_out = run_paired(path, db, name, [by_key[k] for k in order], pairs, settings=settings, inputs=inputs,
+                                precision=prec, progress=progress, metric=_metric(objective),
+                                margin=margin or MARGIN,
+                                max_s=max_s or paired_time(rounds, len(order), settings, MAX_S))
+        if paired_out.fallback:  # nothing measured side by side: every configuration gets fresh rounds
+            fresh_why = {label: paired_out.fallback for label in configs if label != "tuned"}
+            shared = []
+    elif shared:
+        fresh_why.update({label: "it is the pick itself" for label in shared if label != "tuned"})
+        shared = []
+    fresh = [label for label in configs if label not in shared or label == "tuned"]
+    fresh = fresh if len({configs[label].key for label in fresh}) >= 2 else []
+    rounds_name = f"{name}-rounds" if shared else name
+    busy: set[str] = set()
+    if fresh:
+        unique: dict[str, RunConfig] = {}
+        for label in fresh:
+            unique.setdefault(configs[label].key, configs[label])
+        run_sweep(path, SweepSpec(repeats=rounds), db, rounds_name, settings=settings, inputs=inputs,
+                  configs=list(unique.values()), progress=progress, precision=prec)
+        with Store(db, readonly=True) as store:
+            busy = store.busy_keys(rounds_name) & set(unique)
+        if busy and remeasure_busy:  # once: a verdict should not rest on rounds others disturbed
+            run_sweep(path, SweepSpec(repeats=rounds), db, rounds_name, settings=settings, inputs=inputs,
+                      configs=[unique[k] for k in unique if k in busy], progress=progress, precision=prec,
+                      remeasure_busy=True)
+    studies = {}
+    if shared:
+        studies[PAIRED_DESIGN] = (name, shared)
+    if fresh:
+        studies[ROUNDS_DESIGN] = (rounds_name, fresh)
+    measured, frames = {}, []
+    for kind, (study_name, labels) in studies.items():
+        res = load_results(db, study_name).set_index("key", drop=False)
+        frames.append(res.reset_index(drop=True))
+        measured[kind] = {label: {**res.loc[configs[label].key].to_dict(), "study": study_name}
+                          for label in labels if configs[label].key in res.index}
+    import pandas as pd
+
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    out = verdict(measured, set(defaults), objective, name if shared else rounds_name, frame,
+                  remeasured=bool(busy) and remeasure_busy, paired=paired_out)
+    if isinstance(out.get("recommended"), dict) and out["recommended"].get("study"):
+        out["study"] = out["recommended"]["study"]  # where the recommended run is stored (for an export)
+    out["design"] = "+".join(studies) or ROUNDS_DESIGN
+    out["paired"] = paired_out
+    out["design_sentence"] = design_sentence(paired_out, fresh_why, shared)
+    out["verdict"] += " " + out["design_sentence"]
     if left_out:
         out["left_out"] = left_out
         out["verdict"] += (f" Left out of this confirmation for time: {', '.join(left_out)} "
-                           f"({len(unique)} configurations measured).")
+                           f"({len({c.key for c in configs.values()})} configurations measured).")
     return out
+
+
+DESIGNS = ("auto", "paired", "rounds")
+PAIRED_DESIGN, ROUNDS_DESIGN = "paired", "rounds"
+
+
+def paired_time(rounds: int, configs: int, settings: MeasureSettings, most: float) -> float:
+    """Seconds a paired comparison may measure when none are given: what `rounds` fresh rounds of
+    `configs` configurations would spend measuring, at least 3 s and at most `most`."""
+    return min(most, max(3.0, rounds * configs * (settings.warmup_s + settings.max_time_s)))
+
+
+def _metric(objective: str) -> str:
+    return "latency_ms_p99" if objective == "latency" else "throughput"
+
+
+def split_by_worker(configs: dict[str, RunConfig], design: str) -> tuple[list[str], dict[str, str]]:
+    """Which labels are measured side by side with the pick in one worker, and why each other one
+    keeps fresh rounds (`design` "rounds": all of them)."""
+    from wb_core.sweep.paired import worker_conflict
+
+    if design == ROUNDS_DESIGN:
+        return [], {label: "fresh rounds were asked for" for label in configs if label != "tuned"}
+    tuned = configs["tuned"]
+    shared, why = ["tuned"], {}
+    for label, c in configs.items():
+        if label == "tuned":
+            continue
+        conflict = worker_conflict(tuned, c)
+        if conflict is None:
+            shared.append(label)
+        else:
+            why[label] = conflict
+    return shared, why
+
+
+def comparison_pairs(index: dict[str, int], default_labels: set[str]) -> list[tuple[int, int]]:
+    """The (base, new) pairs the stopping rule decides: the pick over each other configuration, and
+    the pick's variant under the hint over each default (what the precision buys)."""
+    t = index["tuned"]
+    pairs = [(i, t) for label, i in index.items() if i != t]
+    hinted = index.get(SAME_VARIANT)
+    if hinted is not None and hinted != t:
+        pairs += [(index[d], hinted) for d in default_labels if d in index and index[d] not in (hinted, t)]
+    return list(dict.fromkeys(pairs))
+
+
+def design_sentence(paired, fresh_why: dict[str, str], shared: list[str]) -> str:
+    """How the confirmation was measured, and why a configuration kept fresh rounds."""
+    parts = []
+    if shared:
+        others = [label for label in shared if label != "tuned"]
+        parts.append(f"The pick and {', '.join(others)}: " + str(paired.sentence()))
+    if fresh_why:
+        rest = "; ".join(f"{label} ({why})" for label, why in fresh_why.items() if label not in shared)
+        if rest:
+            parts.append(f"In fresh interleaved rounds, each in its own worker, beside the pick: {rest}.")
+    return " ".join(parts)
 
 
 def smaller(configs: dict[str, RunConfig], default_labels: set[str], objective: str,
@@ -216,11 +326,42 @@ def _study_inputs(spec: dict) -> InputOptions:
     return InputOptions.from_dict(d)
 
 
-def _gain(base: dict, new: dict, objective: str) -> Ratio | None:
-    """How many times better `new` is than `base` on the objective, paired by round."""
+def _rounds_of(row: dict, objective: str, drop: set[int]) -> dict[int, float]:
+    """Round -> the objective's value of one row, rounds in `drop` left out."""
+    name = "round_p99" if objective == "latency" else "round_throughput"
+    ids, values = row.get("round_ids"), row.get(name)
+    if not isinstance(ids, (list, tuple)) or not isinstance(values, (list, tuple)) or len(ids) != len(values):
+        return {}
+    return {int(i): float(v) for i, v in zip(ids, values)
+            if int(i) not in drop and v is not None and v == v and float(v) > 0}
+
+
+def _gain(base: dict, new: dict, objective: str, drop: set[int] = frozenset(), paired: bool = True) -> Ratio | None:
+    """How many times better `new` is than `base` on the objective, paired by round (`paired`: the two
+    rows' rounds are the same cycles or rounds; else they are compared unpaired); rounds in `drop` are
+    left out (cycles measured busy)."""
+    a, b = _rounds_of(base, objective, drop), _rounds_of(new, objective, drop)
+    if not a or not b:
+        return None
     if objective == "latency":  # lower is better: base's p99 over new's
-        return ratio(new["round_p99"], base["round_p99"], new.get("round_ids"), base.get("round_ids"))
-    return ratio(base["round_throughput"], new["round_throughput"], base.get("round_ids"), new.get("round_ids"))
+        a, b = b, a
+    if not paired:
+        return ratio(list(a.values()), list(b.values()))
+    return ratio(list(a.values()), list(b.values()), list(a), list(b))
+
+
+def _decision(base: dict, new: dict, objective: str, drop: set[int], looks: int, margin: float,
+              precision: float | None):
+    """The stopping rule's answer (wb_core.stats.decide) on the same paired log ratios as `_gain`."""
+    from wb_core.stats import decide
+
+    a, b = _rounds_of(base, objective, drop), _rounds_of(new, objective, drop)
+    if objective == "latency":
+        a, b = b, a
+    common = sorted(set(a) & set(b))
+    if len(common) < 2:
+        return None
+    return decide([math.log(b[r] / a[r]) for r in common], margin, looks, precision)
 
 
 def _requests(row: dict) -> str:
@@ -234,19 +375,47 @@ def _executed(row: dict) -> str:
 
 
 def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, name: str, frame,
-            remeasured: bool = False) -> dict:
-    """The confirmation's figures and its verdict in words, from the measured rows by label.
+            remeasured: bool = False, paired=None, margin: float | None = None) -> dict:
+    """The confirmation's figures and its verdict in words, from the measured rows by label (or by
+    design, "paired" and "rounds", then by label: the pick is in both when both were measured).
     `remeasured`: the busy rounds were measured once more already (the verdict says whether any
-    stayed busy)."""
+    stayed busy). `paired`: the side-by-side comparison's outcome (its looks and busy cycles)."""
     from wb_core.analysis.recommend import run_label
+    from wb_core.sweep.paired import MARGIN, PRECISION
 
-    ok = {label: r for label, r in rows.items() if r.get("status") == "ok"}
+    margin = margin or MARGIN
+    designs = rows if rows and set(rows) <= {PAIRED_DESIGN, ROUNDS_DESIGN} else {ROUNDS_DESIGN: rows}
+    flat: dict[str, dict] = {}
+    for kind in (PAIRED_DESIGN, ROUNDS_DESIGN):
+        for label, r in designs.get(kind, {}).items():
+            flat.setdefault(label, r)
+    ok = {label: r for label, r in flat.items() if r.get("status") == "ok"}
+    side = {label: kind for kind in (ROUNDS_DESIGN, PAIRED_DESIGN) for label in designs.get(kind, {})}
+    paired_ok = {label: r for label, r in designs.get(PAIRED_DESIGN, {}).items() if r.get("status") == "ok"}
+    busy_cycles = {int(i) for r in paired_ok.values() for i in (r.get("busy_rounds") or [])}
+    drop = busy_cycles if paired is not None and paired.quiet_only else set()
+
+    def compare(base_label: str, new_label: str):
+        """(gain, decision) of new over base, from the rows of one design where both were measured."""
+        kind = next((k for k in (PAIRED_DESIGN, ROUNDS_DESIGN)
+                     if base_label in designs.get(k, {}) and new_label in designs.get(k, {})), None)
+        if kind is None:  # measured in different designs: compared unpaired, no stopping rule
+            return _gain(ok[base_label], ok[new_label], objective, paired=False), None
+        a, b = designs[kind][base_label], designs[kind][new_label]
+        if a.get("status") != "ok" or b.get("status") != "ok":
+            return None, None
+        cut = drop if kind == PAIRED_DESIGN else set()
+        looks = paired.looks if kind == PAIRED_DESIGN and paired is not None else 1
+        prec = PRECISION if kind == PAIRED_DESIGN else None
+        return _gain(a, b, objective, cut), _decision(a, b, objective, cut, looks, margin, prec)
+
     better_is_higher = objective != "latency"
     metric = "throughput" if better_is_higher else "latency_ms_p99"
     dflt = {label: r for label, r in ok.items() if label in default_labels}
     out = {"study": name, "tuned": ok.get("tuned"), "defaults": dflt, "gain": None, "tuned_is_better": False,
            "frame": frame, "same_variant_hint": ok.get(SAME_VARIANT), "precision_gain": None, "tuning_gain": None,
-           "busy": [], "failed": {label: r.get("error") for label, r in rows.items() if r.get("status") != "ok"}}
+           "busy": [], "failed": {label: r.get("error") for label, r in flat.items() if r.get("status") != "ok"},
+           "decisions": {}, "outcome": None, "measured_in": side, "left_out_cycles": sorted(drop)}
     if "tuned" not in ok or not dflt:
         out["recommended"] = ok.get("tuned")
         what = "the tuned configuration" if "tuned" not in ok else "every default"
@@ -256,11 +425,15 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
         return out
     pick = (max if better_is_higher else min)(dflt, key=lambda k: dflt[k][metric])
     best_default, t = dflt[pick], ok["tuned"]
-    gain = _gain(best_default, t, objective)
+    gain, decision = compare(pick, "tuned")
     out["gain"] = gain
+    if decision is not None:
+        out["decisions"]["gain"] = decision
+        out["outcome"] = decision.outcome
     word = "throughput" if better_is_higher else "p99 latency"
     named = f"{pick}{_requests(best_default)}{_executed(best_default)}"
     same = next((label for label, r in dflt.items() if r["key"] == t["key"]), None)
+    how_many = "cycles side by side" if side.get(pick) == PAIRED_DESIGN else "interleaved rounds"
     if same is not None:
         out["recommended"] = t
         text = (f"The pick is a runtime default itself, {same}{_requests(t)}{_executed(t)}: nothing beats it beyond "
@@ -269,17 +442,22 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
         out["tuned_is_better"] = True
         out["recommended"] = t
         text = (f"Tuning pays: {run_label(t)} beats the best default, {named}, on {word} by "
-                f"{gain.percent()} over {gain.n} interleaved rounds.")
+                f"{gain.percent()} over {gain.n} {how_many}.")
     else:
         out["recommended"] = best_default
         how = gain.percent() if gain is not None else "unknown"
         verdict_word = "is better beyond noise" if gain is not None and gain.high < 1 else "is as good within noise"
         text = (f"The default {named} {verdict_word}: the tuned {run_label(t)} differs by {how} "
                 f"on {word}; recommending the default.")
+    if decision is not None and same is None:
+        text += " " + decision.sentence("The pick over the best default")
     hinted = ok.get(SAME_VARIANT)
     if hinted is not None and same is None:
-        out["precision_gain"] = _gain(best_default, hinted, objective)
-        out["tuning_gain"] = _gain(hinted, t, objective)
+        out["precision_gain"], d_prec = compare(pick, SAME_VARIANT)
+        out["tuning_gain"], d_tune = compare(SAME_VARIANT, "tuned")
+        for k, d in (("precision_gain", d_prec), ("tuning_gain", d_tune)):
+            if d is not None:
+                out["decisions"][k] = d
         prec = str(t.get("precision")).upper()
         if hinted["key"] == best_default["key"]:
             text += (f" The {prec} variant under OpenVINO's THROUGHPUT hint is that default itself"
@@ -292,12 +470,21 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
     untouched = ok.get("OpenVINO untouched")
     if untouched is not None and _executed(untouched):
         text += f" OpenVINO left untouched ran the FP32 model{_executed(untouched)}."
-    out["busy"] = [label for label, r in ok.items() if r.get("busy") in (True, 1)]  # numpy's True too
-    if out["busy"]:
+    fresh_busy = [label for label, r in ok.items() if side.get(label) == ROUNDS_DESIGN and r.get("busy") in (True, 1)]
+    paired_busy = bool(busy_cycles) and not drop  # busy cycles that the decision could not leave out
+    out["busy"] = fresh_busy + ([label for label in paired_ok if label not in fresh_busy] if paired_busy else [])
+    sentences = []
+    if fresh_busy:
         again = ("even after they were measured again once" if remeasured
                  else "and were not measured again")
-        out["busy_sentence"] = (f"This verdict rests on rounds measured on a busy machine (other processes on their "
-                                f"cores), of {', '.join(out['busy'])}, {again}: confirm again when it is quieter.")
+        sentences.append(f"This verdict rests on rounds measured on a busy machine (other processes on their "
+                         f"cores), of {', '.join(fresh_busy)}, {again}: confirm again when it is quieter.")
+    if paired_busy:
+        sentences.append(f"This verdict rests on cycles measured on a busy machine (other processes on these cores "
+                         f"in {len(busy_cycles)} of {max(len(r.get('round_ids') or []) for r in paired_ok.values())} "
+                         f"cycles side by side, too many to leave out): confirm again when it is quieter.")
+    if sentences:
+        out["busy_sentence"] = " ".join(sentences)
         text += " " + out["busy_sentence"]
     out["verdict"] = text
     return out

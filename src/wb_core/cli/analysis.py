@@ -265,16 +265,27 @@ def confirm(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
             model: Optional[Path] = typer.Option(None, "--model", help="The model file, when it moved since the "
                                                  "study (it must be the same model)."),
             seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Confirm the pick for this sequence "
-                                                  "length (default: the longest swept).")):
-    """Measure the recommendation, its runner-up and the runtime's real defaults again in interleaved
-    rounds, with the study's data, inputs and variant files, and say what tuning is worth, with its
-    95% interval: what the precision variant buys and what tuning buys on top."""
+                                                  "length (default: the longest swept)."),
+            design: str = typer.Option("auto", "--design", help="auto or paired: the pick side by side in one "
+                                       "worker with every configuration that can share it, the rest in fresh "
+                                       "rounds; rounds: fresh rounds for all."),
+            paired_time: Optional[str] = typer.Option(None, "--time", help="Longest the side-by-side comparison "
+                                                      "measures, e.g. 30s (default: what the rounds would take, "
+                                                      "at most 30 s)."),
+            margin: Optional[float] = typer.Option(None, "--margin", help="Equivalence band of the stopping rule, "
+                                                   "as a fraction (0.03: +-3%).")):
+    """Measure the recommendation, its runner-up and the runtime's real defaults again (side by side in
+    one worker where they can share one, else in interleaved fresh rounds), with the study's data,
+    inputs and variant files, and say what tuning is worth, with its 95% interval and the stopping
+    rule's answer (difference, equivalent or undecided): what the precision variant buys and what
+    tuning buys on top."""
     from wb_core.api import confirm as _confirm
-    from wb_core.api import run_label
+    from wb_core.api import parse_time, run_label
 
     out = _confirm(study, _db(db), rounds=rounds, objective=objective, allow_unmeasured_accuracy=allow_unmeasured_accuracy,
                    constraints=_constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), progress=True,
-                   model=model, seq_len=seq_len)
+                   model=model, seq_len=seq_len, design=design,
+                   max_s=parse_time(paired_time) if paired_time else None, margin=margin)
     rows = [("tuned", out["tuned"])] + list(out["defaults"].items()) + [
         ("same variant, THROUGHPUT hint", out.get("same_variant_hint"))]
     for label, r in rows:
@@ -288,6 +299,8 @@ def confirm(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
         req = f", {int(req)} requests" if isinstance(req, (int, float)) and req == req and req else ""
         echo(f"  {label}: {run_label(r)}: {r['throughput']:,.1f} samples/s{iv}, p99 {r['latency_ms_p99']:.3g} ms"
                    f"{ran}{req}")
+    for what, d in (out.get("decisions") or {}).items():
+        echo(f"  {what.replace('_', ' ')}: {d.outcome} ({d.ratio.percent()}, band +-{100 * d.margin:g}%)")
     echo(out["verdict"])
     if out.get("recommended") is not None:
         echo(f"Recommended: {run_label(out['recommended'])} (key {out['recommended']['key']}, "
