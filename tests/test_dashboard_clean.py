@@ -90,3 +90,22 @@ def test_fast_reloads_leave_no_kernel(server, page):
 @pytest.mark.slow
 def test_ten_fast_reloads_leave_no_kernel(server, page):
     _reload_before_loaded_then_close(server, page, reloads=10)
+
+
+@pytest.mark.slow
+def test_a_page_that_never_connects_loses_its_kernel(server):
+    """A page fetched whole by a client that never runs its scripts (no websocket ever connects)
+    keeps its kernel only for the grace the command sets, not for the idle cull's minutes."""
+    import urllib.request
+
+    from wb_core.cli.dashboard import UNCONNECTED_GRACE_S
+
+    url, _ = server
+    with urllib.request.urlopen(url, timeout=120) as answer:
+        assert b"pagehide" in answer.read()  # the early shutdown script is in the page
+    assert len(kernels_of(server.pid)) == 1
+    done = time.time()
+    while kernels_of(server.pid) and time.time() < done + UNCONNECTED_GRACE_S + 30:
+        time.sleep(1)
+    assert kernels_of(server.pid) == []
+    assert time.time() - done >= UNCONNECTED_GRACE_S - 1  # not shut down before its grace

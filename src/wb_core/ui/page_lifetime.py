@@ -91,11 +91,11 @@ def install(grace_s: float = 30.0, check_every_s: float = 5.0) -> None:
 
         async def with_early_script():
             placed = False
-            async for html in snippets:
+            async for html, resources in snippets:  # Voila's generator yields (html, resources)
                 if not placed and "</head>" in html:
                     html = html.replace("</head>", script + "</head>", 1)
                     placed = True
-                yield html
+                yield html, resources
 
         return with_early_script()
 
