@@ -154,22 +154,35 @@ def test_voila_and_its_kernels_skip_the_slow_optional_import(tmp_path):
     boot = cmd[cmd.index("-c") + 1]
     nb = json.loads(dashboard_notebook().read_text())
     assert nb["cells"][0]["source"] == FALLBACK_SOURCE
-    for prelude in (boot.split("; from voila")[0], FALLBACK_SOURCE.split("from wb_core")[0]):
+    for prelude in (boot.split("\nfrom wb_core")[0], FALLBACK_SOURCE.split("from wb_core")[0]):
         code = f"{prelude}\nimport jsonschema, sys\nprint([m for m in {SLOW_OPTIONAL_IMPORTS!r} if sys.modules.get(m)])"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
 
 
-def test_voila_sets_the_xsrf_cookie_a_closing_page_needs(tmp_path):
-    """A page that goes away sends its kernel's shutdown with the `_xsrf` cookie's value; the command
-    makes Voila's page handler set that cookie (the browser test reloads ten times and counts one
-    kernel). Here: the boot code really replaces the handler's prepare, and keeps the original's work."""
-    from wb_core.cli.dashboard import SET_XSRF_COOKIE
-
+def test_voila_runs_with_the_page_lifetime_patches(tmp_path):
+    """Voila's server runs with `wb_core.ui.page_lifetime` installed before it starts: the page
+    handler sets the `_xsrf` cookie a closing page's shutdown request needs, the page's head gets the
+    early shutdown script, and a second shutdown of a kernel already gone is no error (the browser
+    tests reload the page and count kernels). Here: the boot code really replaces those handlers."""
     cmd, _, _ = voila_command(tmp_path / "r.db", 8866, "127.0.0.1", "tok-secret-1", 600, 200, tmp_path)
     boot = cmd[cmd.index("-c") + 1]
-    assert SET_XSRF_COOKIE in boot and boot.index(SET_XSRF_COOKIE) < boot.index("from voila.app import main")
-    code = (f"{SET_XSRF_COOKIE}\nimport voila.handler as h\nprint(h.VoilaHandler.prepare.__name__, "
-            "'xsrf_token' in h.VoilaHandler.prepare.__code__.co_names)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and out.stdout.split() == ["_prepare_and_set_xsrf_cookie", "True"], out.stderr
+    assert boot.index("page_lifetime import install") < boot.index("from voila.app import main")
+    prelude = boot.split("\nfrom voila.app")[0]
+    code = (f"{prelude}\nimport voila.handler as h, voila.tornado.handler as t, voila.shutdown_kernel_handler as s\n"
+            "print('xsrf_token' in h.VoilaHandler.prepare.__code__.co_names, t.TornadoVoilaHandler.on_connection_close"
+            ".__module__, s.VoilaShutdownKernelHandler.post.__module__, 'ipywidgets' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "wb_core.ui.page_lifetime", "wb_core.ui.page_lifetime", "False"]
+
+
+def test_the_early_shutdown_script_names_its_kernel_safely():
+    """The kernel id and base URL land in a JavaScript string literal that cannot end the script."""
+    from wb_core.ui.page_lifetime import early_shutdown_script
+
+    script = early_shutdown_script("/base/", "abc-123")
+    assert '"/base/voila/api/shutdown/abc-123"' in script and "pagehide" in script
+    hostile = early_shutdown_script("/</script><b>x/", 'k"1')
+    assert hostile.count("</script>") == 1 and "<\\/script><b>" in hostile and 'k\\"1' in hostile

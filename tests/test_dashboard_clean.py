@@ -60,3 +60,52 @@ def test_every_tab_opens_clean(server, page, lenet_ir, fast):
         time.sleep(1)
     assert len(kernels_of(server.pid)) == 1
     assert_clean(page)
+
+
+def _reload_before_loaded_then_close(server, page, reloads: int) -> None:
+    """Open the page, reload it `reloads` times a second apart (each long before the page has loaded:
+    its notebook alone takes seconds), close the browser, and find no kernel of the server 30 s later."""
+    url, _ = server
+    page.goto(url, wait_until="commit")
+    seen = 0
+    for _ in range(reloads):
+        page.wait_for_timeout(1000)
+        seen = max(seen, len(kernels_of(server.pid)))
+        page.reload(wait_until="commit")
+    page.wait_for_timeout(1000)
+    seen = max(seen, len(kernels_of(server.pid)))
+    assert seen >= 1, "no page ever started a kernel: the test measured nothing"
+    page.context.browser.close()
+    deadline = time.time() + 30
+    while kernels_of(server.pid) and time.time() < deadline:
+        time.sleep(1)
+    left = kernels_of(server.pid)
+    assert left == [], f"{len(left)} kernel(s) outlived their pages"
+
+
+def test_fast_reloads_leave_no_kernel(server, page):
+    _reload_before_loaded_then_close(server, page, reloads=3)
+
+
+@pytest.mark.slow
+def test_ten_fast_reloads_leave_no_kernel(server, page):
+    _reload_before_loaded_then_close(server, page, reloads=10)
+
+
+@pytest.mark.slow
+def test_a_page_that_never_connects_loses_its_kernel(server):
+    """A page fetched whole by a client that never runs its scripts (no websocket ever connects)
+    keeps its kernel only for the grace the command sets, not for the idle cull's minutes."""
+    import urllib.request
+
+    from wb_core.cli.dashboard import UNCONNECTED_GRACE_S
+
+    url, _ = server
+    with urllib.request.urlopen(url, timeout=120) as answer:
+        assert b"pagehide" in answer.read()  # the early shutdown script is in the page
+    assert len(kernels_of(server.pid)) == 1
+    done = time.time()
+    while kernels_of(server.pid) and time.time() < done + UNCONNECTED_GRACE_S + 30:
+        time.sleep(1)
+    assert kernels_of(server.pid) == []
+    assert time.time() - done >= UNCONNECTED_GRACE_S - 1  # not shut down before its grace

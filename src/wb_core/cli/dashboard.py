@@ -36,20 +36,11 @@ REPO_NOTEBOOK = Path(__file__).resolve().parents[3] / "workbench" / "dashboard.i
 # jsonschema only skips checking the "iri" string format, which no schema here uses.
 SLOW_OPTIONAL_IMPORTS = ("rfc3987_syntax",)
 SKIP_SLOW_IMPORTS = "; ".join(f"sys.modules.setdefault({m!r}, None)" for m in SLOW_OPTIONAL_IMPORTS)
-# A page that goes away (closed, reloaded) asks Voila to shut its kernel down with a POST that
-# carries the `_xsrf` cookie's value; Voila's page handler never sets that cookie, so the request
-# was refused (403 "'_xsrf' argument missing") and every reload left a kernel running. Reading
-# `xsrf_token` in the page handler sets the cookie (tornado's own mechanism; checks stay on).
-SET_XSRF_COOKIE = """
-import inspect, voila.handler as _vh
-_prepare = _vh.VoilaHandler.prepare
-async def _prepare_and_set_xsrf_cookie(self, *args, **kwargs):
-    result = _prepare(self, *args, **kwargs)
-    if inspect.isawaitable(result):
-        await result
-    self.xsrf_token
-_vh.VoilaHandler.prepare = _prepare_and_set_xsrf_cookie
-"""
+# Every page's kernel ends with its page, however fast the reloads: Voila's server runs with
+# `wb_core.ui.page_lifetime` installed (the page asks for its kernel's shutdown from its first byte,
+# a page request the browser left shuts its kernel down, and a kernel whose page never connected
+# is shut down UNCONNECTED_GRACE_S after the page finished streaming).
+UNCONNECTED_GRACE_S = 30
 # Kept in step with workbench/dashboard.ipynb, for installs without the repository around them.
 FALLBACK_SOURCE = ("import sys\n\n" + SKIP_SLOW_IMPORTS.replace("; ", "\n")
                    + "  # see wb_core.cli.dashboard.SLOW_OPTIONAL_IMPORTS\n"
@@ -178,7 +169,9 @@ def voila_command(db: Path, port: int, host: str, token: str, cull_idle_s: int,
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump({"Voila": {"token": token, "tornado_settings": tornado}}, f)
     # `python -m voila`, with the slow optional imports skipped (see SLOW_OPTIONAL_IMPORTS).
-    boot = f"import sys; {SKIP_SLOW_IMPORTS}\n{SET_XSRF_COOKIE}\nimport sys; from voila.app import main; sys.exit(main())"
+    boot = (f"import sys; {SKIP_SLOW_IMPORTS}\n"
+            f"from wb_core.ui.page_lifetime import install; install(grace_s={UNCONNECTED_GRACE_S})\n"
+            "from voila.app import main; sys.exit(main())")
     cmd = [sys.executable, "-c", boot, str(dashboard_notebook()), "--no-browser",
            f"--Voila.ip={host}", f"--Voila.port={port}", "--Voila.port_retries=0",
            f"--MappingKernelManager.cull_idle_timeout={cull_idle_s}",

@@ -6,15 +6,15 @@ They call the public API only. `dashboard()` puts all four in tabs; each panel a
     SweepPanel(DashboardState("wb.db"))
 """
 
-from wb_core.ui.app import dashboard
-from wb_core.ui.state import DashboardState
 
 
 def __getattr__(name):
-    # Panels import lazily: Explore and Export pull in the analysis and export modules.
+    # Everything imports lazily: Explore and Export pull in the analysis and export modules, and
+    # Voila's server imports `wb_core.ui.page_lifetime` without any widget.
     import importlib
 
-    modules = {"StartPanel": "start_panel", "ModelPanel": "model_panel", "SweepPanel": "sweep_panel",
+    modules = {"dashboard": "app", "DashboardState": "state",
+               "StartPanel": "start_panel", "ModelPanel": "model_panel", "SweepPanel": "sweep_panel",
                "ExplorePanel": "explore_panel", "ExportPanel": "export_panel"}
     if name in modules:
         return getattr(importlib.import_module(f"wb_core.ui.{modules[name]}"), name)
