@@ -12,22 +12,14 @@ import html
 import math
 import re
 
-# Result and config columns as the dashboard names them (units in brackets).
-LABELS = {
-    "backend": "Runtime",
-    "precision": "Precision",
+from wb_core.axes import all_axes
+from wb_core.precisions import PRECISIONS
+
+# Result and config columns as the dashboard names them (units in brackets): every setting as its axis
+# heads its column (wb_core.axes: `Axis.header`, else its label), then the measurements.
+LABELS = {a.name: a.header or a.label for a in all_axes()}
+LABELS.update({
     "executed_precision": "Executed as",
-    "batch_size": "Batch",
-    "threads": "Threads",
-    "inter_op_threads": "Inter-op threads",
-    "streams": "Streams",
-    "cores": "Cores pinned",
-    "concurrency": "Requests in flight",
-    "instances": "Instances",
-    "cores_per_instance": "Cores per instance",
-    "rate": "Arrival rate (req/s)",
-    "hint": "OpenVINO hint",
-    "seq_len": "Sequence length",
     "latency_ms_p50": "p50 latency (ms)",
     "latency_ms_p90": "p90 latency (ms)",
     "latency_ms_p95": "p95 latency (ms)",
@@ -43,7 +35,6 @@ LABELS = {
     "status": "Status",
     "error": "Problem",
     "key": "Run id",
-    "shape": "Input shape",
     "seq_mix": "Sequence-length mix",
     "accuracy_metric": "Accuracy measured as",
     "throughput_ci_low": "Throughput 95% CI low (samples/s)",
@@ -60,7 +51,7 @@ LABELS = {
     "quant_recipe": "INT8 recipe",
     "quant_recipe_reason": "Why this INT8 recipe",
     "model_family": "Model family",
-}
+})
 
 # Significant digits a measured value deserves: run-to-run noise on a shared CPU is a few percent,
 # so a fourth digit of a latency or throughput is noise.
@@ -93,8 +84,9 @@ def rounded(value, column: str = "") -> str:
 
 
 # What the runtime really executed (OpenVINO's runtime precisions) in the words precisions are chosen by.
-EXECUTED = {"f32": "FP32", "fp32": "FP32", "bf16": "BF16", "f16": "FP16", "fp16": "FP16", "u8": "INT8", "i8": "INT8",
-            "int8": "INT8", "i32": "INT32", "i64": "INT64", "u1": "binary"}
+# The declared precisions by name, and OpenVINO's element types.
+EXECUTED = {**{p.name: p.label for p in PRECISIONS}, "f32": "FP32", "f16": "FP16", "fp16": "FP16", "u8": "INT8",
+            "i8": "INT8", "i32": "INT32", "i64": "INT64", "u1": "binary"}
 
 # The ways a number is measured, in words: two tabs that show different modes for one run say why.
 MODES = {
