@@ -209,3 +209,27 @@ def test_a_new_backend_setting_reaches_every_face_and_record(tmp_path):
     reached = ast.literal_eval(r.stdout.strip().splitlines()[-1])
     missed = [place for place, ok in reached.items() if ok is not True]
     assert not missed and len(reached) == 14, f"the new setting did not reach: {missed}"
+
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+
+
+def test_the_architecture_doc_counts_the_files_each_addition_takes():
+    import re
+
+    rows = dict(re.findall(r"^\| (an? [^|]+?) \| (\d+) \|", DOC.read_text(encoding="utf-8"), re.M))
+    found = _scan()
+    modules_of = lambda *kinds: {m for (m, kind) in found if kind in kinds}  # noqa: E731 - a short reading
+    expected = {
+        # its module and its line in formats.py, plus any module still listing formats
+        "an export format": 2 + len(modules_of("formats")),
+        # its panel and its line in TABS
+        "a dashboard tab": 2 if "TABS" in (SRC / "ui" / "app.py").read_text(encoding="utf-8") else 0,
+        # its session module and its registration (test_backend_names keeps the rest from naming it)
+        "a backend": 2 if all(registry.get(n).session.startswith("wb_core.backends.") for n in registry.names()) else 0,
+        # its Axis: test_a_new_backend_setting_reaches_every_face_and_record adds one and changes nothing else
+        "a sweep setting": 1 + len(modules_of("settings") - {m for (m, _k) in KNOWN}),
+        # its declaration, the variant planner, and every module still naming precisions one by one
+        "a precision": 2 + len(modules_of("precisions", "precision-compare")),
+    }
+    assert {k: int(rows.get(k, -1)) for k in expected} == expected
