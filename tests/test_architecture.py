@@ -1,7 +1,7 @@
 """The module graph, read from the imports: no circles, no arrow up a layer, one public face.
 
 Layers, lowest first (a module may import its own layer and those below, never above):
-  0 foundations   version, errors, paths, parsing, precisions, axis, axes, options, config, hardware, backends.registry,
+  0 foundations   version, errors, paths, parsing, precisions, limits, axis, axes, options, config, hardware, backends.registry,
                   demo_catalog (the demos' names and paths; demo, which builds them, is layer 2)
   1 data          models, model_inputs, accuracy, measure, store, text (tokenized text), backends (sessions)
   2 processes     proc, variants, demo, data (datasets, demo data included)
@@ -39,7 +39,8 @@ SRC = ROOT / "src" / "wb_core"
 LAYERS = [
     {"wb_core.version", "wb_core.errors", "wb_core.paths", "wb_core.streams", "wb_core.config", "wb_core.hardware",
      "wb_core.run_options",
-     "wb_core.stats", "wb_core.parsing", "wb_core.precisions", "wb_core.axis", "wb_core.axes", "wb_core.options",
+     "wb_core.stats", "wb_core.parsing", "wb_core.precisions", "wb_core.limits", "wb_core.axis", "wb_core.axes",
+     "wb_core.options",
      "wb_core.demo_catalog",
      "wb_core.backends.registry", "wb_core.backends"},
     # Every backend session module is data-layer code (only the registry is a foundation).
@@ -468,6 +469,7 @@ API_FACE_HELPERS = {
     "setting_flag", "setting_label", "word_for_cli", "word_for_dashboard", "with_role", "pipeline_axes",
     # words and files, the same in every face
     "printable", "label", "plural", "rounded", "run_name", "worded", "executed_words", "results_table",
+    "p99_verdict", "p99_limit_words", "within_p99",
     "write_output_file", "default_db", "cache_dir",
     # the choices a face offers, and the thresholds it names
     "DEMOS", "FORMATS", "PRECISIONS", "OBJECTIVES", "LABELS", "MODES", "SCALES", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",

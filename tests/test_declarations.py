@@ -233,3 +233,30 @@ def test_the_architecture_doc_counts_the_files_each_addition_takes():
         "a precision": 2 + len(modules_of("precisions", "precision-compare")),
     }
     assert {k: int(rows.get(k, -1)) for k in expected} == expected
+
+
+def test_one_p99_rule_and_its_words():
+    from wb_core.analysis.words import p99_limit_words, p99_verdict
+    from wb_core.limits import within_p99
+
+    assert within_p99(5.0, 5) and not within_p99(5.01, 5) and within_p99(1e9, None)
+    assert not within_p99(float("nan"), 5) and not within_p99(None, None) and not within_p99(1.0, 5, saturated=True)
+    assert p99_verdict(2.0, 5) == "p99 2.00 ms, within the limit" and p99_verdict(7.0, 5).endswith("over the limit")
+    assert p99_verdict(2.0, 5, saturated=1) == "requests queued up"
+    assert p99_limit_words(5) == "at p99 ≤ 5 ms" and p99_limit_words(None) == "without a p99 limit"
+
+
+def test_a_plan_without_a_p99_limit_is_exported_in_its_words():
+    from wb_core.analysis.planning import CapacityPlan
+    from wb_core.export.deployment import build
+    from wb_core.export.formats import render
+
+    run = {"backend": registry.ir_backend(), "precision": "fp32", "batch_size": 1, "key": "k1", "threads": 2,
+           "throughput": 100.0, "latency_ms_p99": 3.0}
+    dep = build({"name": "s", "model_path": "m.xml", "model_format": "openvino", "model_fingerprint": "f"}, run)
+    plan = CapacityPlan(target_rate=50.0, p99_ms=None, per_instance_rate=100.0, instances=2, cores_per_instance=2,
+                        instances_per_machine=1, replicas=2, cpu_request=2, headroom=0.2, source_key="k1", basis="b")
+    dep.capacity = plan.to_dict()
+    for fmt in ("kserve", "triton"):
+        assert "without a p99 limit" in " ".join(render(dep, fmt).notes), fmt
+    assert plan.sentence() == "To serve 50 requests/s you need 2 replicas of 1 instance × 2 cores: 4 CPUs."

@@ -97,6 +97,20 @@ MODES = {
 }
 
 
+def p99_limit_words(p99_ms) -> str:
+    """A p99 limit as plans and exports say it: `at p99 ≤ 5 ms`, or `without a p99 limit`."""
+    return f"at p99 ≤ {rounded(float(p99_ms))} ms" if p99_ms is not None else "without a p99 limit"
+
+
+def p99_verdict(p99, limit, saturated=False) -> str:
+    """A probed point against a p99 limit, in words (the rule: `limits.within_p99`)."""
+    from wb_core.limits import within_p99
+
+    if saturated is True or saturated == 1 or p99 is None or p99 != p99:
+        return "requests queued up"
+    return f"p99 {rounded(p99, 'latency')} ms, " + ("within the limit" if within_p99(p99, limit) else "over the limit")
+
+
 def plural(n, word: str, many: str | None = None) -> str:
     """`1 thread`, `2 threads` (numbers rounded as counts)."""
     v = float(n)
