@@ -1,8 +1,8 @@
 """The module graph, read from the imports: no circles, no arrow up a layer, one public face.
 
 Layers, lowest first (a module may import its own layer and those below, never above):
-  0 foundations   version, errors, paths, parsing, precisions, limits, axis, axes, options, config, hardware, backends.registry,
-                  demo_catalog (the demos' names and paths; demo, which builds them, is layer 2)
+  0 foundations   version, errors, paths, parsing, precisions, limits, metrics, axis, axes, options, config, hardware,
+                  backends.registry, demo_catalog (the demos' names and paths; demo, which builds them, is layer 2)
   1 data          models, model_inputs, accuracy, measure, store, text (tokenized text), backends (sessions)
   2 processes     proc, variants, demo, data (datasets, demo data included)
   3 sweeps        sweep, fleet (the executor and the coordinator), pipeline and training studies
@@ -39,7 +39,8 @@ SRC = ROOT / "src" / "wb_core"
 LAYERS = [
     {"wb_core.version", "wb_core.errors", "wb_core.paths", "wb_core.streams", "wb_core.config", "wb_core.hardware",
      "wb_core.run_options",
-     "wb_core.stats", "wb_core.parsing", "wb_core.precisions", "wb_core.limits", "wb_core.axis", "wb_core.axes",
+     "wb_core.stats", "wb_core.parsing", "wb_core.precisions", "wb_core.limits", "wb_core.metrics", "wb_core.axis",
+     "wb_core.axes",
      "wb_core.options",
      "wb_core.demo_catalog",
      "wb_core.backends.registry", "wb_core.backends"},

@@ -13,25 +13,15 @@ import math
 import re
 
 from wb_core.axes import all_axes
+from wb_core.metrics import METRICS, metric
 from wb_core.precisions import PRECISIONS
 
 # Result and config columns as the dashboard names them (units in brackets): every setting as its axis
 # heads its column (wb_core.axes: `Axis.header`, else its label), then the measurements.
 LABELS = {a.name: a.header or a.label for a in all_axes()}
+LABELS.update({m.name: m.label for m in METRICS})
 LABELS.update({
     "executed_precision": "Executed as",
-    "latency_ms_p50": "p50 latency (ms)",
-    "latency_ms_p90": "p90 latency (ms)",
-    "latency_ms_p95": "p95 latency (ms)",
-    "latency_ms_p99": "p99 latency (ms)",
-    "latency_ms_mean": "Mean latency (ms)",
-    "throughput": "Throughput (samples/s)",
-    "throughput_per_core": "Throughput per core (samples/s)",
-    "cpu_util": "CPU cores busy",
-    "rss_mb": "Peak memory (MB)",
-    "accuracy": "Accuracy",
-    "accuracy_drop": "Accuracy drop",
-    "vs_fp32": "Speed vs FP32 (×)",
     "status": "Status",
     "error": "Problem",
     "key": "Run id",
@@ -53,9 +43,6 @@ LABELS.update({
     "model_family": "Model family",
 })
 
-# Significant digits a measured value deserves: run-to-run noise on a shared CPU is a few percent,
-# so a fourth digit of a latency or throughput is noise.
-DIGITS = {"latency": 3, "throughput": 3, "cpu_util": 2, "rss_mb": 3, "accuracy": 4, "vs_fp32": 3}
 
 
 def label(column: str) -> str:
@@ -75,7 +62,8 @@ def rounded(value, column: str = "") -> str:
         return str(value)
     if isinstance(value, int) or float(value).is_integer() and not column.startswith(("latency", "accuracy")):
         return f"{int(value):,}"
-    digits = next((d for prefix, d in DIGITS.items() if column.startswith(prefix)), 3)
+    measured = metric(column)  # the digits its noise allows (a fourth digit of a latency is noise)
+    digits = measured.digits if measured else 3
     if value == 0:
         return "0"
     magnitude = math.floor(math.log10(abs(value)))
