@@ -64,7 +64,7 @@ _REEXPORTS = {
     "sweep_axes": "wb_core.axes", "SPEC_OPTIONS": "wb_core.axes", "axis_readers": "wb_core.axes",
     "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes", "word_for_cli": "wb_core.axes",
     "word_for_dashboard": "wb_core.axes", "with_role": "wb_core.axes", "pipeline_axes": "wb_core.pipeline.study",
-    "PRECISIONS": "wb_core.precisions", "within_p99": "wb_core.limits",
+    "PRECISIONS": "wb_core.precisions", "within_p99": "wb_core.limits", "guard_failed_runs": "wb_core.variants.guard",
     # demos
     "DEMOS": "wb_core.demo_catalog", "write_demo": "wb_core.demo", "ensure_demo": "wb_core.demo",
     # analysis
