@@ -1,8 +1,8 @@
 """The module graph, read from the imports: no circles, no arrow up a layer, one public face.
 
 Layers, lowest first (a module may import its own layer and those below, never above):
-  0 foundations   version, errors, paths, parsing, precisions, axis, axes, options, config, hardware, backends.registry,
-                  demo_catalog (the demos' names and paths; demo, which builds them, is layer 2)
+  0 foundations   version, errors, paths, parsing, precisions, limits, metrics, axis, axes, options, config, hardware,
+                  backends.registry, demo_catalog (the demos' names and paths; demo, which builds them, is layer 2)
   1 data          models, model_inputs, accuracy, measure, store, text (tokenized text), backends (sessions)
   2 processes     proc, variants, demo, data (datasets, demo data included)
   3 sweeps        sweep, fleet (the executor and the coordinator), pipeline and training studies
@@ -39,7 +39,9 @@ SRC = ROOT / "src" / "wb_core"
 LAYERS = [
     {"wb_core.version", "wb_core.errors", "wb_core.paths", "wb_core.streams", "wb_core.config", "wb_core.hardware",
      "wb_core.run_options",
-     "wb_core.stats", "wb_core.parsing", "wb_core.precisions", "wb_core.axis", "wb_core.axes", "wb_core.options",
+     "wb_core.stats", "wb_core.parsing", "wb_core.precisions", "wb_core.limits", "wb_core.metrics", "wb_core.axis",
+     "wb_core.axes",
+     "wb_core.options",
      "wb_core.demo_catalog",
      "wb_core.backends.registry", "wb_core.backends"},
     # Every backend session module is data-layer code (only the registry is a foundation).
@@ -466,12 +468,13 @@ API_FACE_HELPERS = {
     "parse_number", "parse_ci_target", "parse_seq_lens", "parse_shape_axis", "parse_formats", "parse_prices",
     "load_spec_file", "field_help", "available_cpus", "oversubscription_warnings", "parse_time",
     # whether a run may be exported or reported, and why not (every face asks the same rule)
-    "unfit_reason", "export_caution", "pickable", "format_title",
+    "unfit_reason", "export_caution", "pickable", "format_title", "guard_failed_runs",
     # the settings a face offers, and how it names one that a message or note is about
     "sweep_axes", "SPEC_OPTIONS", "axis_readers", "backend_title", "layer_profiling_backends",
     "setting_flag", "setting_label", "word_for_cli", "word_for_dashboard", "with_role", "pipeline_axes",
     # words and files, the same in every face
     "printable", "label", "plural", "rounded", "run_name", "worded", "executed_words", "results_table",
+    "p99_verdict", "p99_limit_words", "within_p99",
     "write_output_file", "default_db", "cache_dir",
     # the choices a face offers, and the thresholds it names
     "DEMOS", "FORMATS", "PRECISIONS", "OBJECTIVES", "LABELS", "MODES", "SCALES", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",

@@ -65,7 +65,7 @@ _REEXPORTS = {
     "sweep_axes": "wb_core.axes", "SPEC_OPTIONS": "wb_core.axes", "axis_readers": "wb_core.axes",
     "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes", "word_for_cli": "wb_core.axes",
     "word_for_dashboard": "wb_core.axes", "with_role": "wb_core.axes", "pipeline_axes": "wb_core.pipeline.study",
-    "PRECISIONS": "wb_core.precisions",
+    "PRECISIONS": "wb_core.precisions", "within_p99": "wb_core.limits", "guard_failed_runs": "wb_core.variants.guard",
     # demos
     "DEMOS": "wb_core.demo_catalog", "write_demo": "wb_core.demo", "ensure_demo": "wb_core.demo",
     # analysis
@@ -91,6 +91,7 @@ _REEXPORTS = {
     "LABELS": "wb_core.analysis.words", "MODES": "wb_core.analysis.words", "executed_words": "wb_core.analysis.words",
     "label": "wb_core.analysis.words", "plural": "wb_core.analysis.words", "results_table": "wb_core.analysis.words",
     "rounded": "wb_core.analysis.words", "run_name": "wb_core.analysis.words", "worded": "wb_core.analysis.words",
+    "p99_verdict": "wb_core.analysis.words", "p99_limit_words": "wb_core.analysis.words",
     # sharing
     "write_report": "wb_core.report", "build_report": "wb_core.report",
     "export": "wb_core.export", "render": "wb_core.export", "deployment_for_study": "wb_core.export",

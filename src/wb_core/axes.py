@@ -47,16 +47,17 @@ GENERIC: tuple[Axis, ...] = (
     Axis("backend", "backends", one_of("backend", registry.names), "Backends to measure with (comma-separated): "
          "{backends}.", "Backends", "--backend", default=dataclasses.MISSING, sweep_default=(registry.default_backend(),),
          text_default=registry.default_backend(), annotation="str", stage="backend", every_backend=True,
-         in_name="{title}", name_rank=0),
+         in_name="{title}", name_rank=0, header="Runtime"),
     Axis("precision", "precisions", one_of("precision", PRECISIONS), precisions.help_text() + ".", "Precisions",
          "--precision", default=precisions.baseline(), sweep_default=(precisions.baseline(),),
          text_default=precisions.baseline(), annotation="str", choices=PRECISIONS, stage="variant", every_backend=True,
-         in_name="{VALUE}", unset_name=precisions.precision(precisions.baseline()).label, name_rank=1),
+         in_name="{VALUE}", unset_name=precisions.precision(precisions.baseline()).label, name_rank=1,
+         header="Precision"),
     Axis("cores", "cores", _cores, "Pinning: none, all, firstK, or CPU lists like 0, 0-1, 0+2 (values "
          "comma-separated).", "Cores", "--cores", text_default="none", annotation="tuple[int, ...] | None",
          becomes="the worker's CPU affinity", stage="placement", every_backend=True, unparse=format_cores,
          canonical=lambda v: [int(c) for c in v], in_name="cores {value}",
-         unset_name="not pinned", name_rank=40),
+         unset_name="not pinned", name_rank=40, header="Cores pinned"),
     Axis("instances", "instances", whole_numbers("Instances", 4096, auto=False), "Instances started together, "
          "e.g. 1,2.", "Instances", "--instances", default=1, sweep_default=(1,), text_default="1", annotation="int",
          ordered=True, stage="placement", every_backend=True, in_name="{value} instances", name_over=1,
@@ -78,14 +79,14 @@ GENERIC: tuple[Axis, ...] = (
     Axis("seq_len", "seq_lens", whole_numbers("Sequence length", 10**7), "Sequence lengths: sizes of the dynamic "
          "non-batch dimensions, e.g. 32,128,384 (one sweep axis).", "Sequence lengths", "--dynamic-size",
          generated_option=False, text_default="", ordered=True, stage="point", every_backend=True, searched=False,
-         in_name="length {value}", roles=("compare", "name")),  # the workload, not the deployment
+         in_name="length {value}", roles=("compare", "name"), header="Sequence length"),  # the workload, not the deployment
     Axis("shape", "shapes", _shapes, "Input shapes as a sweep axis, each NAME=1x3x224x224 (several inputs joined by "
          "';'), e.g. image=1x3x224x224 and image=1x3x320x320.", "Shape", "--shape", generated_option=False,
          text_default="", annotation="str | None", stage="point", every_backend=True, searched=False,
-         roles=("compare",)),
+         roles=("compare",), header="Input shape"),
     Axis("batch_size", "batch_sizes", whole_numbers("Batch size", MAX_BATCH, auto=False), "Batch sizes, e.g. "
          "1,8,32.", "Batch sizes", "--batch", default=1, sweep_default=(1,), text_default="1", annotation="int",
-         ordered=True, stage="point", every_backend=True, in_name="batch {value}", name_rank=10),
+         ordered=True, stage="point", every_backend=True, in_name="batch {value}", name_rank=10, header="Batch"),
 )
 
 

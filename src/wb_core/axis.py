@@ -69,6 +69,7 @@ class Axis:
     # value); empty: the label and the value. `unset_name`: what the name says when the value is unset
     # (empty: nothing); `name_over`: said only above this value; `name_rank`: its place in the name.
     in_name: str = ""
+    header: str = ""  # its column's header in tables of results (empty: the label)
     unset_name: str = ""
     name_over: float | None = None
     name_rank: int = 50

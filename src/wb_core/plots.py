@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from wb_core.analysis.recommend import pareto_mask, successful, uses_accuracy
 from wb_core.analysis.words import rounded, run_name
+from wb_core.variants.guard import FAILED_WORDS, guard_failed_runs
 
 # What a hover says about a run, in words: (column, how the line reads with the value in {}).
 HOVER_COLUMNS = (("seq_len", "sequence length {}"),
@@ -22,7 +23,7 @@ HOVER_COLUMNS = (("seq_len", "sequence length {}"),
                  ("latency_ms_p99", "p99 latency {} ms"), ("cpu_util", "{} CPU cores busy"),
                  ("rss_mb", "peak memory {} MB"), ("executed_precision", "executed as {}"),
                  ("accuracy", "accuracy {}"), ("accuracy_guard_note", "{}"))
-GUARD_FAILED_NAME = "accuracy failed (never recommended)"
+GUARD_FAILED_NAME = f"{FAILED_WORDS} (never recommended)"
 
 
 def _hover(df: pd.DataFrame) -> list[str]:
@@ -40,9 +41,7 @@ def _hover(df: pd.DataFrame) -> list[str]:
 
 def guard_failed(df: pd.DataFrame) -> pd.Series:
     """Runs whose accuracy guard failed (never recommended; drawn apart). None when not measured."""
-    if "accuracy_guard" not in df.columns:
-        return pd.Series(False, index=df.index, dtype=bool)
-    return df["accuracy_guard"].astype(object).map(lambda v: v == "failed").astype(bool)
+    return guard_failed_runs(df)
 
 
 def guard_failed_trace(bad: pd.DataFrame, x: str = "latency_ms_p99", y: str = "throughput") -> go.Scatter:

@@ -16,6 +16,7 @@ import pandas as pd
 from wb_core.analysis.words import MODES, label, rounded, run_name, worded
 from wb_core.axes import with_role
 from wb_core.errors import WorkbenchError
+from wb_core.variants.guard import FAILED, FAILED_WORDS, guard_failed_runs
 
 # The runs table: every setting a comparison shows (wb_core.axes, "compare"), then these measurements.
 MEASURED_COLUMNS = ("latency_ms_p50", "latency_ms_p99", "latency_ms_p99_ci_low", "latency_ms_p99_ci_high",
@@ -229,7 +230,7 @@ def _guard(df: pd.DataFrame) -> str:
     if judged.empty:
         return ""
     status = judged["accuracy_guard"] if "accuracy_guard" in judged.columns else pd.Series("", index=judged.index)
-    failed = judged[status == "failed"]
+    failed = judged[guard_failed_runs(judged.assign(accuracy_guard=status))]
     items = "".join(f"<li>{_e(r['accuracy_guard_note'])}"
                     f"{' ' + _e(r['quant_recipe_reason']) if isinstance(r.get('quant_recipe_reason'), str) else ''}"
                     f"</li>" for _, r in pd.concat([failed, judged.drop(failed.index)]).iterrows())
@@ -299,8 +300,8 @@ def _runs_table(df: pd.DataFrame) -> str:
     for _, r in df.sort_values(["status", "throughput"], ascending=[True, False]).iterrows():
         cls = " class='pareto'" if r.get("pareto") else ""
         values = {c: (run_name(r) if c == "run" else r[c]) for c in cols}
-        if values.get("accuracy_guard") == "failed":
-            values["accuracy_guard"] = "accuracy failed"
+        if values.get("accuracy_guard") == FAILED:
+            values["accuracy_guard"] = FAILED_WORDS
         cells = "".join(f"<td class='text'>{_e(_cell(values[c], c))}</td>" if c in TEXT_COLUMNS
                         else f"<td>{_e(_cell(values[c], c))}</td>" for c in cols)
         rows.append(f"<tr{cls}>{cells}</tr>")

@@ -17,8 +17,8 @@ from __future__ import annotations
 import pandas as pd
 
 from wb_core.analysis.recommend import with_efficiency
-
-GUARD_FAILED = "failed"  # accuracy_guard of a reduced-precision run that lost too much accuracy
+from wb_core.variants.guard import FAILED as GUARD_FAILED  # the guard's own verdict
+from wb_core.variants.guard import guard_failed_runs
 
 
 def _flag(v) -> bool:
@@ -97,8 +97,7 @@ def pickable(df: pd.DataFrame, hardware: dict | None = None) -> tuple[pd.DataFra
     if df is None or df.empty:
         return df, []
     marked = with_efficiency(df, hardware)
-    failed = marked["accuracy_guard"].astype(object).map(lambda v: v == GUARD_FAILED) if (
-        "accuracy_guard" in marked.columns) else pd.Series(False, index=marked.index)
+    failed = guard_failed_runs(marked)
     over = marked["oversubscribed"].fillna(False).astype(bool) & ~failed
     notes = []
     for mask, why in ((failed, _guard_words(marked[failed])),

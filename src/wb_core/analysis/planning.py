@@ -18,6 +18,7 @@ import pandas as pd
 
 from wb_core.axes import with_role
 from wb_core.errors import ConfigError, WorkbenchError, setting
+from wb_core.limits import within_p99
 
 
 @dataclass
@@ -46,7 +47,7 @@ def single_instance_curve(df: pd.DataFrame, p99_ms: float | None = None) -> pd.D
         ok = ok[ok.rate.isna()]
     ok = ok[ok.n_cores.notna()] if "n_cores" in ok else ok.iloc[0:0]
     if p99_ms is not None:
-        ok = ok[ok.latency_ms_p99 <= p99_ms]
+        ok = ok[[within_p99(v, p99_ms) for v in ok.latency_ms_p99]]
     if ok.empty:
         raise WorkbenchError(f"No pinned single-instance points to plan from; profile with {setting('cores', 'Cores')} "
                              "first1,first2,... "
@@ -153,10 +154,22 @@ class CapacityPlan:
         """CPUs requested in all: every replica alike, each instance pinned to its own cores."""
         return self.replicas * self.instances_per_replica * self.cores_per_instance
 
+    def sentence(self) -> str:
+        """The plan as one sentence a non-coder can act on (every face says it so)."""
+        from wb_core.analysis.words import plural, rounded
+
+        limit = f" with p99 ≤ {rounded(self.p99_ms)} ms" if self.p99_ms is not None else ""
+        return (f"To serve {rounded(self.target_rate)} requests/s{limit} you need {plural(self.replicas, 'replica')} "
+                f"of {plural(self.instances_per_replica, 'instance')} × {plural(self.cores_per_instance, 'core')}: "
+                f"{plural(self.total_cpus, 'CPU')}.")
+
     def describe(self) -> str:
-        limit = f"at p99 <= {self.p99_ms:g} ms" if self.p99_ms is not None else "without a p99 limit"
-        return (f"{self.instances} instance(s) of {self.cores_per_instance} core(s) serve {self.target_rate:g} req/s "
-                f"{limit} ({self.per_instance_rate:,.1f} req/s each, {self.headroom:.0%} "
+        """The plan in full: its sentence, then where its figures come from."""
+        from wb_core.analysis.words import p99_limit_words
+
+        return (f"{self.sentence()} {self.instances} instance(s) of {self.cores_per_instance} core(s) serve "
+                f"{self.target_rate:g} req/s {p99_limit_words(self.p99_ms)} ({self.per_instance_rate:,.1f} req/s each, "
+                f"{self.headroom:.0%} "
                 f"headroom, {self.basis}); {self.replicas} machine(s)/replica(s) of {self.instances_per_machine} "
                 f"instance(s); CPU request = limit = {self.cpu_request} per instance.")
 
@@ -261,10 +274,9 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroo
         raise ConfigError(f"Headroom must be between 0 and 1; got {headroom}.")
     checks = _served_ratios(serve_checks)
     df = _with_served(df, checks)
-    ok = df[(df.status == "ok") & (df.instances.fillna(1) == 1) & df.latency_ms_p99.notna()
-            & (df.latency_ms_p99 <= (p99_ms if p99_ms is not None else math.inf))]
-    if "saturated" in ok:
-        ok = ok[ok.saturated.fillna(False) == False]  # noqa: E712 - pandas mask
+    saturated = df.saturated.fillna(False) if "saturated" in df else pd.Series(False, index=df.index)
+    kept = [within_p99(p, p99_ms, s) for p, s in zip(df.latency_ms_p99, saturated)]
+    ok = df[(df.status == "ok") & (df.instances.fillna(1) == 1) & pd.Series(kept, index=df.index, dtype=bool)]
     if ok.empty:
         if p99_ms is None:
             raise WorkbenchError("No successful single-instance point to plan from; profile the model first.")

@@ -18,6 +18,7 @@ import pandas as pd
 
 from wb_core.errors import ConfigError, Sentence, WorkbenchError, joined, setting
 from wb_core.stats import Ratio, ratio
+from wb_core.variants.guard import guard_failed_runs
 
 OBJECTIVES = ("throughput", "latency", "throughput_per_core")
 EQUIVALENCE = 0.03  # runs whose ratio's 95% interval lies within +-3% are equivalent: simplicity decides
@@ -608,7 +609,7 @@ def _without_failed_guard(ok: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """The runs whose accuracy guard did not fail, and a sentence per precision left out, saying why."""
     if "accuracy_guard" not in ok.columns:
         return ok, []
-    failed = ok["accuracy_guard"].astype(str) == "failed"
+    failed = guard_failed_runs(ok)
     notes = []
     for prec, group in ok[failed].groupby(ok.loc[failed, "precision"].astype(str), sort=True):
         why = next((str(v) for v in group.get("accuracy_guard_note", pd.Series(dtype=object))

@@ -12,38 +12,19 @@ import html
 import math
 import re
 
-# Result and config columns as the dashboard names them (units in brackets).
-LABELS = {
-    "backend": "Runtime",
-    "precision": "Precision",
+from wb_core.axes import all_axes
+from wb_core.metrics import METRICS, metric
+from wb_core.precisions import PRECISIONS
+
+# Result and config columns as the dashboard names them (units in brackets): every setting as its axis
+# heads its column (wb_core.axes: `Axis.header`, else its label), then the measurements.
+LABELS = {a.name: a.header or a.label for a in all_axes()}
+LABELS.update({m.name: m.label for m in METRICS})
+LABELS.update({
     "executed_precision": "Executed as",
-    "batch_size": "Batch",
-    "threads": "Threads",
-    "inter_op_threads": "Inter-op threads",
-    "streams": "Streams",
-    "cores": "Cores pinned",
-    "concurrency": "Requests in flight",
-    "instances": "Instances",
-    "cores_per_instance": "Cores per instance",
-    "rate": "Arrival rate (req/s)",
-    "hint": "OpenVINO hint",
-    "seq_len": "Sequence length",
-    "latency_ms_p50": "p50 latency (ms)",
-    "latency_ms_p90": "p90 latency (ms)",
-    "latency_ms_p95": "p95 latency (ms)",
-    "latency_ms_p99": "p99 latency (ms)",
-    "latency_ms_mean": "Mean latency (ms)",
-    "throughput": "Throughput (samples/s)",
-    "throughput_per_core": "Throughput per core (samples/s)",
-    "cpu_util": "CPU cores busy",
-    "rss_mb": "Peak memory (MB)",
-    "accuracy": "Accuracy",
-    "accuracy_drop": "Accuracy drop",
-    "vs_fp32": "Speed vs FP32 (×)",
     "status": "Status",
     "error": "Problem",
     "key": "Run id",
-    "shape": "Input shape",
     "seq_mix": "Sequence-length mix",
     "accuracy_metric": "Accuracy measured as",
     "throughput_ci_low": "Throughput 95% CI low (samples/s)",
@@ -60,11 +41,8 @@ LABELS = {
     "quant_recipe": "INT8 recipe",
     "quant_recipe_reason": "Why this INT8 recipe",
     "model_family": "Model family",
-}
+})
 
-# Significant digits a measured value deserves: run-to-run noise on a shared CPU is a few percent,
-# so a fourth digit of a latency or throughput is noise.
-DIGITS = {"latency": 3, "throughput": 3, "cpu_util": 2, "rss_mb": 3, "accuracy": 4, "vs_fp32": 3}
 
 
 def label(column: str) -> str:
@@ -84,7 +62,8 @@ def rounded(value, column: str = "") -> str:
         return str(value)
     if isinstance(value, int) or float(value).is_integer() and not column.startswith(("latency", "accuracy")):
         return f"{int(value):,}"
-    digits = next((d for prefix, d in DIGITS.items() if column.startswith(prefix)), 3)
+    measured = metric(column)  # the digits its noise allows (a fourth digit of a latency is noise)
+    digits = measured.digits if measured else 3
     if value == 0:
         return "0"
     magnitude = math.floor(math.log10(abs(value)))
@@ -93,8 +72,9 @@ def rounded(value, column: str = "") -> str:
 
 
 # What the runtime really executed (OpenVINO's runtime precisions) in the words precisions are chosen by.
-EXECUTED = {"f32": "FP32", "fp32": "FP32", "bf16": "BF16", "f16": "FP16", "fp16": "FP16", "u8": "INT8", "i8": "INT8",
-            "int8": "INT8", "i32": "INT32", "i64": "INT64", "u1": "binary"}
+# The declared precisions by name, and OpenVINO's element types.
+EXECUTED = {**{p.name: p.label for p in PRECISIONS}, "f32": "FP32", "f16": "FP16", "fp16": "FP16", "u8": "INT8",
+            "i8": "INT8", "i32": "INT32", "i64": "INT64", "u1": "binary"}
 
 # The ways a number is measured, in words: two tabs that show different modes for one run say why.
 MODES = {
@@ -103,6 +83,20 @@ MODES = {
     "served": "served through a real server (network and server overhead included)",
     "layers": "sum of layer times (the runtime's per-layer counters, without the time between layers)",
 }
+
+
+def p99_limit_words(p99_ms) -> str:
+    """A p99 limit as plans and exports say it: `at p99 ≤ 5 ms`, or `without a p99 limit`."""
+    return f"at p99 ≤ {rounded(float(p99_ms))} ms" if p99_ms is not None else "without a p99 limit"
+
+
+def p99_verdict(p99, limit, saturated=False) -> str:
+    """A probed point against a p99 limit, in words (the rule: `limits.within_p99`)."""
+    from wb_core.limits import within_p99
+
+    if saturated is True or saturated == 1 or p99 is None or p99 != p99:
+        return "requests queued up"
+    return f"p99 {rounded(p99, 'latency')} ms, " + ("within the limit" if within_p99(p99, limit) else "over the limit")
 
 
 def plural(n, word: str, many: str | None = None) -> str:

@@ -253,11 +253,11 @@ register(BackendInfo(
         Axis("hint", "hints", one_of_or_none("performance hint", ("latency", "throughput")),
              "OpenVINO PERFORMANCE_HINT: none, latency, throughput.", "Hint (OpenVINO)", "--hint",
              text_default="none", annotation="str | None", choices=("none", "latency", "throughput"),
-             becomes="PERFORMANCE_HINT", unparse=lambda h: h or "none", in_name="{VALUE} hint"),
+             becomes="PERFORMANCE_HINT", unparse=lambda h: h or "none", in_name="{VALUE} hint", header="OpenVINO hint"),
         # NUM_STREAMS and PERFORMANCE_HINT are exclusive in OpenVINO; a stream needs a thread of its own.
         Axis("streams", "streams", whole_numbers("Streams", MAX_THREADS), "OpenVINO NUM_STREAMS values.",
              "Streams (OpenVINO)", "--streams", ordered=True, becomes="NUM_STREAMS", unless="hint",
-             in_name="{value} stream{s}", name_rank=30,
+             in_name="{value} stream{s}", name_rank=30, header="Streams",
              at_most="threads", fills_auto="concurrency",
              at_most_note="{value} streams with {limit} thread{s} left out: OpenVINO gives each stream a thread of "
                           "its own, so it would run as fewer streams."),
@@ -293,7 +293,7 @@ register(BackendInfo(
         Axis("inter_op_threads", "inter_op_threads", whole_numbers("Inter-op threads", MAX_THREADS),
              "Inter-op threads: TensorFlow's, and ONNX Runtime's under parallel execution.",
              "Inter-op threads (TensorFlow)", "--inter-op-threads", ordered=True, becomes="TF_NUM_INTEROP_THREADS",
-             in_name="{value} inter-op thread{s}",
+             in_name="{value} inter-op thread{s}", header="Inter-op threads",
              env=("TF_NUM_INTEROP_THREADS",)),
         Axis("onednn", "onednn", on_off("oneDNN"), "TensorFlow oneDNN: on, off, auto.", "oneDNN (TensorFlow)",
              "--onednn", annotation="bool | None", choices=("on", "off", "auto"), becomes="TF_ENABLE_ONEDNN_OPTS",

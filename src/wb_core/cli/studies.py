@@ -24,7 +24,6 @@ TRAINING_TABLE = [("batch_size", "batch"), ("threads", "intra"), ("inter_op_thre
                   ("throughput", "samples/s"), ("cpu_util_pct", "CPU %"), ("throughput_per_core", "samples/s/core"),
                   ("rss_mb", "peak MB"), ("status", "status")]
 
-AUTO_COLUMNS = ("threads", "inter_op_threads", "omp_threads", "onednn", "streams")
 
 
 def _table(df, columns) -> str:
@@ -36,8 +35,12 @@ def _table(df, columns) -> str:
         if view[c].dtype.kind == "f" or c in ("throughput", "epoch_s"):
             view[c] = view[c].astype(float).round(1 if c in ("throughput", "throughput_per_core", "rss_mb") else 3)
     view = view.astype(object)
+    from wb_core.api import sweep_axes
+
+    # Left to the runtime: the settings whose unset value means auto (training's OMP threads too).
+    auto = {a.name for a in sweep_axes() if a.text_default == "auto"} | {"omp_threads"}
     for c in view.columns:
-        view[c] = view[c].where(view[c].notna(), "auto" if c in AUTO_COLUMNS else "-")
+        view[c] = view[c].where(view[c].notna(), "auto" if c in auto else "-")
     view.columns = [h for _, h in cols]
     return view.to_string(index=False)
 

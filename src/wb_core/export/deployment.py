@@ -123,10 +123,8 @@ class DeploymentConfig:
         """The run's settings as a results row names them (cores as text), for words shared with results."""
         from wb_core.parsing import format_cores
 
-        return {"backend": self.backend, "precision": self.precision, "batch_size": self.batch_size,
-                "threads": self.threads, "cores": format_cores(tuple(self.cores or ())), "instances": self.instances,
-                "cores_per_instance": self.cores_per_instance, "concurrency": self.concurrency, "rate": self.rate,
-                **self.settings}
+        own = {name: getattr(self, name) for name in _setting_names() if name in _FIELDS}
+        return {**own, "cores": format_cores(tuple(self.cores or ())), **self.settings}
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

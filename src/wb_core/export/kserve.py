@@ -16,6 +16,7 @@ import json
 
 import yaml
 
+from wb_core.analysis.words import p99_limit_words
 from wb_core.backends.registry import Serving, get, serving
 from wb_core.export.common import ExportResult, comment_block, memory_mib, notes_file, provenance, served_file, whole_cpus
 from wb_core.export.deployment import DeploymentConfig
@@ -123,7 +124,7 @@ def inference_service(dep: DeploymentConfig, notes: list[str]) -> dict:
         # One instance per pod: the plan's instances become replicas, each with the cores it measured on.
         replicas = int(dep.capacity["instances"])
         notes.append(f"Replicas from the capacity plan: {replicas} pod(s) serve {dep.capacity['target_rate']:g} "
-                     f"requests/s at p99 <= {dep.capacity['p99_ms']:g} ms ({dep.capacity.get('basis', '')}).")
+                     f"requests/s {p99_limit_words(dep.capacity.get('p99_ms'))} ({dep.capacity.get('basis', '')}).")
     predictor: dict = {"minReplicas": replicas, "maxReplicas": replicas, "model": model}
     if dep.batch_size > 1:
         # KServe's batcher gathers single requests into batches of the size the run found best.

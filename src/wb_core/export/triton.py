@@ -39,6 +39,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
+from wb_core.analysis.words import p99_limit_words
 from wb_core.backends.registry import Serving, get, serving
 from wb_core.export.common import (
     HERE,
@@ -386,8 +387,8 @@ def config_pbtxt(dep: DeploymentConfig, notes: list[str], lay: Layout | None = N
             lines.append(block)
     if dep.capacity:
         notes.append(f"instance_group count {lay.count} per server and {dep.capacity['replicas']} server(s), from the "
-                     f"capacity plan for {dep.capacity['target_rate']:g} requests/s at p99 <= "
-                     f"{dep.capacity['p99_ms']:g} ms.")
+                     f"capacity plan for {dep.capacity['target_rate']:g} requests/s "
+                     f"{p99_limit_words(dep.capacity.get('p99_ms'))}.")
     groups = []
     for i, g in enumerate(lay.groups):
         body = [f"    name: {_q(f'{name}_{i}')}", f"    count: {g.count}", "    kind: KIND_CPU"]

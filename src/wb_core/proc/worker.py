@@ -15,6 +15,7 @@ import sys
 import time
 import traceback
 
+from wb_core.limits import within_p99
 from wb_core.proc.channel import emit, flush, open_channel, receive, watch_parent
 
 
@@ -177,7 +178,7 @@ def task_max_rate(task: dict) -> None:
         m.update(session.info())
         m["search"] = f"max-rate p99<{p99_target:g}ms"
         emit({"type": "point", "key": probe.key, "status": "ok", "metrics": m, "config": probe.to_dict()})
-        passed = not m["saturated"] and m["latency_ms_p99"] is not None and m["latency_ms_p99"] <= p99_target
+        passed = within_p99(m["latency_ms_p99"], p99_target, m["saturated"])
         if passed:
             lo = rate
             best = {"rate": rate, "p99_ms": m["latency_ms_p99"], "achieved_rate": m["achieved_rate"], "key": probe.key}

@@ -22,6 +22,7 @@ from pathlib import Path
 from wb_core.axes import all_axes
 from wb_core.config import RunConfig
 from wb_core.errors import ConfigError
+from wb_core.limits import within_p99
 from wb_core.sweep.context import SweepSummary
 
 SEARCHES = ("grid", "smart")
@@ -68,7 +69,7 @@ class Goal:
             raise ConfigError(f"The p99 target must be a positive number of milliseconds; got {self.p99_ms!r}.")
 
     def feasible(self, o: Observation) -> bool:
-        return o.measured and (self.p99_ms is None or o.p99_ms <= self.p99_ms)
+        return o.measured and within_p99(o.p99_ms, self.p99_ms)
 
     def rank(self, o: Observation) -> tuple[int, float]:
         """Sort key, larger is better: failures < runs over the p99 target < runs that meet it."""

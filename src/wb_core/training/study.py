@@ -19,7 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from wb_core.config import available_cpus, format_cores, parse_bool_list, parse_cores, parse_positive_ints, split_values
+from wb_core.axes import all_axes
+from wb_core.axis import Axis
+from wb_core.backends import registry
+from wb_core.config import available_cpus, format_cores, parse_positive_ints
 from wb_core.data import ImageOptions
 from wb_core.errors import ConfigError
 from wb_core.precisions import baseline
@@ -28,6 +31,7 @@ from wb_core.sweep.context import LOAD_ALLOWANCE_S, SweepContext, SweepSummary
 TRAINING_COLUMNS = ("study_kind", "omp_threads", "onednn", "epochs", "epoch_s", "epoch_s_min", "epoch_s_max",
                     "steps_per_epoch", "samples_per_epoch", "cores_given", "cpu_util_pct", "throughput_per_core",
                     "step_ms_p50")
+TRAINING_BACKEND = "tensorflow"  # the runtime a training study measures (Keras `model.fit`)
 EFFICIENCY_TOLERANCE = 0.10  # cores counts whose per-core throughput is this close to the best count as efficient
 
 
@@ -44,7 +48,7 @@ class TrainPoint:
     samples: int | None = None
 
     def to_dict(self) -> dict:
-        return {"backend": "tensorflow", "precision": baseline(), "batch_size": self.batch_size, "threads": self.threads,
+        return {"backend": TRAINING_BACKEND, "precision": baseline(), "batch_size": self.batch_size, "threads": self.threads,
                 "inter_op_threads": self.inter_op_threads, "streams": None,
                 "cores": list(self.cores) if self.cores else None, "instances": 1, "concurrency": 1,
                 "omp_threads": self.omp_threads, "onednn": self.onednn, "epochs": self.epochs, "steps": self.steps,
@@ -69,6 +73,13 @@ class TrainPoint:
         return " ".join(parts)
 
 
+def training_axes() -> tuple[Axis, ...]:
+    """The sweep axes a training study takes, as the axes table declares them: the settings its backend
+    (TensorFlow, which runs `model.fit`) reads, the cores it is pinned to and the batch size."""
+    reads = set(registry.get(TRAINING_BACKEND).settings)
+    return tuple(a for a in all_axes() if a.name in reads or a.name in ("cores", "batch_size"))
+
+
 @dataclass
 class TrainSpec:
     """The grid of a training study (`auto`: leave the setting to TensorFlow)."""
@@ -85,14 +96,9 @@ class TrainSpec:
     warmup_steps: int = 5
 
     def __post_init__(self):
-        self.threads = _ints(self.threads, "Intra-op threads")
-        self.inter_op_threads = _ints(self.inter_op_threads, "Inter-op threads")
-        self.omp_threads = _ints(self.omp_threads, "OMP threads")
-        self.onednn = parse_bool_list(self.onednn, "oneDNN") if isinstance(self.onednn, str) else list(self.onednn)
-        items = split_values(self.cores) if isinstance(self.cores, str) else list(self.cores)
-        self.cores = list(dict.fromkeys(c if (c is None or isinstance(c, tuple)) else parse_cores(c)
-                                        for c in items)) or [None]
-        self.batch_sizes = parse_positive_ints(self.batch_sizes, "Batch size", 1 << 20)
+        for a in training_axes():  # parsed as `wb profile` parses them: the axes table's parsers
+            setattr(self, a.spec, a.values(getattr(self, a.spec)))
+        self.omp_threads = _ints(self.omp_threads, "OMP threads")  # training's own: OMP_NUM_THREADS
         for name, low in (("epochs", 1), ("warmup_steps", 1)):
             v = getattr(self, name)
             if not isinstance(v, int) or v < low or v > 100_000:

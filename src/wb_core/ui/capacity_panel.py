@@ -14,6 +14,7 @@ import threading
 
 import ipywidgets as w
 
+from wb_core.api import p99_verdict, within_p99
 from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, key_values, section, text, with_help
 from wb_core.ui.words import MODES, plural, rounded, run_name
@@ -86,7 +87,7 @@ def rate_points(probes: list[dict], p99_ms: float | None, best_rate: float | Non
     """(x, y) of every trace in RATE_TRACES, and whether the p99 axis needs a log scale."""
     measured = [p for p in probes if p.get("p99") is not None and p["p99"] == p["p99"]]
     top = max([p["p99"] for p in measured] + [p99_ms or 0]) * 1.25 or 1.0
-    within = [p for p in measured if not p.get("saturated") and p99_ms is not None and p["p99"] <= p99_ms]
+    within = [p for p in measured if p99_ms is not None and within_p99(p["p99"], p99_ms, p.get("saturated"))]
     over = [p for p in measured if p not in within]
     behind = [p for p in probes if p not in measured]
     best = [p for p in within if p["rate"] == best_rate]
@@ -128,13 +129,8 @@ def probes_table(probes: list[dict]) -> str:
 
 
 def plan_sentence(plan) -> str:
-    """The capacity plan as one sentence a non-coder can act on."""
-    limit = f" with p99 ≤ {rounded(plan.p99_ms)} ms" if plan.p99_ms is not None else ""
-    replicas = f"{plan.replicas} replica{'s' if plan.replicas != 1 else ''}"
-    inst = f"{plan.instances_per_replica} instance{'s' if plan.instances_per_replica != 1 else ''}"
-    cores = f"{plan.cores_per_instance} core{'s' if plan.cores_per_instance != 1 else ''}"
-    return (f"To serve {rounded(plan.target_rate)} requests/s{limit} you need {replicas} of {inst} × {cores}: "
-            f"{plan.total_cpus} CPU{'s' if plan.total_cpus != 1 else ''}.")
+    """The capacity plan as one sentence a non-coder can act on (the plan's own)."""
+    return plan.sentence()
 
 
 def plan_rows(plan, machine_cpus: int) -> list[tuple[str, str]]:
@@ -369,11 +365,8 @@ class CapacityPanel(w.VBox):
             self._probes.append(probe)
             if point.get("status") != "ok":
                 how = f"failed ({point.get('error')})"
-            elif probe["saturated"] or probe["p99"] is None:
-                how = "requests queued up"
             else:
-                how = (f"p99 {rounded(probe['p99'], 'latency')} ms, "
-                       + ("within the limit" if probe["p99"] <= p99_ms else "over the limit"))
+                how = p99_verdict(probe["p99"], p99_ms, probe["saturated"])
             probe["verdict"] = how
             self.rate_progress.value = (f"<i>Working… tried {len(self._probes)} rate(s); last: "
                                         f"{rounded(probe['rate'])} requests/s → {html.escape(how)}.</i>")
@@ -384,8 +377,7 @@ class CapacityPanel(w.VBox):
 
     def best_so_far(self, p99_ms: float) -> float | None:
         """The highest rate tried that kept p99 within the limit (the search's answer once it ends)."""
-        passed = [p["rate"] for p in self._probes if p["status"] == "ok" and not p["saturated"]
-                  and p["p99"] is not None and p["p99"] <= p99_ms]
+        passed = [p["rate"] for p in self._probes if p["status"] == "ok" and within_p99(p["p99"], p99_ms, p["saturated"])]
         return max(passed) if passed else None
 
     def _run_row(self, key: str) -> dict:
@@ -425,9 +417,7 @@ class CapacityPanel(w.VBox):
                 p = r.get("latency_ms_p99")
                 probe = {"rate": float(r["rate"]), "p99": None if p is None or p != p else float(p),
                          "saturated": r.get("saturated") in (True, 1), "status": r["status"]}
-                probe["verdict"] = ("requests queued up" if probe["saturated"] or probe["p99"] is None else
-                                    f"p99 {rounded(probe['p99'], 'latency')} ms, "
-                                    + ("within the limit" if probe["p99"] <= p99 else "over the limit"))
+                probe["verdict"] = p99_verdict(probe["p99"], p99, probe["saturated"])
                 self._probes.append(probe)
         name = run_name(run) if run else "a run no longer in the study"
         self.rate_progress.value = f"<i>The study's last rate search, of {html.escape(name)}:</i>"

@@ -17,8 +17,6 @@ import traitlets
 
 from wb_core.api import default_db
 
-GUARD_FAILED = "failed"  # accuracy_guard of a reduced-precision run that lost too much accuracy
-
 
 @dataclasses.dataclass(frozen=True)
 class Pick:
@@ -46,12 +44,10 @@ class Pick:
 
 
 def guard_failed(df):
-    """Mask of the runs whose accuracy guard failed (none when the column is absent)."""
-    import pandas as pd
+    """Mask of the runs whose accuracy guard failed (none when the column is absent): the guard's own reading."""
+    from wb_core.api import guard_failed_runs
 
-    if df is None or df.empty or "accuracy_guard" not in df.columns:
-        return pd.Series(False, index=getattr(df, "index", None), dtype=bool)
-    return df["accuracy_guard"].astype(object).map(lambda v: v == GUARD_FAILED)
+    return guard_failed_runs(df)
 
 
 class DashboardState(traitlets.HasTraits):

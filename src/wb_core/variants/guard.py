@@ -71,6 +71,17 @@ KIND_CHECKS = {"classes": ("top1_agreement", "top5_agreement"),
 BOUNDED = ("top1", "top5", "cosine")  # metrics whose drop cannot exceed 1 (or 2 for cosine)
 
 PASSED, FAILED, OFF = "passed", "failed", "off"
+FAILED_WORDS = "accuracy failed"  # how tables and plots mark a run of a variant that failed
+
+
+def guard_failed_runs(df):
+    """Mask of the runs of a results frame whose accuracy guard failed (none when it was not measured):
+    the one reading of the verdict that recommend, pick, plots, the report and the dashboard share."""
+    import pandas as pd
+
+    if df is None or df.empty or "accuracy_guard" not in df.columns:
+        return pd.Series(False, index=getattr(df, "index", None), dtype=bool)
+    return df["accuracy_guard"].astype(object).map(lambda v: v == FAILED).astype(bool)
 
 
 @dataclass(frozen=True)
