@@ -855,7 +855,8 @@ def test_numbers_beyond_the_data_or_what_a_command_can_use_are_one_sentence_with
             (["--search", "smart", "--p99-ms", "1e-9"], "--p99-ms of 1e-09 ms is below 0.001 ms"),
             (["--max-rounds", "-1"], "--max-rounds must allow at least one round; got -1."),
             (["--decode", "nosuchmodule:fn"], "The decoding 'nosuchmodule:fn' cannot be imported"),
-            (["--decode", "a_bare_name"], "its import path package.module:function; got 'a_bare_name'")):
+            (["--decode", "a_bare_name"], "its import path package.module:function; got 'a_bare_name'"),
+            (["--spec", tmp_path], "is a folder; give a YAML file")):
         line = one_error_line(wb_here("profile", model, *args, "--db", db, *FAST_FLAGS))
         assert needle in line, (args, line)
         if "--calib-size" in args:

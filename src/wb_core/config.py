@@ -757,6 +757,8 @@ def load_spec_file(path) -> tuple[SweepSpec, MeasureSettings | None, InputOption
 
     p = Path(path)
     refuse_special(p, "Sweep spec")
+    if p.is_dir():
+        raise ConfigError(f"Sweep spec '{p}' is a folder; give a YAML file, such as sweep.yaml.")
     if not p.is_file():
         raise ConfigError(f"Sweep spec '{p}' does not exist.")
     if p.stat().st_size > MAX_SPEC_BYTES:
