@@ -280,3 +280,17 @@ def store_with_schema_version(src: Path, dest: Path, value: str) -> Path:
         b.execute("PRAGMA journal_mode=DELETE")
         b.close()
     return dest
+
+
+def uncompilable_ir(path: Path) -> Path:
+    """An OpenVINO IR that reads (its graph is valid) but that the CPU plugin cannot compile: a
+    float-to-string Convert, an operation the CPU has no kernel for."""
+    import numpy as np
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    x = ops.parameter([2, 3], np.float32, name="x")
+    y = ops.convert(x, ov.Type.string)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ov.save_model(ov.Model([y], [x], "strings"), str(path), compress_to_fp16=False)
+    return path

@@ -831,3 +831,52 @@ def test_data_the_parent_cannot_hold_is_a_sentence_with_the_limit_not_a_silent_e
     room = re.search(r"take \((\d+) MiB", line)
     assert room and int(room.group(1)) <= 400, line
     assert not db.exists()
+
+
+def test_an_ir_openvino_reads_but_cannot_compile_is_refused_before_any_point(tmp_path):
+    db = tmp_path / "r.db"
+    ir = bad_corpus.uncompilable_ir(tmp_path / "strings" / "model.xml")
+    line = one_error_line(wb("profile", ir, "--db", db, *FAST_FLAGS))
+    assert "OpenVINO reads the model" in line and "but cannot compile it for the CPU" in line, line
+    assert "Unsupported operation of type: Convert" in line and "model.xml" in line, line
+    assert not db.exists()
+
+
+def test_numbers_beyond_the_data_or_what_a_command_can_use_are_one_sentence_with_the_limit(small_store, tmp_path):
+    import numpy as np
+
+    model = _guard_model(tmp_path)
+    np.savez(tmp_path / "d.npz", x=np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32))
+    db = tmp_path / "r.db"
+    for args, needle in (
+            (["--data", tmp_path / "d.npz", "--precision", "fp32,int8", "--calib-size", "50"],
+             "Calibration (--calib-size) asks for 50 samples, but the data from"),
+            (["--find-max-rate", "--p99-ms", "1e-12"], "--p99-ms of 1e-12 ms is below 0.001 ms"),
+            (["--search", "smart", "--p99-ms", "1e-9"], "--p99-ms of 1e-09 ms is below 0.001 ms"),
+            (["--max-rounds", "-1"], "--max-rounds must allow at least one round; got -1."),
+            (["--decode", "nosuchmodule:fn"], "The decoding 'nosuchmodule:fn' cannot be imported"),
+            (["--decode", "a_bare_name"], "its import path package.module:function; got 'a_bare_name'"),
+            (["--spec", tmp_path], "is a folder; give a YAML file")):
+        line = one_error_line(wb_here("profile", model, *args, "--db", db, *FAST_FLAGS))
+        assert needle in line, (args, line)
+        if "--calib-size" in args:
+            assert "hold 20; give at most 20." in line, line
+    assert not db.exists()
+    folder = tmp_path / "a folder"
+    folder.mkdir()
+    for args, needle in (
+            (["recommend", "--top", "-1"], "--top (the runners-up to list) must be a whole number from 0 to 10,000"),
+            (["layers", "--run", "abc", "--top", "-1"], "--top (the layers to list) must be a whole number from 0"),
+            (["confirm", "--rounds", "1"], "--rounds of a confirmation must be a whole number from 2 (an interval "
+                                           "needs two) to 1000; got 1."),
+            (["confirm", "--model", folder], "is a folder, but study 's' measured a file"),
+            (["serve-check", "--run", "abc", "--max-time", "-1"], "--max-time must be a positive number of seconds, "
+                                                                  "at most 86400"),
+            (["serve-check", "--run", "abc", "--tritonserver", folder], "is a folder; give the tritonserver program"),
+            (["results", "--outputs", "--probes"], "Choose --probes or --outputs, not both.")):
+        before = count_runs(small_store)
+        line = one_error_line(wb_here(args[0], "--study", "s", "--db", small_store, *args[1:]))
+        assert needle in line, (args, line)
+        assert count_runs(small_store) == before
+    r = wb_here("results", "--study", "s", "--db", small_store, "--outputs")
+    assert r.returncode == 0 and "no INT8 or BF16 run has per-output figures" in r.stdout, r.stderr

@@ -644,6 +644,23 @@ def parse_ci_target(text) -> float | None:
     return check_ci_target(pct / 100)
 
 
+MIN_P99_MS = 0.001  # 1 microsecond: no inference call on a CPU answers faster, so a lower target meets nothing
+
+
+def check_p99_target(value) -> float:
+    """A p99 target in milliseconds a search can try to meet: finite, at least MIN_P99_MS."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{setting('p99_ms', 'The p99 target')} must be a positive number of milliseconds; got "
+                          f"{value!r}.")
+    if value < MIN_P99_MS:
+        raise ConfigError(f"{setting('p99_ms', 'The p99 target')} of {value:g} ms is below {MIN_P99_MS:g} ms "
+                          f"(1 microsecond), faster than any inference call answers: nothing could meet it; give a "
+                          f"target of at least {MIN_P99_MS:g} ms.")
+    return float(value)
+
+
 def check_max_rounds(value) -> int:
     """The budget of extra rounds a `--ci` target may add: a whole number of at least one round."""
     if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
@@ -740,6 +757,8 @@ def load_spec_file(path) -> tuple[SweepSpec, MeasureSettings | None, InputOption
 
     p = Path(path)
     refuse_special(p, "Sweep spec")
+    if p.is_dir():
+        raise ConfigError(f"Sweep spec '{p}' is a folder; give a YAML file, such as sweep.yaml.")
     if not p.is_file():
         raise ConfigError(f"Sweep spec '{p}' does not exist.")
     if p.stat().st_size > MAX_SPEC_BYTES:

@@ -133,6 +133,10 @@ class Dataset:
     def calibration(self):
         return self.x_calib if self.x_calib is not None else self.x
 
+    @property
+    def calibration_size(self) -> int:
+        return _size(self.calibration)
+
     def head(self, n: int) -> Dataset:
         return Dataset(x=_take(self.x, slice(0, n)), y=None if self.y is None else self.y[:n], x_calib=self.x_calib,
                        source=self.source, meta=self.meta, refs={k: v[:n] for k, v in self.refs.items()})

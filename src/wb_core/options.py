@@ -31,6 +31,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("batch_axes", "--batch-axis", "Batch axis"),
     Option("output", "--output", "the output accuracy reads"),
     Option("decode", "--decode", "the output's decoding"),
+    Option("subset_size", "--calib-size", "Calibration samples"),
+    Option("rounds", "--rounds", "Rounds"),
     Option("image_size", "--image-size", "Image size"),
     Option("channels", "--channels", "Channels"),
     Option("layout", "--layout", "Layout"),

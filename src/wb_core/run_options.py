@@ -44,8 +44,7 @@ class RunOptions:
         check_timeout(self.timeout_s)
         self.hosts = parse_hosts(self.hosts)
         self.ci_target = check_ci_target(self.ci_target)
-        if self.ci_target is not None:
-            check_max_rounds(self.max_rounds)
+        check_max_rounds(self.max_rounds)
         if (self.hosts or self.ship_model) and not self.cluster:
             raise ConfigError("Choosing hosts or shipping the model needs a cluster address.")
         if self.cluster and (self.remeasure_busy or self.ci_target is not None):

@@ -56,6 +56,9 @@ def check_model_unchanged(info: dict, model: str | Path | None, study: str) -> P
     from wb_core.models import changed_files, fingerprint
 
     path = Path(model or info["model_path"])
+    if model is not None and path.is_dir() and not Path(info["model_path"]).is_dir():
+        raise ConfigError(f"The model given ({setting('model', 'Model path')}) '{path}' is a folder, but study "
+                          f"'{study}' measured a file ({Path(info['model_path']).name}); give the file.")
     if not path.exists():
         raise ConfigError(f"The model file {path} that study '{study}' measured is no longer there; give its new "
                           f"place ({setting('model', 'Model path')}).")
@@ -123,11 +126,12 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
     from wb_core.analysis.recommend import recommend, with_efficiency
     from wb_core.backends.registry import backend_formats, names
     from wb_core.store import Store, load_results
-    from wb_core.sweep.context import check_repeats
+    from wb_core.sweep.context import MAX_REPEATS
     from wb_core.sweep.local import run_sweep
 
-    if check_repeats(rounds) < 2:
-        raise ConfigError("Confirming needs at least 2 rounds, to give an interval; got 1.")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 2 <= rounds <= MAX_REPEATS:
+        raise ConfigError(f"{setting('rounds', 'The rounds')} of a confirmation must be a whole number from 2 (an "
+                          f"interval needs two) to {MAX_REPEATS}; got {rounds!r}.")
     with Store(db, readonly=True) as store:
         info = store.get_study(study)
         if info is None:

@@ -53,11 +53,40 @@ def executed_precision(compiled) -> tuple[str, dict]:
 
 
 def check_loads(model_path: str) -> None:
-    """Read the model as a session will; a ModelError naming OpenVINO when it cannot."""
+    """Read the model as a session will, and compile it for the CPU (on one thread): a ModelError
+    naming OpenVINO when it cannot, before any point is measured (a model that reads but holds an
+    operation the CPU plugin lacks would otherwise fail every point)."""
+    from wb_core.errors import ModelError
+
+    core = ov.Core()
     try:
-        ov.Core().read_model(str(model_path))
+        model = core.read_model(str(model_path))
     except Exception as e:
         raise ov_read_error(model_path, e) from None
+    try:
+        core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": 1})
+    except Exception as e:
+        if _compiles_static(core, model):
+            return  # only its dynamic form does not compile; a sweep compiles it at each point's shapes
+        raise ModelError(f"OpenVINO reads the model '{model_path}' but cannot compile it for the CPU: "
+                         f"{first_line(e)}. Export it again, or measure it without OpenVINO.") from None
+
+
+def _compiles_static(core, model) -> bool:
+    """Whether the model compiles with each dynamic dimension set to 1 (False if it has none)."""
+    shapes = {}
+    for port in model.inputs:
+        ps = port.get_partial_shape()
+        if ps.is_dynamic and ps.rank.is_static:
+            shapes[port.get_any_name()] = ov.PartialShape([d.get_length() if d.is_static else 1 for d in ps])
+    if not shapes:
+        return False
+    try:
+        model.reshape(shapes)
+        core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": 1})
+        return True
+    except Exception:
+        return False
 
 
 class OpenVINOSession:

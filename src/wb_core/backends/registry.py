@@ -278,8 +278,9 @@ register(BackendInfo(
               ("OpenVINO THROUGHPUT hint", {"hint": "throughput", "untouched": True})),
     variant_default={"hint": "throughput", "untouched": True},
     layer_profiling=True,
-    # An IR, and the IR converted from a SavedModel or Keras file, are read by OpenVINO when they are made.
-    load_checks={"onnx": "wb_core.backends.openvino:check_loads"},
+    # Every file OpenVINO reads as it is is read and compiled before the sweep; an IR converted from a
+    # SavedModel or Keras file is read by OpenVINO when it is made.
+    load_checks={fmt: "wb_core.backends.openvino:check_loads" for fmt in ("openvino", "onnx", "tflite", "paddle")},
 ))
 register(BackendInfo(
     name="tensorflow",

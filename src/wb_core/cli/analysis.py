@@ -35,6 +35,14 @@ MAX_CORES = typer.Option(None, "--max-cores", help="Most cores the run may use."
 OBJECTIVE = typer.Option("throughput", "--objective", help=OBJECTIVE_HELP)
 
 
+MAX_TOP = 10_000  # rows a terminal list can show; more says nothing
+
+
+def _check_top(top: int, what: str) -> None:
+    if not 0 <= top <= MAX_TOP:
+        _fail(f"--top (the {what} to list) must be a whole number from 0 to {MAX_TOP:,}; got {top}.")
+
+
 @app.command()
 def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
               max_p99_ms: Optional[float] = MAX_P99, max_accuracy_drop: Optional[float] = MAX_DROP,
@@ -51,6 +59,8 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
     """Pick the best run under constraints and say why it won."""
     from wb_core.api import precision_losses, results, run_label, study_info
     from wb_core.api import recommend as _recommend
+
+    _check_top(top, "runners-up")
 
     info = study_info(study, _db(db))
     df = results(study, _db(db), efficiency=True)
@@ -149,6 +159,7 @@ def layers(study: str = typer.Option(..., "--study"), run: str = typer.Option(..
     """Per-layer profile of one run: time per layer and per layer type, and the precision each ran in."""
     from wb_core.api import check_output_file, layer_profile
 
+    _check_top(top, "layers")
     if out:
         check_output_file(out)
     profile = layer_profile(study, run, _db(db), iterations=iterations)

@@ -203,8 +203,7 @@ def profile(
                                      tokenizer=str(tokenizer) if tokenizer else inputs.tokenizer)
     check_timeout(timeout)
     ci_target = parse_ci_target(ci)
-    if ci_target is not None:
-        check_max_rounds(max_rounds)
+    check_max_rounds(max_rounds)  # even unused: a budget of -1 rounds is a mistake to say at once
     path = resolve_model(model)
     db = db or default_db()
     study = study or default_study_name(path)

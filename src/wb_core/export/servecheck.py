@@ -336,6 +336,11 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
     if port is not None and not (isinstance(port, int) and 1 <= port <= 65534):
         raise ConfigError(f"{setting('port', 'The port')} must be a port number from 1 to 65534 (gRPC takes the next "
                           f"one); got {port}.")
+    if max_time is not None and not (isinstance(max_time, (int, float)) and not isinstance(max_time, bool)
+                                     and 0 < max_time <= 86400):
+        raise ConfigError(f"{setting('max_time_s', 'The measuring time')} must be a positive number of seconds, at "
+                          f"most 86400 (a day); got {max_time!r}.")
+    find_tritonserver(tritonserver)  # a missing or wrong server binary is one sentence before the study is read
     dep = deployment_for_study(db, study, run_key=run_key)
     if not openvino_run(dep):
         from wb_core.backends.registry import serving_backends

@@ -66,6 +66,9 @@ def find_tritonserver(explicit: str | Path | None = None) -> TritonInstall:
             root = Path(list(spec.submodule_search_locations)[0]) / "tritonserver"
             candidates.append(("nvidia-pytriton", root / "bin" / "tritonserver"))
     for source, binary in candidates:
+        if source in (GIVEN, "WB_TRITONSERVER") and binary.is_dir():
+            raise ConfigError(f"The tritonserver given by {source} ('{binary}') is a folder; give the tritonserver "
+                              f"program itself (its bin/tritonserver).")
         if source in (GIVEN, "WB_TRITONSERVER") and not binary.is_file():
             raise ConfigError(f"The tritonserver given by {source} ('{binary}') does not exist.")
         if not binary.is_file() or not os.access(binary, os.X_OK):

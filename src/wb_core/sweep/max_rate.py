@@ -24,8 +24,9 @@ def find_max_rate(model, config: RunConfig, p99_ms: float, db: str | Path, study
     search and its answer are kept in the study's spec as `last_max_rate` (its sweep settings stay).
     Returns {"best": {...} or None, "closed_loop_rate", ...}.
     """
-    if not isinstance(p99_ms, (int, float)) or isinstance(p99_ms, bool) or not p99_ms > 0 or p99_ms == float("inf"):
-        raise ConfigError(f"The p99 target must be a positive number of milliseconds; got {p99_ms!r}.")
+    from wb_core.config import check_p99_target
+
+    check_p99_target(p99_ms)
     ctx = SweepContext(model, db, study, [config], settings=settings or MeasureSettings(max_time_s=3.0),
                        inputs=inputs, precision=precision, on_point=on_point)
     result: dict = {}

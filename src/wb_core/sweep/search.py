@@ -65,8 +65,10 @@ class Goal:
     def __post_init__(self):
         if self.objective not in ("throughput", "latency"):
             raise ConfigError(f"Unknown search objective '{self.objective}'; choose from throughput, latency.")
-        if self.p99_ms is not None and (not _finite(self.p99_ms) or self.p99_ms <= 0):
-            raise ConfigError(f"The p99 target must be a positive number of milliseconds; got {self.p99_ms!r}.")
+        if self.p99_ms is not None:
+            from wb_core.config import check_p99_target
+
+            check_p99_target(self.p99_ms)
 
     def feasible(self, o: Observation) -> bool:
         return o.measured and within_p99(o.p99_ms, self.p99_ms)

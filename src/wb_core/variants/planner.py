@@ -215,6 +215,11 @@ class VariantPlanner:
         check_inputs(self.dataset().x, self.inputs, "data")
         if wants_int8 and not self.prequantized:
             check_inputs(self.dataset().calibration, self.inputs, "calibration data")
+            have, asked = self.dataset().calibration_size, self.options.subset_size
+            if asked != DEFAULT_SUBSET and asked > have:  # the default takes what there is, up to 300
+                which = "calibration arrays" if self.dataset().x_calib is not None else "data"
+                raise ConfigError(f"Calibration ({setting('subset_size', 'calibration size')}) asks for {asked} samples, but "
+                                  f"the {which} from {self.dataset().source} hold {have}; give at most {have}.")
         outputs = list(self.description.outputs)
         check_references(self.dataset(), outputs)
         if self.options.output and outputs and self.options.output not in outputs:
