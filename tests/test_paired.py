@@ -127,3 +127,29 @@ def test_batch_8_against_batch_1_is_a_difference_in_latency_the_right_way(lenet_
     assert d.ratio.low > 1.03  # batch 8's request takes longer than batch 1's
     assert out.stopped == "decided"
     assert "differs beyond +-3%" in d.sentence()
+
+
+@pytest.mark.slow
+def test_compare_configs_picks_the_design_from_the_configurations_and_stores_what_it_measured(lenet_ir, db, fast):
+    from wb_core.api import compare_configs
+    from wb_core.store import Store
+
+    one, eight = RunConfig("openvino", batch_size=1, threads=1), RunConfig("openvino", batch_size=8, threads=1)
+    out = compare_configs(lenet_ir, one, eight, db=db, study="c", settings=fast, max_s=5)
+    assert out["design"] == "paired" and out["outcome"] in (DIFFERENCE, EQUIVALENT, UNDECIDED)
+    assert out["ratio"].low <= out["ratio"].ratio <= out["ratio"].high
+    assert "Measured side by side in one worker" in out["sentence"]
+    with Store(db, readonly=True) as s:
+        stored = [r for r in s.rounds("c") if r["status"] == "ok"]
+    assert len(stored) == 2 * out["cycles"] and {r["metrics"]["design"] for r in stored} == {"paired"}
+    # The same ratio from the stored blocks, by scipy.
+    by = {}
+    for r in stored:
+        by.setdefault(r["key"], {})[int(r["round"])] = float(r["metrics"]["throughput"])
+    want = scipy_ratio([math.log(by[eight.key][i] / by[one.key][i]) for i in sorted(by[one.key])])
+    if not out["busy_cycles"] or out["busy_cycles"] == out["cycles"]:  # every cycle counted
+        assert (out["ratio"].ratio, out["ratio"].low, out["ratio"].high) == pytest.approx(want, rel=1e-9)
+    pinned = RunConfig("openvino", batch_size=1, threads=1, cores=(0,))
+    fresh = compare_configs(lenet_ir, one, pinned, db=db, study="f", settings=fast, rounds=2)
+    assert fresh["design"] == "rounds" and "its cores differs" in fresh["sentence"]
+    assert fresh["ratio"] is not None and fresh["cycles"] == 2
