@@ -559,10 +559,11 @@ def _busy_note(final: dict, rec, conf) -> str | None:
     """What the exported deployment says when the decision rests on points measured busy."""
     if conf:
         if conf.get("busy"):
-            return conf.get("busy_sentence") or f"The confirmation's rounds of {', '.join(conf['busy'])} ran on a " \
-                                                  f"busy machine."
+            return str(conf.get("busy_sentence") or f"The confirmation's rounds of {', '.join(conf['busy'])} ran on "
+                                                      f"a busy machine.")
         return None
-    return getattr(rec, "busy_sentence", None) or None
+    note = getattr(rec, "busy_sentence", None)
+    return str(note) if note else None  # a Sentence: plain text for the export
 
 
 def check_outputs(path: Path, db, study: str | None, export_dir) -> Path:
