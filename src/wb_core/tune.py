@@ -518,7 +518,7 @@ def _leaders_side_by_side(described, db, study, configs, seconds, settings, inpu
         f"until they separate or fall within +-3% (at most {seconds:.0f} s).")
     out = run_paired(described, db, study, configs, [(0, j) for j in range(1, len(configs))], settings=settings,
                      inputs=inputs, precision=prec, progress=progress, cancel=cancel,
-                     max_s=max(2.0, seconds - WORKER_START_S))
+                     max_s=max(2.0, seconds - WORKER_START_S - len(configs) * LOAD_S))
     if out.fallback:
         return [f"The leaders were not measured side by side: {out.fallback}."]
     notes = [str(out.sentence())]
