@@ -126,6 +126,8 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
     from wb_core.sweep.context import check_repeats
     from wb_core.sweep.local import run_sweep
 
+    if design not in DESIGNS:
+        raise ConfigError(f"The comparison design must be one of {', '.join(DESIGNS)}; got {design!r}.")
     if check_repeats(rounds) < 2:
         raise ConfigError("Confirming needs at least 2 rounds, to give an interval; got 1.")
     with Store(db, readonly=True) as store:
@@ -165,12 +167,7 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
             and not inputs.text:
         raise ConfigError(f"The INT8 model study '{study}' measured is no longer in the cache and its data was given "
                           f"in memory; pass the same data again (precision_options=PrecisionOptions(data=...)).")
-    unique: dict[str, RunConfig] = {}
-    for c in configs.values():
-        unique.setdefault(c.key, c)
     name = f"{study}-confirm"
-    if design not in DESIGNS:
-        raise ConfigError(f"The comparison design must be one of {', '.join(DESIGNS)}; got {design!r}.")
     shared, fresh_why = split_by_worker(configs, design)
     paired_out = None
     if len({configs[label].key for label in shared}) >= 2:
