@@ -259,3 +259,11 @@ def test_copies_that_would_not_fit_in_memory_fall_back_to_fresh_rounds_and_say_w
     assert out["design"] == "rounds" and set(out["measured_in"].values()) == {"rounds"}
     assert "copies side by side would take about" in out["verdict"] and "available now" in out["verdict"]
     _confirm_checks(out, db, lenet_ir)
+
+
+def test_an_unknown_design_is_one_sentence_before_anything_is_read(db):
+    from wb_core.api import confirm
+
+    with pytest.raises(ConfigError, match=r"design must be one of auto, paired, rounds; got 'abba'\.") as e:
+        confirm("nothing-here", db, design="abba")
+    assert "\n" not in str(e.value) and not db.exists()
