@@ -131,11 +131,11 @@ def test_the_time_plan_keeps_the_confirmations_share_from_the_start(budget, cost
     (20.4, 12, "onnx", None),       # not even the smallest
     (47.5, 10, "onnx", (6, 5)),     # the most rounds
     (1000, 1, "onnx", (6, 5)),      # never more than 5 rounds
-    # A SavedModel: the TensorFlow default's fresh rounds (2 x (2 x 12 + 5) = 58 s) beside the pick,
-    # except in the smallest confirmation, which leaves that default out.
+    # A SavedModel: the TensorFlow default's fresh rounds (2 x (2 x 12 + 5) = 58 s) beside the pick in
+    # the full confirmation; a smaller one leaves that default out first (1.5 + 5 + 5 x 8 = 46.5 s).
     (81.5, 12, "savedmodel", (6, 2)),
-    (81.4, 12, "savedmodel", (5, 2)),
-    (60, 12, "savedmodel", (3, 5)),
+    (81.4, 12, "savedmodel", (5, 5)),
+    (46.4, 12, "savedmodel", (5, 4)),
 ])
 def test_a_confirmation_that_does_not_fit_is_planned_smaller(seconds, cost, fmt, want):
     from wb_core.tune import plan_confirmation
@@ -171,6 +171,11 @@ def test_a_smaller_confirmation_leaves_out_the_runner_up_then_the_defaults_the_o
     # Two labels of one configuration count once: four configurations here, so only the runner-up goes.
     configs["same variant"] = configs["OpenVINO THROUGHPUT hint"]
     assert smaller(configs, defaults, "throughput", 4)[1] == ["runner-up"]
+    # A default that cannot share the pick's worker (another runtime) goes before the others: it
+    # alone would need fresh rounds.
+    configs["TensorFlow, default threads"] = RunConfig("tensorflow", batch_size=1)
+    kept, out = smaller(configs, defaults | {"TensorFlow, default threads"}, "throughput", 4)
+    assert out == ["runner-up", "TensorFlow, default threads"]
 
 
 def _probe(precision, batch, thr, guard=None, status="ok", error=None, note=None):

@@ -90,9 +90,9 @@ def round_cost(settings: MeasureSettings, fmt: str) -> float:
 
 def _tf_fresh(cost: float, fmt: str, rounds: int, configs: int) -> float:
     """Seconds of the fresh rounds a TensorFlow model's default needs beside the pick (it cannot share
-    the pick's worker): `rounds` of the two, with TensorFlow's import each. The smallest confirmation
-    leaves that default out (`analysis.confirm.smaller`), so it has none."""
-    tf = fmt in ("savedmodel", "keras") and configs > MIN_CONFIRM_CONFIGS
+    the pick's worker): `rounds` of the two, with TensorFlow's import each. A confirmation smaller
+    than the full one leaves that default out first (`analysis.confirm.smaller`), so it has none."""
+    tf = fmt in ("savedmodel", "keras") and configs >= CONFIRM_CONFIGS
     return rounds * (2 * cost + TF_START_S) if tf else 0.0
 
 

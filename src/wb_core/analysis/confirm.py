@@ -188,7 +188,9 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
         fresh_why.update({label: "it is the pick itself" for label in shared if label != "tuned"})
         shared = []
     fresh = [label for label in configs if label not in shared or label == "tuned"]
-    fresh = fresh if len({configs[label].key for label in fresh}) >= 2 else []
+    # Fresh rounds beside the pick when some configuration needs them; for all when none is side by
+    # side (a pick that is a default itself is then measured alone, as it is).
+    fresh = fresh if len({configs[label].key for label in fresh}) >= 2 or not shared else []
     rounds_name = f"{name}-rounds" if shared else name
     busy: set[str] = set()
     if fresh:
@@ -294,16 +296,22 @@ def smaller(configs: dict[str, RunConfig], default_labels: set[str], objective: 
             max_configs: int | None) -> tuple[dict[str, RunConfig], list[str]]:
     """At most `max_configs` of the confirmation's configurations: the runner-up is left out first,
     then the defaults whose hint the objective does not favour (for throughput: those without the
-    THROUGHPUT hint); the pick, the best-suited default and the pick's variant under the hint stay.
+    THROUGHPUT hint), those that cannot share the pick's worker before the others (each needs fresh
+    rounds); the pick, the best-suited default and the pick's variant under the hint stay.
     Labels naming one and the same configuration count once."""
     def count(cs) -> int:  # configurations measured: one label may name the same one as another
         return len({c.key for c in cs.values()})
 
     if max_configs is None or count(configs) <= max_configs:
         return configs, []
+    from wb_core.sweep.paired import worker_conflict
+
     favoured = "latency" if objective == "latency" else "throughput"
-    order = ["runner-up"] + [label for label in configs if label in default_labels
-                             and favoured.upper() not in label.upper()]
+    unfavoured = [label for label in configs if label in default_labels and favoured.upper() not in label.upper()]
+    # Those that cannot share the pick's worker first: each costs fresh rounds of its own.
+    tuned = configs.get("tuned")
+    unfavoured.sort(key=lambda label: tuned is None or worker_conflict(tuned, configs[label]) is None)
+    order = ["runner-up"] + unfavoured
     kept, left_out = dict(configs), []
     for label in order:
         if count(kept) <= max_configs:
