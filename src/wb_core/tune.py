@@ -104,9 +104,10 @@ def confirm_cost(cost: float, fmt: str, rounds: int = 2, configs: int = CONFIRM_
 
 
 def paired_confirm_time(left: float, cost: float, fmt: str, rounds: int, configs: int) -> float:
-    """Seconds the confirmation's side-by-side comparison may measure: what is left, less the worker's
-    start, the loads and a TensorFlow default's fresh rounds (the stopping rule usually ends it sooner)."""
-    return max(3.0, left - WORKER_START_S - configs * LOAD_S - _tf_fresh(cost, fmt, rounds, configs))
+    """Seconds the confirmation's side-by-side worker may take, its loads included: what is left, less
+    the worker's start and a TensorFlow default's fresh rounds (the stopping rule usually ends it
+    sooner)."""
+    return max(3.0, left - WORKER_START_S - _tf_fresh(cost, fmt, rounds, configs))
 
 
 def confirm_fits(left: float, needed: float, budget: float) -> bool:
@@ -518,7 +519,7 @@ def _leaders_side_by_side(described, db, study, configs, seconds, settings, inpu
         f"until they separate or fall within +-3% (at most {seconds:.0f} s).")
     out = run_paired(described, db, study, configs, [(0, j) for j in range(1, len(configs))], settings=settings,
                      inputs=inputs, precision=prec, progress=progress, cancel=cancel,
-                     max_s=max(2.0, seconds - WORKER_START_S - len(configs) * LOAD_S))
+                     max_s=max(2.0, seconds - WORKER_START_S), deadline_s=max(2.0, seconds - WORKER_START_S))
     if out.fallback:
         return [f"The leaders were not measured side by side: {out.fallback}."]
     notes = [str(out.sentence())]

@@ -118,8 +118,8 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
     `remeasure_busy` measures the rounds stored as busy once more before the verdict (else the
     verdict says they were not). `design`: "auto" measures the pick side by side in one worker with
     every configuration that can share one (`wb_core.sweep.paired`), the rest in fresh rounds;
-    "paired" the same; "rounds" fresh rounds for all. `max_s`: seconds the paired comparison may
-    measure; `margin`: its equivalence band (0.03: +-3%)."""
+    "paired" the same; "rounds" fresh rounds for all. `max_s`: seconds the side-by-side worker may
+    take, its loads included; `margin`: its equivalence band (0.03: +-3%)."""
     from wb_core.analysis.recommend import recommend, with_efficiency
     from wb_core.backends.registry import backend_formats, names
     from wb_core.store import Store, load_results
@@ -180,7 +180,8 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
         paired_out = run_paired(path, db, name, [by_key[k] for k in order], pairs, settings=settings, inputs=inputs,
                                 precision=prec, progress=progress, metric=_metric(objective),
                                 margin=margin or MARGIN,
-                                max_s=max_s or paired_time(rounds, len(order), settings, MAX_S))
+                                max_s=max_s or paired_time(rounds, len(order), settings, MAX_S),
+                                deadline_s=max_s)  # a time given counts the worker's loads too
         if paired_out.fallback:  # nothing measured side by side: every configuration gets fresh rounds
             fresh_why = {label: paired_out.fallback for label in configs if label != "tuned"}
             shared = []
@@ -284,7 +285,7 @@ def design_sentence(paired, fresh_why: dict[str, str], shared: list[str]) -> str
     parts = []
     if shared:
         others = [label for label in shared if label != "tuned"]
-        parts.append(f"The pick and {', '.join(others)}: " + str(paired.sentence()))
+        parts.append(f"{paired.sentence()} Beside the pick there: {', '.join(others)}.")
     if fresh_why:
         rest = "; ".join(f"{label} ({why})" for label, why in fresh_why.items() if label not in shared)
         if rest:
