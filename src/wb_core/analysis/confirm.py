@@ -398,8 +398,11 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
     ok = {label: r for label, r in flat.items() if r.get("status") == "ok"}
     side = {label: kind for kind in (ROUNDS_DESIGN, PAIRED_DESIGN) for label in designs.get(kind, {})}
     paired_ok = {label: r for label, r in designs.get(PAIRED_DESIGN, {}).items() if r.get("status") == "ok"}
-    busy_cycles = {int(i) for r in paired_ok.values() for i in (r.get("busy_rounds") or [])}
-    drop = busy_cycles if paired is not None and paired.quiet_only else set()
+    # Side by side, the verdict reads this run's cycles (a confirmation run again adds new ones).
+    stored_ids = {int(i) for r in paired_ok.values() for i in (r.get("round_ids") or [])}
+    this_run = {int(i) for ids in (paired.rounds.values() if paired is not None else ()) for i in ids} or stored_ids
+    busy_cycles = {int(i) for r in paired_ok.values() for i in (r.get("busy_rounds") or [])} & this_run
+    drop = (stored_ids - this_run) | (busy_cycles if paired is not None and paired.quiet_only else set())
 
     def compare(base_label: str, new_label: str):
         """(gain, decision) of new over base, from the rows of one design where both were measured."""
@@ -487,8 +490,8 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
                          f"cores), of {', '.join(fresh_busy)}, {again}: confirm again when it is quieter.")
     if paired_busy:
         sentences.append(f"This verdict rests on cycles measured on a busy machine (other processes on these cores "
-                         f"in {len(busy_cycles)} of {max(len(r.get('round_ids') or []) for r in paired_ok.values())} "
-                         f"cycles side by side, too many to leave out): confirm again when it is quieter.")
+                         f"in {len(busy_cycles)} of {len(this_run)} cycles side by side, too many to leave out): "
+                         f"confirm again when it is quieter.")
     if sentences:
         out["busy_sentence"] = " ".join(sentences)
         text += " " + out["busy_sentence"]
