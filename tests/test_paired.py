@@ -55,6 +55,8 @@ def test_the_stopping_rule_spends_its_error_over_its_looks():
     # A difference with a wide interval is decided, but not settled while more time could narrow it.
     loose = decide(np.random.default_rng(6).normal(math.log(1.5), 0.3, 12), 0.03, 1, precision=0.03)
     assert loose.outcome == DIFFERENCE and not loose.settled
+    assert decide(d, 0.03, len(looks), precision=0.02).settled  # equivalent, within +-2%
+    assert not decide(d, 0.03, len(looks), precision=0.001).settled
     with pytest.raises(ValueError):
         decide(d, 0.0)
 
@@ -103,7 +105,8 @@ def test_a_configuration_against_itself_is_equivalent(lenet_ir, fast):
     a = RunConfig("openvino", batch_size=1, threads=1)
     # A band this wide is decided within seconds even on a machine others keep busy; the interval
     # must hold 1 whatever the band.
-    out = compare_paired([lenet_ir, lenet_ir], [a, a], fast, InputOptions(), [(0, 1)], margin=0.5, max_s=20)
+    out = compare_paired([lenet_ir, lenet_ir], [a, a], fast, InputOptions(), [(0, 1)], margin=0.5, max_s=20,
+                         precision=None)
     d = out.decisions[(0, 1)]
     assert d.outcome == EQUIVALENT, d.sentence()
     assert d.ratio.low <= 1 <= d.ratio.high

@@ -13,10 +13,10 @@ The plan (`plan_variants`, `plan_time`) looks where the gain usually is first:
    interleaved rounds (the `--ci` machinery), the busy ones measured again once.
 4. Recommend (ties settled by those rounds; accuracy measured when data is at hand).
 5. Confirm against the runtime's real defaults, with both ratios: what the variant buys and what
-   tuning buys, side by side in one worker (until the stopping rule decides every ratio within
-   +-3%, or the time kept is spent), a TensorFlow default in fresh rounds beside the pick. Its share
-   of the budget is kept from the start; when the full confirmation does not fit it, a smaller one
-   (fewer configurations, less time) runs instead.
+   tuning buys, side by side in one worker (until the stopping rule decides every ratio against
+   +-3%, each interval within +-2%, or the time kept is spent), a TensorFlow default in fresh
+   rounds beside the pick. Its share of the budget is kept from the start; when the full
+   confirmation does not fit it, a smaller one (fewer configurations, less time) runs instead.
 6. Export the recommendation as YAML, and say the answer in words, naming every variant that was
    not measured and why.
 """

@@ -36,7 +36,7 @@ DISCARD_S = 0.06  # the start of each block, left out: caches warm again after t
 BLOCK_REQUESTS = 12  # a block is made longer for a slow model: at least this many requests
 FIRST_LOOK_S = 3.0  # seconds of measuring before the stopping rule first looks
 MARGIN = 0.03  # the band within which two configurations are called equivalent
-PRECISION = 0.03  # a difference is said once its 95% interval is within this fraction too
+PRECISION = 0.02  # measuring goes on until the 95% interval is within this fraction too (time allowing)
 MAX_S = 30.0
 MEMORY_SHARE = 0.5  # of the memory available now, what the copies side by side may take
 # Fields that only a process of its own can set: its cores and instances, an open-loop rate, the inputs.
