@@ -477,7 +477,8 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         retry = _busy_retry_fits(left(), cost, fmt, rounds, n_configs, budget)
         conf = confirm_study(study, db, rounds=rounds, settings=settings, progress=progress,
                              allow_unmeasured_accuracy=False, max_configs=n_configs, remeasure_busy=retry,
-                             max_s=paired_confirm_time(left(), cost, fmt, rounds, n_configs))
+                             max_s=paired_confirm_time(left(), cost, fmt, rounds, n_configs),
+                             until=max(t0 + budget, time.monotonic() + confirm_cost(cost, fmt, 2, MIN_CONFIRM_CONFIGS)))
         if conf.get("busy") and not retry:
             notes.append(f"The confirmation's busy rounds ({', '.join(conf['busy'])}) were not measured again: no "
                          f"time left in the budget.")

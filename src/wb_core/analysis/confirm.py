@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from pathlib import Path
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
@@ -113,13 +114,15 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
                   settings: MeasureSettings | None = None, allow_unmeasured_accuracy: bool = False,
                   model=None, progress: bool = False, precision_options=None, seq_len: int | None = None,
                   max_configs: int | None = None, remeasure_busy: bool = True, design: str = "auto",
-                  max_s: float | None = None, margin: float | None = None) -> dict:
+                  max_s: float | None = None, margin: float | None = None, until: float | None = None) -> dict:
     """See `wb_core.api.confirm`. `max_configs` plans a smaller confirmation (`smaller`);
     `remeasure_busy` measures the rounds stored as busy once more before the verdict (else the
     verdict says they were not). `design`: "auto" measures the pick side by side in one worker with
     every configuration that can share one (`wb_core.sweep.paired`), the rest in fresh rounds;
     "paired" the same; "rounds" fresh rounds for all. `max_s`: seconds the side-by-side worker may
-    take, its loads included; `margin`: its equivalence band (0.03: +-3%)."""
+    take, its loads included; `margin`: its equivalence band (0.03: +-3%); `until`: a
+    time.monotonic() by which the whole confirmation should end (the fresh rounds run first, the
+    side-by-side worker takes what is left)."""
     from wb_core.analysis.recommend import recommend, with_efficiency
     from wb_core.backends.registry import backend_formats, names
     from wb_core.store import Store, load_results
@@ -169,43 +172,55 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
                           f"in memory; pass the same data again (precision_options=PrecisionOptions(data=...)).")
     name = f"{study}-confirm"
     shared, fresh_why = split_by_worker(configs, design)
+    if len({configs[label].key for label in shared}) < 2:
+        fresh_why.update({label: "it is the pick itself" for label in shared if label != "tuned"})
+        shared = []
+    rounds_name = f"{name}-rounds" if shared else name
+    busy: set[str] = set()
+
+    def fresh_rounds(labels: list[str]) -> set[str]:
+        """Interleaved fresh rounds of `labels` (the pick among them); the keys stored busy."""
+        unique: dict[str, RunConfig] = {}
+        for label in labels:
+            unique.setdefault(configs[label].key, configs[label])
+        run_sweep(path, SweepSpec(repeats=rounds), db, rounds_name, settings=settings, inputs=inputs,
+                  configs=list(unique.values()), progress=progress, precision=prec)
+        with Store(db, readonly=True) as store:
+            found = store.busy_keys(rounds_name) & set(unique)
+        if found and remeasure_busy:  # once: a verdict should not rest on rounds others disturbed
+            run_sweep(path, SweepSpec(repeats=rounds), db, rounds_name, settings=settings, inputs=inputs,
+                      configs=[unique[k] for k in unique if k in found], progress=progress, precision=prec,
+                      remeasure_busy=True)
+        return found
+
+    # Fresh rounds beside the pick for what needs them, first: their cost is fixed, and the side-by-side
+    # comparison then takes the time left. For all when none is side by side (a pick that is a default
+    # itself is then measured alone, as it is).
+    fresh = [label for label in configs if label not in shared or label == "tuned"]
+    fresh = fresh if len({configs[label].key for label in fresh}) >= 2 or not shared else []
+    if fresh:
+        busy |= fresh_rounds(fresh)
     paired_out = None
-    if len({configs[label].key for label in shared}) >= 2:
+    if shared:
         from wb_core.sweep.paired import MARGIN, MAX_S, run_paired
 
         order = list(dict.fromkeys(configs[label].key for label in shared))
         by_key = {configs[label].key: configs[label] for label in shared}
         index = {k: i for i, k in enumerate(order)}
         pairs = comparison_pairs({label: index[configs[label].key] for label in shared}, set(defaults))
+        # A time given counts the worker's loads too; `until` is when the whole confirmation must end.
+        if until is not None:
+            whole = max(3.0, until - time.monotonic())
+            limit = min(max_s, whole) if max_s else whole
+        else:
+            whole, limit = max_s, max_s or paired_time(rounds, len(order), settings, MAX_S)
         paired_out = run_paired(path, db, name, [by_key[k] for k in order], pairs, settings=settings, inputs=inputs,
                                 precision=prec, progress=progress, metric=_metric(objective),
-                                margin=margin or MARGIN,
-                                max_s=max_s or paired_time(rounds, len(order), settings, MAX_S),
-                                deadline_s=max_s)  # a time given counts the worker's loads too
+                                margin=margin or MARGIN, deadline_s=whole, max_s=limit)
         if paired_out.fallback:  # nothing measured side by side: every configuration gets fresh rounds
             fresh_why = {label: paired_out.fallback for label in configs if label != "tuned"}
-            shared = []
-    elif shared:
-        fresh_why.update({label: "it is the pick itself" for label in shared if label != "tuned"})
-        shared = []
-    fresh = [label for label in configs if label not in shared or label == "tuned"]
-    # Fresh rounds beside the pick when some configuration needs them; for all when none is side by
-    # side (a pick that is a default itself is then measured alone, as it is).
-    fresh = fresh if len({configs[label].key for label in fresh}) >= 2 or not shared else []
-    rounds_name = f"{name}-rounds" if shared else name
-    busy: set[str] = set()
-    if fresh:
-        unique: dict[str, RunConfig] = {}
-        for label in fresh:
-            unique.setdefault(configs[label].key, configs[label])
-        run_sweep(path, SweepSpec(repeats=rounds), db, rounds_name, settings=settings, inputs=inputs,
-                  configs=list(unique.values()), progress=progress, precision=prec)
-        with Store(db, readonly=True) as store:
-            busy = store.busy_keys(rounds_name) & set(unique)
-        if busy and remeasure_busy:  # once: a verdict should not rest on rounds others disturbed
-            run_sweep(path, SweepSpec(repeats=rounds), db, rounds_name, settings=settings, inputs=inputs,
-                      configs=[unique[k] for k in unique if k in busy], progress=progress, precision=prec,
-                      remeasure_busy=True)
+            fresh, shared = list(configs), []
+            busy |= fresh_rounds(fresh)
     studies = {}
     if shared:
         studies[PAIRED_DESIGN] = (name, shared)
