@@ -430,7 +430,8 @@ def test_the_api_names_resolve():
 # kind: a store, a runner or a registry is none of these, and belongs behind a verb.
 API_VERBS = {
     # measure
-    "profile", "pipeline_profile", "train_profile", "find_max_rate", "tune", "confirm", "serve_check",
+    "profile", "pipeline_profile", "train_profile", "find_max_rate", "tune", "confirm", "compare_configs",
+    "serve_check",
     "layer_profile", "verify_allocation", "convert_to_ir", "inspect_model", "hardware_info", "describe_hardware",
     "list_backends", "cluster_hosts", "preview_sweep", "default_configs", "backend_title", "layer_profiling_backends",
     # read

@@ -172,7 +172,7 @@ def test_confirm_measures_busy_rounds_again_once_and_a_smaller_one_says_what_it_
     from wb_core.api import confirm, profile
 
     profile(lenet_ir, db=db, study="b", precisions="fp32", batch_sizes="1", threads="1", settings=fast)
-    out = confirm("b", db, rounds=2, settings=fast, max_configs=3, remeasure_busy=False)
+    out = confirm("b", db, rounds=2, settings=fast, max_configs=3, remeasure_busy=False, design="rounds")
     # Five labels, four configurations (the FP32 model under the hint is the THROUGHPUT default
     # itself), no runner-up: the first default without the THROUGHPUT hint goes, leaving three.
     assert out["left_out"] == ["OpenVINO untouched"]
@@ -191,11 +191,11 @@ def test_confirm_measures_busy_rounds_again_once_and_a_smaller_one_says_what_it_
             return [t for (t,) in c.execute("SELECT json_extract(metrics_json, '$.throughput') FROM rounds "
                                             "WHERE study = ? AND status = 'ok'", ("b-confirm",))]
 
-    kept = confirm("b", db, rounds=2, settings=fast, max_configs=3, remeasure_busy=False)
+    kept = confirm("b", db, rounds=2, settings=fast, max_configs=3, remeasure_busy=False, design="rounds")
     assert "This verdict rests on rounds measured on a busy machine" in kept["verdict"]
     assert "were not measured again" in kept["verdict"] and kept["busy"]
     assert set(stored_throughputs()) == {1.0}  # nothing measured again
-    again = confirm("b", db, rounds=2, settings=fast, max_configs=3)
+    again = confirm("b", db, rounds=2, settings=fast, max_configs=3, design="rounds")
     assert 1.0 not in stored_throughputs() and len(stored_throughputs()) == 2 * len(measured)
     if again["busy"]:  # still busy after measuring again once (a shared machine): said, not hidden
         assert "even after they were measured again once" in again["verdict"]
@@ -228,6 +228,11 @@ def test_confirm_measures_side_by_side_what_shares_a_worker_and_says_the_rules_a
     for r in rounds:  # each cycle stored as a round of every configuration, with the order it ran in
         assert r["metrics"]["design"] == "paired" and sorted(r["metrics"]["cycle_order"]) == sorted(keys)
     assert len(rounds) == len(keys) * len({r["round"] for r in rounds})
+    # Confirmed again: new cycles are added to the study, and the verdict reads this run's only.
+    first = {int(r["round"]) for r in rounds}
+    again = confirm("p", db, rounds=2, settings=fast, max_s=4)
+    assert set(again["left_out_cycles"]) >= first
+    assert again["gain"].n <= len(again["paired"].cycles) and min(again["paired"].rounds[0]) > max(first)
 
 
 def test_a_pick_pinned_to_its_cores_keeps_fresh_rounds_and_says_why(lenet_ir, db, fast):
@@ -259,3 +264,11 @@ def test_copies_that_would_not_fit_in_memory_fall_back_to_fresh_rounds_and_say_w
     assert out["design"] == "rounds" and set(out["measured_in"].values()) == {"rounds"}
     assert "copies side by side would take about" in out["verdict"] and "available now" in out["verdict"]
     _confirm_checks(out, db, lenet_ir)
+
+
+def test_an_unknown_design_is_one_sentence_before_anything_is_read(db):
+    from wb_core.api import confirm
+
+    with pytest.raises(ConfigError, match=r"design must be one of auto, paired, rounds; got 'abba'\.") as e:
+        confirm("nothing-here", db, design="abba")
+    assert "\n" not in str(e.value) and not db.exists()

@@ -128,7 +128,7 @@ def test_confirm_measures_the_pick_beside_the_defaults_and_never_recommends_wors
 
     run_sweep(lenet_ir, SweepSpec(backends="openvino", threads="1,2", batch_sizes="1", repeats=2), db, "s",
               settings=fast)
-    out = confirm("s", db, rounds=3, settings=fast)
+    out = confirm("s", db, rounds=3, settings=fast, design="rounds")  # fresh rounds: three of each
     assert set(out["defaults"]) >= {"OpenVINO LATENCY hint"}
     assert out["tuned"]["rounds"] == 3 and out["gain"] is not None and out["gain"].n == 3
     rec = out["recommended"]

@@ -55,6 +55,8 @@ def test_the_stopping_rule_spends_its_error_over_its_looks():
     # A difference with a wide interval is decided, but not settled while more time could narrow it.
     loose = decide(np.random.default_rng(6).normal(math.log(1.5), 0.3, 12), 0.03, 1, precision=0.03)
     assert loose.outcome == DIFFERENCE and not loose.settled
+    assert decide(d, 0.03, len(looks), precision=0.02).settled  # equivalent, within +-2%
+    assert not decide(d, 0.03, len(looks), precision=0.001).settled
     with pytest.raises(ValueError):
         decide(d, 0.0)
 
@@ -103,7 +105,8 @@ def test_a_configuration_against_itself_is_equivalent(lenet_ir, fast):
     a = RunConfig("openvino", batch_size=1, threads=1)
     # A band this wide is decided within seconds even on a machine others keep busy; the interval
     # must hold 1 whatever the band.
-    out = compare_paired([lenet_ir, lenet_ir], [a, a], fast, InputOptions(), [(0, 1)], margin=0.5, max_s=20)
+    out = compare_paired([lenet_ir, lenet_ir], [a, a], fast, InputOptions(), [(0, 1)], margin=0.5, max_s=20,
+                         precision=None)
     d = out.decisions[(0, 1)]
     assert d.outcome == EQUIVALENT, d.sentence()
     assert d.ratio.low <= 1 <= d.ratio.high
@@ -127,3 +130,29 @@ def test_batch_8_against_batch_1_is_a_difference_in_latency_the_right_way(lenet_
     assert d.ratio.low > 1.03  # batch 8's request takes longer than batch 1's
     assert out.stopped == "decided"
     assert "differs beyond +-3%" in d.sentence()
+
+
+@pytest.mark.slow
+def test_compare_configs_picks_the_design_from_the_configurations_and_stores_what_it_measured(lenet_ir, db, fast):
+    from wb_core.api import compare_configs
+    from wb_core.store import Store
+
+    one, eight = RunConfig("openvino", batch_size=1, threads=1), RunConfig("openvino", batch_size=8, threads=1)
+    out = compare_configs(lenet_ir, one, eight, db=db, study="c", settings=fast, max_s=5)
+    assert out["design"] == "paired" and out["outcome"] in (DIFFERENCE, EQUIVALENT, UNDECIDED)
+    assert out["ratio"].low <= out["ratio"].ratio <= out["ratio"].high
+    assert "Measured side by side in one worker" in out["sentence"]
+    with Store(db, readonly=True) as s:
+        stored = [r for r in s.rounds("c") if r["status"] == "ok"]
+    assert len(stored) == 2 * out["cycles"] and {r["metrics"]["design"] for r in stored} == {"paired"}
+    # The same ratio from the stored blocks, by scipy.
+    by = {}
+    for r in stored:
+        by.setdefault(r["key"], {})[int(r["round"])] = float(r["metrics"]["throughput"])
+    want = scipy_ratio([math.log(by[eight.key][i] / by[one.key][i]) for i in sorted(by[one.key])])
+    if not out["busy_cycles"] or out["busy_cycles"] == out["cycles"]:  # every cycle counted
+        assert (out["ratio"].ratio, out["ratio"].low, out["ratio"].high) == pytest.approx(want, rel=1e-9)
+    pinned = RunConfig("openvino", batch_size=1, threads=1, cores=(0,))
+    fresh = compare_configs(lenet_ir, one, pinned, db=db, study="f", settings=fast, rounds=2)
+    assert fresh["design"] == "rounds" and "its cores differs" in fresh["sentence"]
+    assert fresh["ratio"] is not None and fresh["cycles"] == 2

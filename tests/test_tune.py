@@ -97,20 +97,23 @@ def test_each_variant_is_first_measured_under_the_throughput_hint_at_two_batch_s
 
 
 @pytest.mark.parametrize("budget,cost,fmt,want", [
-    # 40% of 180 s is 72 s for the confirmation. Six configurations in 2 rounds at 12 s: 144 s, too
-    # much; five 120, four 96, three 72: fits, and 3 rounds (108 s) do not. The other 108 s: 60%
-    # (64.8 s) to the variants and the search, the leaders until 108 s.
-    (180, 12.0, "onnx", (64.8, 108.0, 72.0, 3, 2)),
-    # At 4 s a round all six fit twice (48 s), three times (72 s), not four times (96 s).
-    (180, 4.0, "onnx", (64.8, 108.0, 72.0, 6, 3)),
-    # A TensorFlow model adds its default and a 5 s import per round: three at 12 s in 2 rounds is
-    # 2 * (4 * 12 + 5) = 106 s, within 40% of 300 s (120 s); 3 rounds (159 s) are not.
-    (300, 12.0, "keras", (108.0, 180.0, 120.0, 3, 2)),
-    # 40% of 100 s is 40 s, less than the smallest confirmation (3 x 2 x 12 = 72 s); 72 s is more
-    # than half the budget, so none is planned and every second goes to the search and the leaders.
-    (100, 12.0, "onnx", (60.0, 100.0, 0.0, None, None)),
-    # 40% of 150 s is 60 s < 72 s, but 72 s is within half of it (75 s): the smallest is kept.
-    (150, 12.0, "onnx", (46.8, 78.0, 72.0, 3, 2)),
+    # 40% of 180 s is 72 s for the confirmation: six configurations loaded side by side (1.5 s start,
+    # 1 s each) and 5 x 8 s of measuring is 47.5 s, within it. The other 108 s: 60% (64.8 s) to the
+    # variants and the search, the leaders until 108 s.
+    (180, 12.0, "onnx", (64.8, 108.0, 72.0, 6, 5)),
+    # Side by side, the round cost does not count: the same plan at 4 s a round.
+    (180, 4.0, "onnx", (64.8, 108.0, 72.0, 6, 5)),
+    # A TensorFlow model adds its default in fresh rounds beside the pick, 2 x 12 s and a 5 s import
+    # each: 7.5 + 3 x 8 + 3 x 29 = 118.5 s within 40% of 300 s (120 s); 4 rounds (155.5 s) are not.
+    (300, 12.0, "keras", (108.0, 180.0, 120.0, 6, 3)),
+    # 40% of 100 s is 40 s: 7.5 + 4 x 8 = 39.5 s fits, 5 rounds (47.5 s) do not.
+    (100, 12.0, "onnx", (36.0, 60.0, 40.0, 6, 4)),
+    # 40% of 45 s is 18 s, less than the smallest (1.5 + 3 + 2 x 8 = 20.5 s), which is within half
+    # the budget (22.5 s): the smallest is kept.
+    (45, 12.0, "onnx", (14.7, 24.5, 20.5, 3, 2)),
+    # 40% of 20 s is 8 s, and 20.5 s is more than half of it: none is planned, every second goes to
+    # the search and the leaders.
+    (20, 12.0, "onnx", (12.0, 20.0, 0.0, None, None)),
 ])
 def test_the_time_plan_keeps_the_confirmations_share_from_the_start(budget, cost, fmt, want):
     from wb_core.tune import plan_time
@@ -121,18 +124,33 @@ def test_the_time_plan_keeps_the_confirmations_share_from_the_start(budget, cost
     assert (p.confirm_configs, p.confirm_rounds) == want[3:]
 
 
-@pytest.mark.parametrize("seconds,cost,want", [
-    (72, 12, (3, 2)),     # 3 x 2 x 12 = 72
-    (71, 12, None),       # not even the smallest
-    (120, 10, (6, 2)),    # 6 x 2 x 10 = 120
-    (119, 10, (5, 2)),    # 5 x 2 x 10 = 100; six need 120
-    (300, 10, (6, 5)),    # 6 x 5 x 10 = 300: the most rounds
-    (1000, 1, (6, 5)),    # never more than 5 rounds
+@pytest.mark.parametrize("seconds,cost,fmt,want", [
+    (23.5, 12, "onnx", (6, 2)),     # 1.5 + 6 x 1 + 2 x 8
+    (23.4, 12, "onnx", (5, 2)),     # six need 23.5; five 22.5, and three rounds (30.5) do not fit
+    (20.5, 12, "onnx", (3, 2)),     # the smallest: 1.5 + 3 + 16
+    (20.4, 12, "onnx", None),       # not even the smallest
+    (47.5, 10, "onnx", (6, 5)),     # the most rounds
+    (1000, 1, "onnx", (6, 5)),      # never more than 5 rounds
+    # A SavedModel: the TensorFlow default's fresh rounds (2 x (2 x 12 + 5) = 58 s) beside the pick in
+    # the full confirmation; a smaller one leaves that default out first (1.5 + 5 + 5 x 8 = 46.5 s).
+    (81.5, 12, "savedmodel", (6, 2)),
+    (81.4, 12, "savedmodel", (5, 5)),
+    (46.4, 12, "savedmodel", (5, 4)),
 ])
-def test_a_confirmation_that_does_not_fit_is_planned_smaller(seconds, cost, want):
+def test_a_confirmation_that_does_not_fit_is_planned_smaller(seconds, cost, fmt, want):
     from wb_core.tune import plan_confirmation
 
-    assert plan_confirmation(seconds, cost, "onnx") == want
+    assert plan_confirmation(seconds, cost, fmt) == want
+
+
+def test_the_side_by_side_time_is_what_is_left_after_the_start_and_fresh_rounds():
+    from wb_core.tune import paired_confirm_time
+
+    # The worker's loads come out of its own time (it measures less when loading took longer).
+    assert paired_confirm_time(60, 12, "onnx", 2, 6) == pytest.approx(60 - 1.5)
+    assert paired_confirm_time(100, 12, "keras", 2, 6) == pytest.approx(100 - 1.5 - 2 * (2 * 12 + 5))
+    assert paired_confirm_time(100, 12, "keras", 2, 3) == pytest.approx(100 - 1.5)  # no TensorFlow default
+    assert paired_confirm_time(1, 12, "onnx", 2, 6) == 3.0  # never less than a few seconds
 
 
 def test_a_smaller_confirmation_leaves_out_the_runner_up_then_the_defaults_the_objective_does_not_favour():
@@ -154,6 +172,11 @@ def test_a_smaller_confirmation_leaves_out_the_runner_up_then_the_defaults_the_o
     # Two labels of one configuration count once: four configurations here, so only the runner-up goes.
     configs["same variant"] = configs["OpenVINO THROUGHPUT hint"]
     assert smaller(configs, defaults, "throughput", 4)[1] == ["runner-up"]
+    # A default that cannot share the pick's worker (another runtime) goes before the others: it
+    # alone would need fresh rounds.
+    configs["TensorFlow, default threads"] = RunConfig("tensorflow", batch_size=1)
+    kept, out = smaller(configs, defaults | {"TensorFlow, default threads"}, "throughput", 4)
+    assert out == ["runner-up", "TensorFlow, default threads"]
 
 
 def _probe(precision, batch, thr, guard=None, status="ok", error=None, note=None):

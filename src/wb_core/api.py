@@ -54,6 +54,7 @@ from wb_core.run_options import RunOptions
 from wb_core.sweep.context import SweepSummary  # noqa: F401 - public
 
 if TYPE_CHECKING:
+    from wb_core.config import RunConfig
     from wb_core.variants.description import ModelDescription
 
 # Re-exported names -> the module that owns them (loaded on first use).
@@ -386,6 +387,30 @@ def confirm(study: str, db: str | Path | None = None, *, rounds: int = 5, object
                          progress=progress, precision_options=precision_options, seq_len=seq_len,
                          max_configs=max_configs, remeasure_busy=remeasure_busy, design=design, max_s=max_s,
                          margin=margin)
+
+
+def compare_configs(model: str | Path, a: RunConfig, b: RunConfig, *, db: str | Path | None = None,
+                    study: str = "compare", objective: str = "throughput", max_s: float = 30.0,
+                    margin: float | None = None, design: str = "auto", rounds: int = 5,
+                    settings: MeasureSettings | None = None, inputs: InputOptions | None = None,
+                    precision_options=None, progress: bool = False) -> dict:
+    """How many times better configuration `b` is than `a` on the objective, measured now (study
+    `study`), with its 95% interval and the stopping rule's answer.
+
+    When the two differ only in what a compiled model or session is given, both are loaded side by
+    side in one worker and run in alternating blocks (balanced random order, each block's start left
+    out) until the ratio's interval lies outside +-`margin` (a difference), inside it (equivalent),
+    or `max_s` seconds are spent (undecided); otherwise (other cores, another runtime, thread variables
+    read at start), or with `design="rounds"`, in `rounds` interleaved fresh rounds. Returns {"design",
+    "design_sentence", "ratio" (wb_core.stats.Ratio, B over A), "decision", "outcome", "sentence",
+    "cycles", "elapsed_s", "study"}; every block or round is stored in the study as it is measured.
+    """
+    from wb_core.analysis.side_by_side import compare_configs as _compare
+
+    _check_kinds("compare_configs", settings=settings, precision_options=precision_options)
+    return _compare(resolve_model(model), a, b, db=db or default_db(), study=study, objective=objective, max_s=max_s,
+                    margin=margin, design=design, rounds=rounds, settings=settings, inputs=inputs,
+                    precision_options=precision_options, progress=progress)
 
 
 def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, study: str | None = None,
@@ -756,7 +781,7 @@ __all__ = sorted([
     "parse_seq_lens", "parse_shape_axis", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
     "WorkerError", "check_number", "check_timeout", "printable",
     "parse_ci_target", "parse_number", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
-    "tune", "confirm", "default_configs",
+    "tune", "confirm", "compare_configs", "default_configs",
     "stored_runs", "point_row", "study_record", "save_study_settings", "save_layer_profile", "check_database",
     "export_formats", "convert_to_ir", "cluster_hosts", "precision_losses",
     *_REEXPORTS, *_MODULES,

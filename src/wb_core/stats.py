@@ -186,8 +186,9 @@ class Decision:
 
     @property
     def settled(self) -> bool:
-        """Decided, and a difference said precisely enough (`precise`): measuring more would add nothing."""
-        return self.outcome == EQUIVALENT or (self.outcome == DIFFERENCE and self.precise)
+        """Decided, and the figure said beside the answer precise enough (`precise`): measuring more
+        would add nothing."""
+        return self.outcome != UNDECIDED and self.precise
 
     def to_dict(self) -> dict:
         return {"outcome": self.outcome, "ratio": self.ratio.ratio, "low": self.ratio.low, "high": self.ratio.high,
@@ -197,8 +198,8 @@ class Decision:
 
 def decide(log_ratios, margin: float, looks: int = 1, precision: float | None = None) -> Decision | None:
     """The stopping rule on paired log ratios: DIFFERENCE when the interval at the spent level lies
-    outside +-`margin`, EQUIVALENT when inside it, else UNDECIDED. `precision` (0.03) only says
-    whether a difference is `settled`: whether its 95% interval is also within that fraction of the
+    outside +-`margin`, EQUIVALENT when inside it, else UNDECIDED. `precision` (0.02) only says
+    whether the answer is `settled`: whether its 95% interval is also within that fraction of the
     ratio, so the figure said beside it is worth quoting (else measuring goes on while time allows).
     None without data."""
     if not margin > 0:

@@ -7,14 +7,16 @@ The plan (`plan_variants`, `plan_time`) looks where the gain usually is first:
    THROUGHPUT hint at two batch sizes (`probe_configs`). Preparing them settles the guard before
    any finer setting is measured.
 2. Search: the smart search over threads x streams x batch around the best variant that passed.
-3. Leaders: extra interleaved rounds only for the leading configurations (and the runtime's own
-   THROUGHPUT-hint configuration at their batch sizes, always a candidate), until their intervals
-   separate or fall within +-3% (the `--ci` machinery). Leaders measured on a busy machine are
-   measured again once.
+3. Leaders: the leading configurations (and the runtime's own THROUGHPUT-hint configuration at
+   their batch sizes, always a candidate) side by side in one worker until the stopping rule
+   separates them or finds them equivalent within +-3%; where they cannot share a worker, extra
+   interleaved rounds (the `--ci` machinery), the busy ones measured again once.
 4. Recommend (ties settled by those rounds; accuracy measured when data is at hand).
 5. Confirm against the runtime's real defaults, with both ratios: what the variant buys and what
-   tuning buys. Its share of the budget is kept from the start; when the full confirmation does not
-   fit it, a smaller one (fewer configurations, fewer rounds) runs instead.
+   tuning buys, side by side in one worker (until the stopping rule decides every ratio against
+   +-3%, each interval within +-2%, or the time kept is spent), a TensorFlow default in fresh
+   rounds beside the pick. Its share of the budget is kept from the start; when the full
+   confirmation does not fit it, a smaller one (fewer configurations, less time) runs instead.
 6. Export the recommendation as YAML, and say the answer in words, naming every variant that was
    not measured and why.
 """
@@ -40,6 +42,8 @@ SEARCH_SHARE = 0.6  # of the rest: the variants and the search; the leaders' rou
 CONFIRM_CONFIGS = 6  # pick, runner-up, three OpenVINO defaults, the pick's variant under the hint
 MIN_CONFIRM_CONFIGS = 3  # pick, the THROUGHPUT-hint default, the pick's variant under the hint
 MAX_CONFIRM_ROUNDS = 5
+LOAD_S = 1.0  # one configuration's load, compile and warm-up in the side-by-side worker
+PAIRED_ROUND_S = 8.0  # side-by-side measuring a confirmation plans for each round it is given
 CONFIRM_OVERRUN = 0.1  # of the budget: how far the confirmation may run past it
 PRECISION_ORDER = ("int8", "bf16", "fp32")  # the variants, in the order they are measured
 PROBE_HINT = "throughput"
@@ -84,11 +88,26 @@ def round_cost(settings: MeasureSettings, fmt: str) -> float:
     return WORKER_START_S + settings.warmup_s + settings.max_time_s
 
 
+def _tf_fresh(cost: float, fmt: str, rounds: int, configs: int) -> float:
+    """Seconds of the fresh rounds a TensorFlow model's default needs beside the pick (it cannot share
+    the pick's worker): `rounds` of the two, with TensorFlow's import each. A confirmation smaller
+    than the full one leaves that default out first (`analysis.confirm.smaller`), so it has none."""
+    tf = fmt in ("savedmodel", "keras") and configs >= CONFIRM_CONFIGS
+    return rounds * (2 * cost + TF_START_S) if tf else 0.0
+
+
 def confirm_cost(cost: float, fmt: str, rounds: int = 2, configs: int = CONFIRM_CONFIGS) -> float:
-    """Seconds a confirmation takes: `configs` configurations in `rounds` rounds (a TensorFlow model
-    adds TensorFlow's default and its import in every round)."""
-    tf = fmt in ("savedmodel", "keras")
-    return rounds * ((configs + tf) * cost + (TF_START_S if tf else 0.0))
+    """Seconds a confirmation takes: one worker loading `configs` configurations side by side
+    (LOAD_S each) and measuring them for `rounds` x PAIRED_ROUND_S (the stopping rule often ends it
+    sooner), and a TensorFlow model's default in fresh rounds beside the pick (`_tf_fresh`)."""
+    return WORKER_START_S + configs * LOAD_S + rounds * PAIRED_ROUND_S + _tf_fresh(cost, fmt, rounds, configs)
+
+
+def paired_confirm_time(left: float, cost: float, fmt: str, rounds: int, configs: int) -> float:
+    """Seconds the confirmation's side-by-side worker may take, its loads included: what is left, less
+    the worker's start and a TensorFlow default's fresh rounds (the stopping rule usually ends it
+    sooner)."""
+    return max(3.0, left - WORKER_START_S - _tf_fresh(cost, fmt, rounds, configs))
 
 
 def confirm_fits(left: float, needed: float, budget: float) -> bool:
@@ -452,12 +471,14 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
 
         n_configs, rounds = fit
         smaller = f", {n_configs} of its {CONFIRM_CONFIGS} configurations" if n_configs < CONFIRM_CONFIGS else ""
-        say(f"Confirming against the runtime's defaults in {rounds} interleaved rounds{smaller} "
-            f"(about {confirm_cost(cost, fmt, rounds, n_configs):.0f} s of the {left():.0f} s left).")
+        say(f"Confirming against the runtime's defaults{smaller}, side by side in one worker where they can share "
+            f"one, in {rounds} interleaved rounds where not (about {confirm_cost(cost, fmt, rounds, n_configs):.0f} s "
+            f"of the {left():.0f} s left).")
         retry = _busy_retry_fits(left(), cost, fmt, rounds, n_configs, budget)
         conf = confirm_study(study, db, rounds=rounds, settings=settings, progress=progress,
                              allow_unmeasured_accuracy=False, max_configs=n_configs, remeasure_busy=retry,
-                             max_s=paired_confirm_time(left(), cost, fmt, rounds))
+                             max_s=paired_confirm_time(left(), cost, fmt, rounds, n_configs),
+                             until=max(t0 + budget, time.monotonic() + confirm_cost(cost, fmt, 2, MIN_CONFIRM_CONFIGS)))
         if conf.get("busy") and not retry:
             notes.append(f"The confirmation's busy rounds ({', '.join(conf['busy'])}) were not measured again: no "
                          f"time left in the budget.")
@@ -481,15 +502,6 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
                       budget_s=budget, notes=notes, variants=outcomes, plan=plan)
 
 
-def paired_confirm_time(left: float, cost: float, fmt: str, rounds: int) -> float:
-    """Seconds the confirmation's side-by-side comparison may measure: what is left, less the worker's
-    start and, for a TensorFlow model, the fresh rounds its default and the pick need beside it (the
-    stopping rule usually ends it much sooner)."""
-    tf = fmt in ("savedmodel", "keras")
-    fresh = rounds * (2 * cost + TF_START_S) if tf else 0.0
-    return max(3.0, left - WORKER_START_S - fresh)
-
-
 def shares_one_worker(configs: list[RunConfig]) -> bool:
     """Whether the configurations differ only in what a compiled model or session is given."""
     from wb_core.sweep.paired import worker_conflict
@@ -508,7 +520,7 @@ def _leaders_side_by_side(described, db, study, configs, seconds, settings, inpu
         f"until they separate or fall within +-3% (at most {seconds:.0f} s).")
     out = run_paired(described, db, study, configs, [(0, j) for j in range(1, len(configs))], settings=settings,
                      inputs=inputs, precision=prec, progress=progress, cancel=cancel,
-                     max_s=max(2.0, seconds - WORKER_START_S))
+                     max_s=max(2.0, seconds - WORKER_START_S), deadline_s=max(2.0, seconds - WORKER_START_S))
     if out.fallback:
         return [f"The leaders were not measured side by side: {out.fallback}."]
     notes = [str(out.sentence())]
@@ -559,10 +571,11 @@ def _busy_note(final: dict, rec, conf) -> str | None:
     """What the exported deployment says when the decision rests on points measured busy."""
     if conf:
         if conf.get("busy"):
-            return conf.get("busy_sentence") or f"The confirmation's rounds of {', '.join(conf['busy'])} ran on a " \
-                                                  f"busy machine."
+            return str(conf.get("busy_sentence") or f"The confirmation's rounds of {', '.join(conf['busy'])} ran on "
+                                                      f"a busy machine.")
         return None
-    return getattr(rec, "busy_sentence", None) or None
+    note = getattr(rec, "busy_sentence", None)
+    return str(note) if note else None  # a Sentence: plain text for the export
 
 
 def check_outputs(path: Path, db, study: str | None, export_dir) -> Path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from pathlib import Path
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
@@ -116,19 +117,23 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
                   settings: MeasureSettings | None = None, allow_unmeasured_accuracy: bool = False,
                   model=None, progress: bool = False, precision_options=None, seq_len: int | None = None,
                   max_configs: int | None = None, remeasure_busy: bool = True, design: str = "auto",
-                  max_s: float | None = None, margin: float | None = None) -> dict:
+                  max_s: float | None = None, margin: float | None = None, until: float | None = None) -> dict:
     """See `wb_core.api.confirm`. `max_configs` plans a smaller confirmation (`smaller`);
     `remeasure_busy` measures the rounds stored as busy once more before the verdict (else the
     verdict says they were not). `design`: "auto" measures the pick side by side in one worker with
     every configuration that can share one (`wb_core.sweep.paired`), the rest in fresh rounds;
-    "paired" the same; "rounds" fresh rounds for all. `max_s`: seconds the paired comparison may
-    measure; `margin`: its equivalence band (0.03: +-3%)."""
+    "paired" the same; "rounds" fresh rounds for all. `max_s`: seconds the side-by-side worker may
+    take, its loads included; `margin`: its equivalence band (0.03: +-3%); `until`: a
+    time.monotonic() by which the whole confirmation should end (the fresh rounds run first, the
+    side-by-side worker takes what is left)."""
     from wb_core.analysis.recommend import recommend, with_efficiency
     from wb_core.backends.registry import backend_formats, names
     from wb_core.store import Store, load_results
     from wb_core.sweep.context import MAX_REPEATS
     from wb_core.sweep.local import run_sweep
 
+    if design not in DESIGNS:
+        raise ConfigError(f"The comparison design must be one of {', '.join(DESIGNS)}; got {design!r}.")
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 2 <= rounds <= MAX_REPEATS:
         raise ConfigError(f"{setting('rounds', 'The rounds')} of a confirmation must be a whole number from 2 (an "
                           f"interval needs two) to {MAX_REPEATS}; got {rounds!r}.")
@@ -169,47 +174,57 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
             and not inputs.text:
         raise ConfigError(f"The INT8 model study '{study}' measured is no longer in the cache and its data was given "
                           f"in memory; pass the same data again (precision_options=PrecisionOptions(data=...)).")
-    unique: dict[str, RunConfig] = {}
-    for c in configs.values():
-        unique.setdefault(c.key, c)
     name = f"{study}-confirm"
-    if design not in DESIGNS:
-        raise ConfigError(f"The comparison design must be one of {', '.join(DESIGNS)}; got {design!r}.")
     shared, fresh_why = split_by_worker(configs, design)
+    if len({configs[label].key for label in shared}) < 2:
+        fresh_why.update({label: "it is the pick itself" for label in shared if label != "tuned"})
+        shared = []
+    rounds_name = f"{name}-rounds" if shared else name
+    busy: set[str] = set()
+
+    def fresh_rounds(labels: list[str]) -> set[str]:
+        """Interleaved fresh rounds of `labels` (the pick among them); the keys stored busy."""
+        unique: dict[str, RunConfig] = {}
+        for label in labels:
+            unique.setdefault(configs[label].key, configs[label])
+        run_sweep(path, SweepSpec(repeats=rounds), db, rounds_name, settings=settings, inputs=inputs,
+                  configs=list(unique.values()), progress=progress, precision=prec)
+        with Store(db, readonly=True) as store:
+            found = store.busy_keys(rounds_name) & set(unique)
+        if found and remeasure_busy:  # once: a verdict should not rest on rounds others disturbed
+            run_sweep(path, SweepSpec(repeats=rounds), db, rounds_name, settings=settings, inputs=inputs,
+                      configs=[unique[k] for k in unique if k in found], progress=progress, precision=prec,
+                      remeasure_busy=True)
+        return found
+
+    # Fresh rounds beside the pick for what needs them, first: their cost is fixed, and the side-by-side
+    # comparison then takes the time left. For all when none is side by side (a pick that is a default
+    # itself is then measured alone, as it is).
+    fresh = [label for label in configs if label not in shared or label == "tuned"]
+    fresh = fresh if len({configs[label].key for label in fresh}) >= 2 or not shared else []
+    if fresh:
+        busy |= fresh_rounds(fresh)
     paired_out = None
-    if len({configs[label].key for label in shared}) >= 2:
+    if shared:
         from wb_core.sweep.paired import MARGIN, MAX_S, run_paired
 
         order = list(dict.fromkeys(configs[label].key for label in shared))
         by_key = {configs[label].key: configs[label] for label in shared}
         index = {k: i for i, k in enumerate(order)}
         pairs = comparison_pairs({label: index[configs[label].key] for label in shared}, set(defaults))
+        # A time given counts the worker's loads too; `until` is when the whole confirmation must end.
+        if until is not None:
+            whole = max(3.0, until - time.monotonic())
+            limit = min(max_s, whole) if max_s else whole
+        else:
+            whole, limit = max_s, max_s or paired_time(rounds, len(order), settings, MAX_S)
         paired_out = run_paired(path, db, name, [by_key[k] for k in order], pairs, settings=settings, inputs=inputs,
                                 precision=prec, progress=progress, metric=_metric(objective),
-                                margin=margin or MARGIN,
-                                max_s=max_s or paired_time(rounds, len(order), settings, MAX_S))
+                                margin=margin or MARGIN, deadline_s=whole, max_s=limit)
         if paired_out.fallback:  # nothing measured side by side: every configuration gets fresh rounds
             fresh_why = {label: paired_out.fallback for label in configs if label != "tuned"}
-            shared = []
-    elif shared:
-        fresh_why.update({label: "it is the pick itself" for label in shared if label != "tuned"})
-        shared = []
-    fresh = [label for label in configs if label not in shared or label == "tuned"]
-    fresh = fresh if len({configs[label].key for label in fresh}) >= 2 else []
-    rounds_name = f"{name}-rounds" if shared else name
-    busy: set[str] = set()
-    if fresh:
-        unique: dict[str, RunConfig] = {}
-        for label in fresh:
-            unique.setdefault(configs[label].key, configs[label])
-        run_sweep(path, SweepSpec(repeats=rounds), db, rounds_name, settings=settings, inputs=inputs,
-                  configs=list(unique.values()), progress=progress, precision=prec)
-        with Store(db, readonly=True) as store:
-            busy = store.busy_keys(rounds_name) & set(unique)
-        if busy and remeasure_busy:  # once: a verdict should not rest on rounds others disturbed
-            run_sweep(path, SweepSpec(repeats=rounds), db, rounds_name, settings=settings, inputs=inputs,
-                      configs=[unique[k] for k in unique if k in busy], progress=progress, precision=prec,
-                      remeasure_busy=True)
+            fresh, shared = list(configs), []
+            busy |= fresh_rounds(fresh)
     studies = {}
     if shared:
         studies[PAIRED_DESIGN] = (name, shared)
@@ -289,7 +304,7 @@ def design_sentence(paired, fresh_why: dict[str, str], shared: list[str]) -> str
     parts = []
     if shared:
         others = [label for label in shared if label != "tuned"]
-        parts.append(f"The pick and {', '.join(others)}: " + str(paired.sentence()))
+        parts.append(f"{paired.sentence()} Beside the pick there: {', '.join(others)}.")
     if fresh_why:
         rest = "; ".join(f"{label} ({why})" for label, why in fresh_why.items() if label not in shared)
         if rest:
@@ -301,16 +316,22 @@ def smaller(configs: dict[str, RunConfig], default_labels: set[str], objective: 
             max_configs: int | None) -> tuple[dict[str, RunConfig], list[str]]:
     """At most `max_configs` of the confirmation's configurations: the runner-up is left out first,
     then the defaults whose hint the objective does not favour (for throughput: those without the
-    THROUGHPUT hint); the pick, the best-suited default and the pick's variant under the hint stay.
+    THROUGHPUT hint), those that cannot share the pick's worker before the others (each needs fresh
+    rounds); the pick, the best-suited default and the pick's variant under the hint stay.
     Labels naming one and the same configuration count once."""
     def count(cs) -> int:  # configurations measured: one label may name the same one as another
         return len({c.key for c in cs.values()})
 
     if max_configs is None or count(configs) <= max_configs:
         return configs, []
+    from wb_core.sweep.paired import worker_conflict
+
     favoured = "latency" if objective == "latency" else "throughput"
-    order = ["runner-up"] + [label for label in configs if label in default_labels
-                             and favoured.upper() not in label.upper()]
+    unfavoured = [label for label in configs if label in default_labels and favoured.upper() not in label.upper()]
+    # Those that cannot share the pick's worker first: each costs fresh rounds of its own.
+    tuned = configs.get("tuned")
+    unfavoured.sort(key=lambda label: tuned is None or worker_conflict(tuned, configs[label]) is None)
+    order = ["runner-up"] + unfavoured
     kept, left_out = dict(configs), []
     for label in order:
         if count(kept) <= max_configs:
@@ -396,8 +417,11 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
     ok = {label: r for label, r in flat.items() if r.get("status") == "ok"}
     side = {label: kind for kind in (ROUNDS_DESIGN, PAIRED_DESIGN) for label in designs.get(kind, {})}
     paired_ok = {label: r for label, r in designs.get(PAIRED_DESIGN, {}).items() if r.get("status") == "ok"}
-    busy_cycles = {int(i) for r in paired_ok.values() for i in (r.get("busy_rounds") or [])}
-    drop = busy_cycles if paired is not None and paired.quiet_only else set()
+    # Side by side, the verdict reads this run's cycles (a confirmation run again adds new ones).
+    stored_ids = {int(i) for r in paired_ok.values() for i in (r.get("round_ids") or [])}
+    this_run = {int(i) for ids in (paired.rounds.values() if paired is not None else ()) for i in ids} or stored_ids
+    busy_cycles = {int(i) for r in paired_ok.values() for i in (r.get("busy_rounds") or [])} & this_run
+    drop = (stored_ids - this_run) | (busy_cycles if paired is not None and paired.quiet_only else set())
 
     def compare(base_label: str, new_label: str):
         """(gain, decision) of new over base, from the rows of one design where both were measured."""
@@ -485,8 +509,8 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
                          f"cores), of {', '.join(fresh_busy)}, {again}: confirm again when it is quieter.")
     if paired_busy:
         sentences.append(f"This verdict rests on cycles measured on a busy machine (other processes on these cores "
-                         f"in {len(busy_cycles)} of {max(len(r.get('round_ids') or []) for r in paired_ok.values())} "
-                         f"cycles side by side, too many to leave out): confirm again when it is quieter.")
+                         f"in {len(busy_cycles)} of {len(this_run)} cycles side by side, too many to leave out): "
+                         f"confirm again when it is quieter.")
     if sentences:
         out["busy_sentence"] = " ".join(sentences)
         text += " " + out["busy_sentence"]

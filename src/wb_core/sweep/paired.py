@@ -36,7 +36,7 @@ DISCARD_S = 0.06  # the start of each block, left out: caches warm again after t
 BLOCK_REQUESTS = 12  # a block is made longer for a slow model: at least this many requests
 FIRST_LOOK_S = 3.0  # seconds of measuring before the stopping rule first looks
 MARGIN = 0.03  # the band within which two configurations are called equivalent
-PRECISION = 0.03  # a difference is said once its 95% interval is within this fraction too
+PRECISION = 0.02  # measuring goes on until the 95% interval is within this fraction too (time allowing)
 MAX_S = 30.0
 MEMORY_SHARE = 0.5  # of the memory available now, what the copies side by side may take
 # Fields that only a process of its own can set: its cores and instances, an open-loop rate, the inputs.
@@ -243,6 +243,7 @@ def task_paired(task: dict) -> None:
     from wb_core.models import make_batches
     from wb_core.proc.channel import emit
 
+    began = time.perf_counter()
     configs = [RunConfig.from_dict(c["config"]) for c in task["configs"]]
     _process_settings(configs[0], task.get("memory_limit_mb"))
     settings = MeasureSettings(**task["settings"])
@@ -270,6 +271,8 @@ def task_paired(task: dict) -> None:
         emit({"type": "loaded", "index": i, "load_s": time.perf_counter() - t0, "metrics": {**extra, **info}})
     pairs = [tuple(p) for p in task["pairs"]]
     max_s, metric = float(task["max_s"]), task.get("metric", "throughput")
+    if task.get("deadline_s"):  # the whole task, loads included, ends by then: what loading took is not measured
+        max_s = max(1.0, min(max_s, float(task["deadline_s"]) - (time.perf_counter() - began)))
     looks = look_times(min(FIRST_LOOK_S, max_s), max_s)
     rng_seed = int(task.get("seed", 0))
     # A block holds at least BLOCK_REQUESTS of the slowest request, and leaves out at least two of them.
@@ -342,11 +345,14 @@ class PairedOutcome:
 def compare_paired(paths: list[Path], configs: list[RunConfig], settings: MeasureSettings, inputs: InputOptions,
                    pairs: list[tuple[int, int]], *, metric: str = "throughput", margin: float = MARGIN,
                    precision: float | None = PRECISION, max_s: float = MAX_S, block_s: float = BLOCK_S,
-                   discard_s: float = DISCARD_S, seed: int = 0, on_cycle: Callable[[dict], None] | None = None,
+                   discard_s: float = DISCARD_S, seed: int = 0, deadline_s: float | None = None,
+                   on_cycle: Callable[[dict], None] | None = None,
                    on_loaded: Callable[[int, dict], None] | None = None, cancel=None,
                    memory_limit_mb: int | None = None) -> PairedOutcome:
     """Run one paired worker over `configs` (model files `paths`) and return what it measured.
-    `pairs`: (a, b) indices compared, B over A; `on_cycle(msg)` is called as each cycle arrives."""
+    `pairs`: (a, b) indices compared, B over A; `on_cycle(msg)` is called as each cycle arrives.
+    `max_s`: seconds of measuring at most; `deadline_s`: seconds the worker may take in all, its
+    loads included (measuring is cut shorter when loading took longer)."""
     from wb_core.proc.parent import run_child
     from wb_core.sweep.context import point_timeout
 
@@ -354,7 +360,7 @@ def compare_paired(paths: list[Path], configs: list[RunConfig], settings: Measur
     task = {"task": "wb_core.sweep.paired:task_paired", "settings": settings.__dict__, "inputs": inputs.to_dict(),
             "configs": [{"config": c.to_dict(), "model_path": str(p)} for c, p in zip(configs, paths)],
             "pairs": [list(p) for p in pairs], "metric": metric, "margin": margin, "precision": precision,
-            "max_s": max_s, "block_s": block_s, "discard_s": discard_s, "seed": seed}
+            "max_s": max_s, "block_s": block_s, "discard_s": discard_s, "seed": seed, "deadline_s": deadline_s}
     result: dict = {}
 
     def on_message(msg: dict) -> None:
@@ -378,7 +384,7 @@ def compare_paired(paths: list[Path], configs: list[RunConfig], settings: Measur
         fatal = [m for m in outcome.messages if m.get("type") == "fatal"]
         out.failed = fatal[-1]["error"] if fatal else outcome.sentence()
     out.elapsed_s = float(result.get("elapsed_s") or 0.0)
-    out.looks = int(result.get("looks") or len(look_times(min(FIRST_LOOK_S, max_s), max_s)))
+    out.looks = int(result.get("looks") or 1)
     out.decisions, out.quiet_only = judge(out.cycles, pairs, metric, margin, out.looks, precision)
     return out
 
