@@ -193,3 +193,39 @@ def test_warm_up_ends_early_when_steady_but_not_before_its_requests():
     settings = MeasureSettings(warmup_s=0.2, tolerance=0.05)
     m._warm_slices(slow.run_until, slow, settings, 20, None)
     assert slow() >= 20
+
+
+def test_points_differing_only_in_session_settings_share_a_worker_and_others_do_not():
+    from wb_core.sweep.local import worker_groups
+
+    def cfgs(backend, **axes):
+        import itertools
+
+        names = list(axes)
+        return [RunConfig(backend=backend, **dict(zip(names, values))) for values in itertools.product(*axes.values())]
+
+    # Threads and streams are compile properties: one worker per set of cores, each session's points together.
+    groups = worker_groups(cfgs("openvino", threads=[1, 2], cores=[None, (0,)], batch_size=[1, 8]))
+    assert len(groups) == 2 and all(len(g) == 4 for g in groups)
+    assert all(len({c.cores for c in g}) == 1 for g in groups)
+    assert [c.threads for c in groups[0]] == [1, 1, 2, 2]
+    # TensorFlow's threads are environment variables set before the import: a worker each.
+    assert len(worker_groups(cfgs("tensorflow", threads=[1, 2], batch_size=[1, 8]))) == 2
+    # Multi-instance points keep their own workers.
+    assert len(worker_groups(cfgs("openvino", threads=[1, 2], instances=[2]))) == 2
+
+
+def test_a_shared_worker_compiles_each_point_with_its_own_settings(tiny_ir, db, fast):
+    from wb_core.config import SweepSpec
+    from wb_core.store import load_results
+    from wb_core.sweep.local import run_sweep
+
+    spec = SweepSpec(backends="openvino", threads="1,2", hints="none,throughput", batch_sizes="1,2")
+    summary = run_sweep(tiny_ir, spec, db, "shared", settings=fast)
+    df = load_results(db, "shared")
+    assert summary.failed == 0 and len(df) == 8 and (df.status == "ok").all()
+    # What each compiled model holds, read back from it, is what its point asked for.
+    assert (df.ov_threads.astype(int) == df.threads.astype(int)).all()
+    hinted = df.hint == "throughput"
+    assert df[hinted].ov_properties.map(lambda p: p.get("PERFORMANCE_HINT")).eq("THROUGHPUT").all()
+    assert df[~hinted].ov_properties.map(lambda p: "PERFORMANCE_HINT" not in p).all()

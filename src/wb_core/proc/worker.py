@@ -115,8 +115,10 @@ def task_measure(task: dict) -> None:
     session, cfg, settings, opts = _open(task)
     rate = task["group"].get("rate")
     pools: dict = {}
+    current = [session, cfg]
 
     def body(p):
+        session, cfg = _session_for(task, p, current, pools)
         concurrency = _concurrency(task, p)
         extra, batches = _prepared_batches(session, p["batch_size"], opts, settings, concurrency, pools)
         if cfg.untouched and cfg.hint:  # as many requests in flight as the runtime asks for
@@ -136,6 +138,26 @@ def task_measure(task: dict) -> None:
         emit({"type": "point", "key": p["key"], "status": "ok", "metrics": metrics})
 
     _each_point(task["points"], body)
+
+
+def _session_for(task: dict, point: dict, current: list, pools: dict):
+    """The session and config of a point: the open one, or, for a point carrying settings of its own
+    (threads, streams, a hint: see wb_core.sweep.local.worker_key), a session opened for them in this
+    worker, which keeps its pinning and environment. `current` holds [session, config] between points."""
+    if "config" not in point:
+        return current
+    import dataclasses
+
+    from wb_core.backends.registry import open_session
+    from wb_core.config import RunConfig
+
+    cfg = RunConfig.from_dict(point["config"])
+    if current[1] is None or dataclasses.replace(current[1], batch_size=cfg.batch_size,
+                                                 concurrency=cfg.concurrency) != cfg:
+        current[:] = [None, None]  # the old session's compiled models go before the new one compiles
+        pools.clear()  # a pool is in the session's own form
+        current[:] = [open_session(task["model_path"], cfg), cfg]
+    return current
 
 
 def _thread_placement() -> dict:
