@@ -175,12 +175,13 @@ def test_steady_figures_are_done_in_short_windows_and_noisy_ones_get_longer_wind
     steady = SteadyCounter(10_000)
     t0 = time.perf_counter_ns()
     windows = m._windows_until_stable(steady, steady.run_until, 1, settings, 0.4, t0, None)
-    assert len(windows) == 3  # three agreeing windows of a quarter of window_s: 0.3 s, not 1.2 s
+    assert len(windows) == 3  # three agreeing short windows: 0.15 s, not 1.2 s
     assert (time.perf_counter_ns() - t0) / 1e9 < 0.4 * 3
     noisy = SteadyCounter(10_000, noisy=True)
     m._windows_until_stable(noisy, noisy.run_until, 1, settings, 0.4, time.perf_counter_ns(), None)
     lengths = [(t - s) / 1e9 for s, t in noisy.calls]
-    assert lengths[0] == pytest.approx(0.1, abs=0.03) and max(lengths) == pytest.approx(0.4, abs=0.05)
+    assert lengths[0] == pytest.approx(0.4 * m.FIRST_WINDOW_FRACTION, abs=0.03)
+    assert max(lengths) == pytest.approx(0.4, abs=0.05)
 
 
 def test_warm_up_ends_early_when_steady_but_not_before_its_requests():
@@ -188,7 +189,7 @@ def test_warm_up_ends_early_when_steady_but_not_before_its_requests():
     steady = SteadyCounter(10_000)
     t0 = time.perf_counter()
     m._warm_slices(steady.run_until, steady, settings, 10, None)
-    assert time.perf_counter() - t0 < 0.7 and len(steady.calls) == 2  # two agreeing slices of 0.2 s
+    assert time.perf_counter() - t0 < 0.7 and len(steady.calls) == 2  # two agreeing slices
     slow = SteadyCounter(10)  # 10 requests a second: 20 requests take about 2 s, beyond warmup_s
     settings = MeasureSettings(warmup_s=0.2, tolerance=0.05)
     m._warm_slices(slow.run_until, slow, settings, 20, None)

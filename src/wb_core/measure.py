@@ -187,10 +187,10 @@ class RequestLoop(Protocol):
 
 # Windows open at this fraction of `window_s` (never under MIN_WINDOW_S): a runtime whose figures are
 # steady agrees over short windows already; windows that disagree double, up to `window_s`.
-FIRST_WINDOW_FRACTION = 0.25
+FIRST_WINDOW_FRACTION = 0.125
 MIN_WINDOW_S = 0.05
 # Warm-up runs in slices of this fraction of `warmup_s`; it ends early once two slices agree.
-WARMUP_SLICES = 5
+WARMUP_SLICES = 10
 
 
 def _measure_loop(loop: RequestLoop, batch_size, settings, concurrency, window_s, proc, first_ms, heartbeat):
@@ -249,8 +249,8 @@ def _windows_until_stable(records, run_until: Callable[[int], None], batch_size:
     """Throughput of successive windows of completed requests, until the last ones agree or time is up.
 
     `records` is a list that grows by one entry per completed request, or a callable returning the
-    count; `run_until(t_ns)` keeps requests flowing until t_ns. Windows open short (a quarter of
-    `window_s`) and double while the last ones disagree: steady figures are done in a fraction of the
+    count; `run_until(t_ns)` keeps requests flowing until t_ns. Windows open short (FIRST_WINDOW_FRACTION
+    of `window_s`) and double while the last ones disagree: steady figures are done in a fraction of the
     time, noisy ones get the full windows.
     """
     count = records if callable(records) else records.__len__
