@@ -179,7 +179,8 @@ def main() -> None:
                          median_spread([f["throughput"] for f in ref])[0], fmt_ratio(*median_spread(thr)),
                          median_spread([o["latency_ms_p50"] for o in ours])[0],
                          median_spread([f["median_ms"] for f in ref])[0], fmt_ratio(*median_spread(lat)),
-                         f"{ours[0].get('executed_precision')}/{int(ours[0].get('requests_in_flight') or 0) or '-'}",
+                         f"{ours[0].get('executed_precision')}/"
+                         f"{int(ours[0].get('requests_in_flight') or ours[0].get('concurrency') or 1)}",
                          f"{median_spread(loads)[0]:.2f}/{others:.2f}",
                          "within 3%" if abs(t_med - 1) <= TARGET else "outside 3%"])
     hw = hardware_info()
