@@ -93,12 +93,16 @@ def benchmark_app_path() -> str:
     return found
 
 
-def run_benchmark_app(xml: Path, args: Sequence[str]) -> dict:
-    """One benchmark_app run of `xml` on the CPU with `args`; throughput and median latency from its JSON report."""
+def run_benchmark_app(xml: Path, args: Sequence[str], cpus: Sequence[int] | None = None) -> dict:
+    """One benchmark_app run of `xml` on the CPU with `args` (pinned to `cpus` when given, before the
+    runtime loads); throughput and median latency from its JSON report."""
+    import os
+
+    pin = (lambda: os.sched_setaffinity(0, list(cpus))) if cpus else None
     with tempfile.TemporaryDirectory() as report:  # the report folder must exist beforehand
         cmd = [benchmark_app_path(), "-m", str(xml), "-d", "CPU", *args, "-report_type", "no_counters",
                "-report_folder", report, "-json_stats"]  # -json_stats last: it takes an optional value
-        out = subprocess.run(cmd, capture_output=True, text=True)
+        out = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pin)
         if out.returncode != 0:
             tail = (out.stdout + out.stderr).strip().splitlines()[-3:]
             raise RuntimeError(f"benchmark_app failed: {' | '.join(tail)}")

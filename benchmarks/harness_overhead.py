@@ -1,11 +1,13 @@
-"""Harness overhead: the workbench's measured latency against a plain timed loop of the same call.
+"""Harness overhead: the workbench's measured latency and throughput against a plain timed loop of
+the same call, and for OpenVINO against benchmark_app too.
 
-    python benchmarks/harness_overhead.py [--rounds 3] [--seconds 3]
+    python benchmarks/harness_overhead.py [--rounds 3] [--seconds 3] [--backends openvino,tensorflow]
 
-For `lenet-digits` (a tiny model, so the worst case for overhead), batch 1, one thread pinned to
-CPU 0, TensorFlow and OpenVINO: each round runs the workbench and the plain loop (benchmarks/
-plain_loop.py) one after the other, alternating which goes first, in fresh processes. Prints the
-median latency of each, the ratio and the difference.
+For `lenet-digits` (a tiny model, tens of microseconds an inference, so the worst case for
+overhead), batch 1, one thread pinned to CPU 0, FP32: each round runs the workbench, the plain loop
+(benchmarks/plain_loop.py) and, for OpenVINO, benchmark_app (`-hint none -nstreams 1 -nthreads 1
+-api sync`, pinned to CPU 0) one after the other, in an order that rotates each round, in fresh
+processes. Prints the median latency and throughput of each, and the ratios to the plain loop.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from wb_core.api import MeasureSettings, SweepSpec, convert_to_ir, load_results, profile, resolve_model
+from bench_util import run_benchmark_app
+
+from wb_core.api import MeasureSettings, SweepSpec, convert_to_ir, inspect_model, load_results, profile, resolve_model
 
 HERE = Path(__file__).resolve().parent
 
@@ -32,39 +36,58 @@ def plain(backend: str, model: Path, seconds: float) -> dict:
 
 def workbench(backend: str, model: Path, seconds: float, db: Path, study: str) -> dict:
     settings = MeasureSettings(warmup_s=0.5, window_s=seconds / 3, max_time_s=seconds, tolerance=1e-9)
-    profile(model, spec=SweepSpec(backends=backend, threads="1", cores="0"), db=db, study=study, settings=settings,
-            return_frame=False)
+    profile(model, spec=SweepSpec(backends=backend, threads="1", cores="0", precisions="fp32"), db=db, study=study,
+            settings=settings, return_frame=False)
     row = load_results(db, study).iloc[0]
-    return {"median_ms": row.latency_ms_p50, "p99_ms": row.latency_ms_p99, "throughput": row.throughput}
+    return {"median_ms": float(row.latency_ms_p50), "p99_ms": float(row.latency_ms_p99),
+            "throughput": float(row.throughput)}
+
+
+def bench(model: Path, seconds: float) -> dict:
+    spec = inspect_model(model).inputs[0]
+    dims = [1 if d <= 0 else d for d in spec.shape]
+    got = run_benchmark_app(model, ["-shape", f"{spec.name}[{','.join(map(str, dims))}]", "-t",
+                                    str(max(1, round(seconds))), "-infer_precision", "f32", "-hint", "none",
+                                    "-nstreams", "1", "-nthreads", "1", "-api", "sync", "-nireq", "1"], cpus=[0])
+    return {"median_ms": got["median_ms"], "throughput": got["throughput"]}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--backends", default="openvino,tensorflow")
     a = ap.parse_args()
     sm = resolve_model("lenet-digits")
     models = {"tensorflow": sm, "openvino": convert_to_ir(sm)}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "bench.db"
-        for backend, model in models.items():
-            wb, pl = [], []
+        for backend in a.backends.split(","):
+            model = models[backend]
+            tools = {"wb": lambda r, b=backend, m=model: workbench(b, m, a.seconds, db, f"{b}-{r}"),
+                     "plain": lambda r, b=backend, m=model: plain(b, m, a.seconds)}
+            if backend == "openvino":
+                tools["bench"] = lambda r, m=model: bench(m, a.seconds)
+            got: dict[str, list[dict]] = {name: [] for name in tools}
             for r in range(a.rounds):
-                order = [("wb", workbench), ("plain", None)] if r % 2 == 0 else [("plain", None), ("wb", workbench)]
-                for name, _ in order:
-                    if name == "wb":
-                        wb.append(workbench(backend, model, a.seconds, db, f"{backend}-{r}")["median_ms"])
-                    else:
-                        pl.append(plain(backend, model, a.seconds)["median_ms"])
-            w, p = statistics.median(wb), statistics.median(pl)
-            rows.append((backend, w, p, w / p, (w - p) * 1000, min(wb), max(wb), min(pl), max(pl)))
-    print("\nHarness overhead: lenet-digits, batch 1, 1 thread pinned to CPU 0, median latency over "
+                names = list(tools)
+                for name in names[r % len(names):] + names[:r % len(names)]:
+                    got[name].append(tools[name](r))
+
+            def med(name, k, got=got):
+                return statistics.median(x[k] for x in got[name]) if got.get(name) else float("nan")
+
+            w, p = med("wb", "median_ms"), med("plain", "median_ms")
+            rows.append((backend, w, p, w / p, (w - p) * 1000, med("wb", "throughput"), med("plain", "throughput"),
+                         med("wb", "throughput") / med("plain", "throughput"), med("bench", "throughput")))
+    print("\nHarness overhead: lenet-digits, batch 1, 1 thread pinned to CPU 0, FP32, medians over "
           f"{a.rounds} interleaved rounds of {a.seconds:g} s")
-    print(f"{'backend':<11} {'workbench ms':>12} {'plain ms':>9} {'ratio':>6} {'diff us':>8}   spread wb / plain")
-    for b, w, p, ratio, diff, wl, wh, pl_, ph in rows:
-        print(f"{b:<11} {w:>12.4f} {p:>9.4f} {ratio:>6.3f} {diff:>8.1f}   "
-              f"{wl:.4f}-{wh:.4f} / {pl_:.4f}-{ph:.4f}")
+    print(f"{'backend':<11} {'wb p50 ms':>10} {'plain ms':>9} {'ratio':>6} {'diff us':>8} {'wb samples/s':>13} "
+          f"{'plain samples/s':>16} {'ratio':>6} {'benchmark_app samples/s':>24}")
+    for b, w, p, ratio, diff, wt, pt, tr, bt in rows:
+        print(f"{b:<11} {w:>10.4f} {p:>9.4f} {ratio:>6.3f} {diff:>8.1f} {wt:>13.0f} {pt:>16.0f} {tr:>6.3f} "
+              f"{bt:>24.0f}")
 
 
 if __name__ == "__main__":

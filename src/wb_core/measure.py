@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 import numpy as np
 import psutil
@@ -140,17 +141,24 @@ def peak_rss_mb() -> float:
 
 
 def measure(make_infer: Callable[[], Infer], batches: list, batch_size: int, settings: MeasureSettings,
-            concurrency: int = 1, heartbeat: Callable[[], None] | None = None, make_async=None) -> dict:
+            concurrency: int = 1, heartbeat: Callable[[], None] | None = None, make_async=None,
+            make_loop=None) -> dict:
     """Measure a closed loop of `concurrency` requests in flight; return flat metric columns.
 
-    `make_infer()` returns a callable that runs one request synchronously. With concurrency > 1,
-    `make_async(jobs, on_done)` (OpenVINO: an AsyncInferQueue) keeps the requests in flight from
-    one thread; without it (TensorFlow) each request stream gets a Python thread of its own.
+    `make_infer()` returns a callable that runs one request synchronously. `make_loop(jobs, batches)`,
+    where the session offers it, returns a `RequestLoop`: requests whose inputs were set once, kept
+    in flight by the runtime, with no Python work per request beyond starting it and reading the
+    runtime's own latency; it is used for every concurrency. Without it, with concurrency > 1,
+    `make_async(jobs, on_done)` keeps the requests in flight from one thread through a queue; without
+    either (TensorFlow) each request stream gets a Python thread of its own.
     """
     window_s = min(settings.window_s, settings.max_time_s / settings.min_windows)
     proc = psutil.Process()
     infer = make_infer()
     first_ms = _first_inference_ms(infer, batches[0])
+    if make_loop is not None:
+        return _measure_loop(make_loop(concurrency, batches), batch_size, settings, concurrency, window_s, proc,
+                             first_ms, heartbeat)
     if concurrency == 1:
         return _measure_inline(infer, batches, batch_size, settings, window_s, proc, first_ms, heartbeat)
     if make_async is not None:
@@ -160,6 +168,75 @@ def measure(make_infer: Callable[[], Infer], batches: list, batch_size: int, set
                             settings, window_s, proc, first_ms, heartbeat)
 
 
+class RequestLoop(Protocol):
+    """Requests run by the runtime with their inputs set once (a session's `make_loop(jobs, batches)`).
+
+    `started` counts the requests started since `begin()`; `run_until(t_ns)` keeps requests flowing
+    until t_ns (perf_counter_ns); `finish()` waits for those in flight and returns the end time and
+    the latency (ms) of every request started since `begin()`.
+    """
+
+    started: int
+
+    def begin(self) -> None: ...
+
+    def run_until(self, t_ns: int) -> None: ...
+
+    def finish(self) -> tuple[int, list[float]]: ...
+
+
+# Windows open at this fraction of `window_s` (never under MIN_WINDOW_S): a runtime whose figures are
+# steady agrees over short windows already; windows that disagree double, up to `window_s`.
+FIRST_WINDOW_FRACTION = 0.125
+MIN_WINDOW_S = 0.05
+# Warm-up runs in slices of this fraction of `warmup_s`; it ends early once two slices agree.
+WARMUP_SLICES = 10
+
+
+def _measure_loop(loop: RequestLoop, batch_size, settings, concurrency, window_s, proc, first_ms, heartbeat):
+    """Closed loop of a runtime's own requests: no Python work per completion."""
+    perf = time.perf_counter_ns
+    loop.begin()
+    _warm_slices(lambda t: loop.run_until(t), lambda: loop.started, settings, settings.warmup_iters * concurrency,
+                 heartbeat)
+    loop.finish()
+    cpu0 = proc.cpu_times()
+    load0 = load_snapshot()
+    loop.begin()
+    wall0 = perf()
+    windows = _windows_until_stable(lambda: loop.started, loop.run_until, batch_size, settings, window_s, wall0,
+                                    heartbeat)
+    end, lat = loop.finish()
+    cpu1 = proc.cpu_times()
+    load1 = load_snapshot()
+    return _result(lat, windows, batch_size, (end - wall0) / 1e9, cpu0, cpu1, first_ms, settings,
+                   machine_load(load0, load1))
+
+
+def _warm_slices(run_until: Callable[[int], None], count: Callable[[], int], settings: MeasureSettings,
+                 min_requests: int, heartbeat) -> None:
+    """Warm up for at most `warmup_s`, in slices; stop early once `min_requests` ran and the last two
+    slices' rates agree within the tolerance (the runtime is warm: more warm-up changes nothing)."""
+    perf = time.perf_counter_ns
+    start = perf()
+    t_end = start + int(settings.warmup_s * 1e9)
+    slice_ns = max(int(settings.warmup_s * 1e9 / WARMUP_SLICES), 1_000_000)
+    rates: list[float] = []
+    seen, s_start = count(), start
+    while True:
+        run_until(min(s_start + slice_ns, t_end))
+        now = perf()
+        total = count()
+        rates.append((total - seen) / max(now - s_start, 1))
+        seen, s_start = total, now
+        if heartbeat is not None:
+            heartbeat()
+        if total >= min_requests and (now >= t_end or is_stable(rates, 2, settings.tolerance)):
+            return
+        if now >= t_end:  # warmup_iters not reached yet: slices go on until they are
+            t_end = now + slice_ns
+
+
 def _first_inference_ms(infer: Infer, batch) -> float:
     """The first request on its own: what a cold server pays on its first call."""
     t0 = time.perf_counter()
@@ -167,19 +244,23 @@ def _first_inference_ms(infer: Infer, batch) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def _windows_until_stable(records: list, run_until: Callable[[int], None], batch_size: int,
+def _windows_until_stable(records, run_until: Callable[[int], None], batch_size: int,
                           settings: MeasureSettings, window_s: float, wall0: int, heartbeat) -> list[float]:
     """Throughput of successive windows of completed requests, until the last ones agree or time is up.
 
-    `records` grows by one entry per completed request; `run_until(t_ns)` keeps requests flowing
-    until t_ns.
+    `records` is a list that grows by one entry per completed request, or a callable returning the
+    count; `run_until(t_ns)` keeps requests flowing until t_ns. Windows open short (FIRST_WINDOW_FRACTION
+    of `window_s`) and double while the last ones disagree: steady figures are done in a fraction of the
+    time, noisy ones get the full windows.
     """
+    count = records if callable(records) else records.__len__
     windows: list[float] = []
-    w_start, seen = wall0, 0
+    length = max(min(window_s, MIN_WINDOW_S), window_s * FIRST_WINDOW_FRACTION)
+    w_start, seen = wall0, count()
     while True:
-        run_until(w_start + int(window_s * 1e9))
+        run_until(w_start + int(length * 1e9))
         now = time.perf_counter_ns()
-        total = len(records)
+        total = count()
         windows.append((total - seen) * batch_size / ((now - w_start) / 1e9))
         seen, w_start = total, now
         if heartbeat:
@@ -187,6 +268,8 @@ def _windows_until_stable(records: list, run_until: Callable[[int], None], batch
         if (is_stable(windows, settings.min_windows, settings.tolerance, total, settings.min_requests)
                 or (now - wall0) / 1e9 >= settings.max_time_s):
             return windows
+        if len(windows) >= settings.min_windows and not is_stable(windows, settings.min_windows, settings.tolerance):
+            length = min(window_s, length * 2)
 
 
 def _measure_threads(infers: list[Infer], batches, batch_size, settings, window_s, proc, first_ms, heartbeat):
@@ -278,31 +361,26 @@ def _measure_inline(infer, batches, batch_size, settings, window_s, proc, first_
     """Concurrency 1: the timed loop runs in this thread, with nothing between the calls."""
     perf = time.perf_counter_ns
     n = len(batches)
-    i = 0
-    warm_up(infer, batches, settings, heartbeat)
     lat: list[int] = []
-    windows: list[float] = []
-    cpu0 = proc.cpu_times()
-    load0 = load_snapshot()
-    wall0 = perf()
-    while True:
-        w_start = perf()
-        w_end = w_start + int(window_s * 1e9)
-        count = 0
-        e = w_start
-        while e < w_end:
+    pos = [0]
+
+    def run_until(t_ns: int) -> None:
+        i, append = pos[0], lat.append
+        e = perf()
+        while e < t_ns:
             s = perf()
             infer(batches[i % n])
             e = perf()
-            lat.append(e - s)
+            append(e - s)
             i += 1
-            count += 1
-        windows.append(count * batch_size / ((e - w_start) / 1e9))
-        if heartbeat:
-            heartbeat()
-        if (is_stable(windows, settings.min_windows, settings.tolerance, len(lat), settings.min_requests)
-                or (e - wall0) / 1e9 >= settings.max_time_s):
-            break
+        pos[0] = i
+
+    _warm_slices(run_until, lat.__len__, settings, settings.warmup_iters, heartbeat)
+    lat.clear()
+    cpu0 = proc.cpu_times()
+    load0 = load_snapshot()
+    wall0 = perf()
+    windows = _windows_until_stable(lat, run_until, batch_size, settings, window_s, wall0, heartbeat)
     end = perf()
     cpu1 = proc.cpu_times()
     load1 = load_snapshot()
@@ -336,17 +414,20 @@ def _result(lat_ms, windows, batch_size, wall_s, cpu0, cpu1, first_ms, settings,
 
 
 def warm_up(infer: Infer, batches: list, settings: MeasureSettings, heartbeat: Callable[[], None] | None = None) -> None:
-    """At least `warmup_iters` requests and `warmup_s` seconds; `heartbeat` is called about once a second."""
+    """At least `warmup_iters` requests, for up to `warmup_s` seconds: it ends early once two slices of
+    the warm-up run at the same rate. `heartbeat` is called after each slice."""
     perf = time.perf_counter_ns
-    t_end = perf() + int(settings.warmup_s * 1e9)
-    beat = perf() + 1_000_000_000
-    i = 0
-    while i < settings.warmup_iters or perf() < t_end:
-        infer(batches[i % len(batches)])
-        i += 1
-        if heartbeat is not None and perf() > beat:
-            heartbeat()
-            beat = perf() + 1_000_000_000
+    n = len(batches)
+    done = [0]
+
+    def run_until(t_ns: int) -> None:
+        i = done[0]
+        while perf() < t_ns:
+            infer(batches[i % n])
+            i += 1
+        done[0] = i
+
+    _warm_slices(run_until, lambda: done[0], settings, settings.warmup_iters, heartbeat)
 
 
 def measure_window(make_infer: Callable[[], Infer], batches: list, batch_size: int, start_ns: int, end_ns: int,

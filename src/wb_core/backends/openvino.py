@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # types only: backends/ does not import config at run time
     from wb_core.config import InputOptions, RunConfig
 
 # Ops whose runtime precision tells what the heavy math ran in.
+KEEP_COMPILED = 4  # compiled models a session keeps for reuse
 COMPUTE_OPS = ("Convolution", "GroupConvolution", "FullyConnected", "MatMul", "Deconvolution",
                "ConvolutionBackpropData", "BinaryConvolution")
 
@@ -102,9 +103,18 @@ class OpenVINOSession:
         self.inputs = ov_inputs(self.model)
         self.compiled = None
         self._info: dict = {}
+        self._compiled: dict = {}  # (shapes, properties) -> (compiled model, info, compile ms)
 
     def prepare(self, batch_size: int, opts: InputOptions) -> dict:
+        """Reshape and compile for a batch size; a shape and properties compiled before in this session
+        are reused (points that differ only in the requests in flight share one compiled model)."""
         shapes = {spec.name: resolve_shape(spec, batch_size, opts) for spec in self.inputs}
+        props = compile_properties(self.cfg)
+        key = (tuple(sorted(shapes.items())), tuple(sorted((k, str(v)) for k, v in props.items())))
+        if key in self._compiled:
+            # compile_ms stays what compiling it took: what this configuration costs to start
+            self.compiled, self._info, compile_ms = self._compiled[key]
+            return {"load_ms": self.load_ms, "compile_ms": compile_ms}
         t0 = time.perf_counter()
         try:
             current = {s.name: tuple(s.shape) for s in self.inputs}
@@ -112,7 +122,6 @@ class OpenVINOSession:
                 self.model.reshape({n: ov.PartialShape(list(shp)) for n, shp in shapes.items()})
         except Exception as e:
             raise ConfigError(f"The model cannot take batch size {batch_size}: {first_line(e)}") from None
-        props = compile_properties(self.cfg)
         self.compiled = self.core.compile_model(self.model, "CPU", props)
         compile_ms = (time.perf_counter() - t0) * 1e3
         prec, counts = executed_precision(self.compiled)
@@ -125,6 +134,11 @@ class OpenVINOSession:
             "ov_optimal_requests": int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")),
             "ov_inference_precision": str(self.compiled.get_property("INFERENCE_PRECISION_HINT")),
         }
+        # Compiled models of earlier batch sizes keep their memory; one per distinct key is kept, the
+        # last few only, so that a long batch list does not hold every one.
+        self._compiled[key] = (self.compiled, self._info, compile_ms)
+        while len(self._compiled) > KEEP_COMPILED:
+            self._compiled.pop(next(iter(self._compiled)))
         return {"load_ms": self.load_ms, "compile_ms": compile_ms}
 
     def convert_batches(self, batches: list[dict]) -> list:
@@ -139,6 +153,12 @@ class OpenVINOSession:
             return req.infer(batch, share_inputs=True)
 
         return infer
+
+    def make_loop(self, jobs: int, batches: list):
+        """Requests with their input tensors set once from the pool (request k gets batch k), run as
+        benchmark_app runs them: one request called synchronously for one job, an AsyncInferQueue
+        started without inputs for more (see wb_core.measure.RequestLoop)."""
+        return _SyncLoop(self.compiled, batches[0]) if jobs == 1 else _QueueLoop(self.compiled, jobs, batches)
 
     def make_async(self, jobs: int, on_done):
         """An AsyncInferQueue of `jobs` requests; `on_done(start_ns)` runs as each one finishes."""
@@ -175,3 +195,81 @@ class _AsyncQueue:
         deadline = time.monotonic() + 30
         while self.finished < self.submitted and time.monotonic() < deadline:
             time.sleep(0.0005)
+
+
+def _set_inputs(request, batch: list) -> None:
+    """The batch's arrays as the request's input tensors, sharing their memory (set once, not per call)."""
+    for index, array in enumerate(batch):
+        request.set_input_tensor(index, ov.Tensor(array, shared_memory=True))
+
+
+class _SyncLoop:
+    """One request called synchronously, its inputs set once; latency timed around each call."""
+
+    def __init__(self, compiled, batch: list):
+        self.request = compiled.create_infer_request()
+        _set_inputs(self.request, batch)
+        self.started = 0
+        self._lat: list[int] = []
+
+    def begin(self) -> None:
+        self.started = 0
+        self._lat = []
+
+    def run_until(self, t_ns: int) -> None:
+        perf, infer, append = time.perf_counter_ns, self.request.infer, self._lat.append
+        n = 0
+        e = perf()
+        while e < t_ns:
+            s = perf()
+            infer()
+            e = perf()
+            append(e - s)
+            n += 1
+        self.started += n
+
+    def finish(self) -> tuple[int, list[float]]:
+        return time.perf_counter_ns(), [v / 1e6 for v in self._lat]
+
+
+class _QueueLoop:
+    """An AsyncInferQueue of `jobs` requests, each with its own inputs set once; started without
+    inputs and without a Python callback, so that completing a request runs no Python at all.
+    A request's latency is the runtime's own (`InferRequest.latency`), read when its slot is
+    reused and, for the last ones, after the queue is drained."""
+
+    def __init__(self, compiled, jobs: int, batches: list):
+        self.queue = ov.AsyncInferQueue(compiled, jobs)
+        self.requests = [self.queue[k] for k in range(len(self.queue))]
+        for k, request in enumerate(self.requests):
+            _set_inputs(request, batches[k % len(batches)])
+        self._busy = [False] * len(self.requests)  # started since `begin`, latency not read yet
+        self.started = 0
+        self._lat: list[float] = []
+
+    def begin(self) -> None:
+        self.started = 0
+        self._lat = []
+        self._busy = [False] * len(self.requests)
+
+    def run_until(self, t_ns: int) -> None:
+        perf, idle, start = time.perf_counter_ns, self.queue.get_idle_request_id, self.queue.start_async
+        requests, busy, append = self.requests, self._busy, self._lat.append
+        n = 0
+        while perf() < t_ns:
+            i = idle()  # waits (GIL released) until a request is free
+            if busy[i]:
+                append(requests[i].latency)
+            busy[i] = True
+            start()  # starts request i: the queue hands out its idle requests in order
+            n += 1
+        self.started += n
+
+    def finish(self) -> tuple[int, list[float]]:
+        self.queue.wait_all()
+        end = time.perf_counter_ns()
+        for i, was in enumerate(self._busy):
+            if was:
+                self._lat.append(self.requests[i].latency)
+                self._busy[i] = False
+        return end, self._lat

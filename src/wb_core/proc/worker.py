@@ -65,7 +65,11 @@ def _concurrency(task: dict, point: dict) -> int:
     return int(point.get("concurrency") or task["group"].get("concurrency") or 1)
 
 
-def _prepared_batches(session, batch_size, opts, settings, concurrency: int | None = None):
+def _prepared_batches(session, batch_size, opts, settings, concurrency: int | None = None, pools: dict | None = None):
+    """Prepare the session for a point and return (its columns, the input pool in the session's form).
+
+    `pools` (batch size -> pool) keeps the pool of each batch size for the next points of the group:
+    the same seed gives the same samples, so building it again would only cost time."""
     import dataclasses
 
     from wb_core.models import make_batches
@@ -74,8 +78,18 @@ def _prepared_batches(session, batch_size, opts, settings, concurrency: int | No
     session.cfg = dataclasses.replace(session.cfg, batch_size=batch_size,
                                       concurrency=concurrency or session.cfg.concurrency)
     extra = session.prepare(batch_size, opts)
+    if pools is not None and batch_size in pools:
+        return extra, pools[batch_size]
     np_batches = make_batches(session.inputs, batch_size, opts, settings.pool_size, settings.seed)
-    return extra, session.convert_batches(np_batches)
+    batches = session.convert_batches(np_batches)
+    if pools is not None:
+        pools[batch_size] = batches
+    return extra, batches
+
+
+def _timed_infer(session):
+    """What the timed loops call: the session's pre-bound form for a fixed pool where it has one."""
+    return getattr(session, "make_bound_infer", session.make_infer)
 
 
 def _each_point(points, body):
@@ -101,26 +115,50 @@ def task_measure(task: dict) -> None:
 
     session, cfg, settings, opts = _open(task)
     rate = task["group"].get("rate")
+    pools: dict = {}
+    current = [session, cfg]
 
     def body(p):
+        session, cfg = _session_for(task, p, current, pools)
         concurrency = _concurrency(task, p)
-        extra, batches = _prepared_batches(session, p["batch_size"], opts, settings, concurrency)
+        extra, batches = _prepared_batches(session, p["batch_size"], opts, settings, concurrency, pools)
         if cfg.untouched and cfg.hint:  # as many requests in flight as the runtime asks for
             concurrency = int(session.info().get("ov_optimal_requests") or concurrency)
             extra["requests_in_flight"] = concurrency
         if rate:
-            metrics = measure_poisson(session.make_infer, batches, p["batch_size"], float(rate), settings,
+            metrics = measure_poisson(_timed_infer(session), batches, p["batch_size"], float(rate), settings,
                                       concurrency=concurrency, seed=settings.seed)
         else:
-            metrics = measure(session.make_infer, batches, p["batch_size"], settings, concurrency=concurrency,
+            metrics = measure(_timed_infer(session), batches, p["batch_size"], settings, concurrency=concurrency,
                               heartbeat=lambda: emit({"type": "heartbeat"}),
-                              make_async=getattr(session, "make_async", None))
+                              make_async=getattr(session, "make_async", None),
+                              make_loop=getattr(session, "make_loop", None))
         metrics.update(extra)
         metrics.update(session.info())
         metrics.update(_thread_placement())
         emit({"type": "point", "key": p["key"], "status": "ok", "metrics": metrics})
 
     _each_point(task["points"], body)
+
+
+def _session_for(task: dict, point: dict, current: list, pools: dict):
+    """The session and config of a point: the open one, or, for a point carrying settings of its own
+    (threads, streams, a hint: see wb_core.sweep.local.worker_key), a session opened for them in this
+    worker, which keeps its pinning and environment. `current` holds [session, config] between points."""
+    if "config" not in point:
+        return current
+    import dataclasses
+
+    from wb_core.backends.registry import open_session
+    from wb_core.config import RunConfig
+
+    cfg = RunConfig.from_dict(point["config"])
+    if current[1] is None or dataclasses.replace(current[1], batch_size=cfg.batch_size,
+                                                 concurrency=cfg.concurrency) != cfg:
+        current[:] = [None, None]  # the old session's compiled models go before the new one compiles
+        pools.clear()  # a pool is in the session's own form
+        current[:] = [open_session(task["model_path"], cfg), cfg]
+    return current
 
 
 def _thread_placement() -> dict:
@@ -140,12 +178,12 @@ def task_instance(task: dict) -> None:
     def body(p):
         concurrency = _concurrency(task, p)
         extra, batches = _prepared_batches(session, p["batch_size"], opts, settings, concurrency)
-        warm_up(session.make_infer(), batches, settings, heartbeat=lambda: emit({"type": "heartbeat"}))
+        warm_up(_timed_infer(session)(), batches, settings, heartbeat=lambda: emit({"type": "heartbeat"}))
         emit({"type": "ready", "key": p["key"]})
         go = receive()
         if go is None:
             raise RuntimeError("the coordinator went away before the start signal")
-        metrics = measure_window(session.make_infer, batches, p["batch_size"], int(go["start_ns"]),
+        metrics = measure_window(_timed_infer(session), batches, p["batch_size"], int(go["start_ns"]),
                                  int(go["end_ns"]), concurrency=concurrency)
         metrics.update(extra)
         metrics.update(session.info())
@@ -164,15 +202,15 @@ def task_max_rate(task: dict) -> None:
     concurrency = _concurrency(task, task["points"][0])
     b = task["points"][0]["batch_size"]
     extra, batches = _prepared_batches(session, b, opts, settings)
-    closed = measure(session.make_infer, batches, b, settings, concurrency=concurrency,
-                     make_async=getattr(session, "make_async", None))
+    closed = measure(_timed_infer(session), batches, b, settings, concurrency=concurrency,
+                     make_async=getattr(session, "make_async", None), make_loop=getattr(session, "make_loop", None))
     capacity = closed["throughput"] / b  # requests/s in a closed loop: an upper bound for the open loop
     lo, hi = 0.0, capacity * 1.05
     best = None
     for _ in range(int(task.get("steps", 7))):
         rate = round((lo + hi) / 2, 3)
         probe = RunConfig.from_dict({**cfg.to_dict(), "batch_size": b, "rate": rate})
-        m = measure_poisson(session.make_infer, batches, b, rate, settings, concurrency=concurrency,
+        m = measure_poisson(_timed_infer(session), batches, b, rate, settings, concurrency=concurrency,
                             seed=settings.seed)
         m.update(extra)
         m.update(session.info())

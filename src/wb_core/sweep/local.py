@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from wb_core.backends.registry import get as get_backend
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import ConfigError, Sentence, WorkbenchError, setting
 from wb_core.proc.parent import run_child
@@ -93,18 +94,20 @@ def measure_configs(ctx: SweepContext, configs: list[RunConfig]) -> None:
         return
     todo = ctx.claim(ctx.todo(configs))
     ctx.start_progress(len(todo))
-    groups: dict[tuple, list[RunConfig]] = collections.OrderedDict()
-    for c in todo:
-        groups.setdefault(c.group, []).append(c)
-    for members in groups.values():
+    for members in worker_groups(todo):
         if ctx.cancelled:
             break
-        head = members[0]
-        why = ctx.infeasible(head)
-        if why:
-            for c in members:
+        feasible = []
+        for c in members:  # a worker group may hold settings (threads) that one point cannot have here
+            why = ctx.infeasible(c)
+            if why:
                 ctx.record(c, "skipped", error=why)
+            else:
+                feasible.append(c)
+        if not feasible:
             continue
+        members = feasible
+        head = members[0]
         try:
             path, extra = ctx.variant(head)  # variant and accuracy columns, the same for every point
         except ConfigError:
@@ -115,6 +118,35 @@ def measure_configs(ctx: SweepContext, configs: list[RunConfig]) -> None:
             continue
         run_group(path, members, ctx.settings, ctx.inputs, ctx.recorder(extra), ctx.cancel, ctx.memory_limit_mb,
                   ctx.summary, ctx.timeout_s)
+
+
+def worker_key(c: RunConfig) -> tuple:
+    """The settings that need a worker process of their own: `RunConfig.group` without the settings
+    the backend's session takes when it opens (those it reads with no environment variable declared
+    in the registry, such as OpenVINO's threads, streams and hint, which are compile properties).
+    Points that differ only in those share one worker, which opens a session for each; what is set
+    before the runtime loads (cores, environment variables, the model file) still splits workers.
+    A multi-instance group keeps its own key: its instances share one window per point."""
+    if c.instances > 1:
+        return c.group
+    info = get_backend(c.backend)
+    in_session = set(info.settings) - set(info.env)
+    return tuple((k, v) for k, v in c.group if k not in in_session)
+
+
+def worker_groups(configs: Iterable[RunConfig]) -> list[list[RunConfig]]:
+    """Configs by worker (see `worker_key`), in the order each worker first appears; within a worker,
+    the points of one session setting next to each other, so that each session opens once."""
+    groups: dict[tuple, list[RunConfig]] = collections.OrderedDict()
+    for c in configs:
+        groups.setdefault(worker_key(c), []).append(c)
+    out = []
+    for members in groups.values():
+        sessions: dict[tuple, list[RunConfig]] = collections.OrderedDict()
+        for c in members:
+            sessions.setdefault(c.group, []).append(c)
+        out.append([c for same in sessions.values() for c in same])
+    return out
 
 
 def measure_rounds(ctx: SweepContext, configs: list[RunConfig], seed: int = 0) -> None:
@@ -343,8 +375,11 @@ def worker_task(kind: str, path, members: list[RunConfig], settings, inputs) -> 
     group = members[0].to_dict()
     group.pop("batch_size")
     group.pop("concurrency")
+    # Points of more than one session setting (see worker_key) each carry their own config.
+    mixed = any(c.group != members[0].group for c in members)
     return {"task": kind, "model_path": str(path), "group": group,
-            "points": [{"key": c.key, "batch_size": c.batch_size, "concurrency": c.concurrency} for c in members],
+            "points": [{"key": c.key, "batch_size": c.batch_size, "concurrency": c.concurrency,
+                        **({"config": c.to_dict()} if mixed else {})} for c in members],
             "settings": settings.__dict__, "inputs": inputs.to_dict()}
 
 
