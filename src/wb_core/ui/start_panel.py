@@ -261,8 +261,20 @@ class StartPanel(w.VBox):
         self._phase = phase_of(sentence, self._phase)
         self.phases.value = phases_html(self._phase)
         lines = self.lines.value.replace("<ul class='wb-tune-lines'>", "").replace("</ul>", "")
-        self.lines.value = (f"<ul class='wb-tune-lines'>{lines}<li>{html.escape(said(sentence))}</li></ul>"
+        line = self.in_words(said(sentence), self.session.measuring)
+        self.lines.value = (f"<ul class='wb-tune-lines'>{lines}<li>{html.escape(line)}</li></ul>"
                           if len(sentence) < 400 else self.lines.value)
+
+    def in_words(self, text: str, *studies: str) -> str:
+        """`text` with each run's short label and key replaced by its name in words (runs of `studies`)."""
+        import pandas as pd
+
+        from wb_core.api import stored_runs
+        from wb_core.ui.words import worded
+
+        frames = [stored_runs(s, self.session.db) for s in dict.fromkeys(s for s in studies if s)]
+        frames = [f for f in frames if not f.empty]
+        return worded(text, pd.concat(frames)) if frames else text
 
     # ---- the answer ----
     def _show(self, result) -> None:
@@ -304,7 +316,8 @@ class StartPanel(w.VBox):
             rows.append(("Against the runtime's defaults", "not confirmed (see the answer)"))
         _, left_out = pickable(self.session.results(), (self.session.study_record() or {}).get("hardware"))
         search_left = self._left_out_of_search(result.study)
-        notes = [said(n) for n in (*left_out, *search_left, *result.notes) if n]
+        studies = (result.study, study, conf.get("study"))
+        notes = [self.in_words(said(n), *studies) for n in (*left_out, *search_left, *result.notes) if n]
         left = ("<b>Left out, and why</b><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in dict.fromkeys(notes))
                 + "</ul>") if notes else ""
         return (f"<div class='wb-msg wb-msg-ok wb-answer'><div class='wb-answer-run'>Run "
