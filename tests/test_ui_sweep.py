@@ -265,7 +265,7 @@ def test_a_reopened_study_gets_back_every_setting_it_ran_with(tmp_path):
     np.savez(data, x=np.zeros((4, 8, 8, 1), np.float32), y=np.zeros(4, np.int64))
     first = SweepPanel(DashboardState(db))
     for box in first.precisions.boxes:
-        box.value = box.description in ("fp32", "bf16")
+        box.value = box.option in ("fp32", "bf16")
     first.batch.value, first.threads.value, first.max_time.value = "1,4", "2", 0.7
     first.data.source.value = SERVER_PATH
     first.data.path.value = str(data)
@@ -415,7 +415,7 @@ def test_a_backend_setting_without_a_control_of_its_own_gets_one_from_the_axes_t
     assert box.value == "auto"
     box.value = "sequential,parallel"
     for b in panel.backends.boxes:
-        b.value = b.description == "onnxruntime"
+        b.value = b.option == "onnxruntime"
     values = panel.spec_values()
     assert SweepSpec(**values).execution_modes == ["sequential", "parallel"]
     kept = panel.settings()

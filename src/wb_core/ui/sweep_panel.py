@@ -37,7 +37,7 @@ from wb_core.ui.widgets import (
     text,
     with_help,
 )
-from wb_core.ui.words import results_table
+from wb_core.ui.words import executed_words, results_table
 
 TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "streams", "cores", "instances",
                  "cores_per_instance", "concurrency", "rate", "latency_ms_p50", "latency_ms_p99", "throughput",
@@ -204,6 +204,13 @@ def runs_table(df) -> str:
             view["cores"].notna() & ~view["cores"].astype(str).isin(["none", "None", ""]), "not pinned")
     if "error" in view.columns:
         view["error"] = view["error"].astype(object).where(view["error"].notna() & (view["error"] != ""), "")
+    # Runtimes and precisions by their names (OpenVINO, INT8), not the codes the store keeps.
+    from wb_core.api import backend_title
+
+    if "backend" in view.columns:
+        view["backend"] = view["backend"].astype(str).map(backend_title)
+    if "precision" in view.columns:
+        view["precision"] = view["precision"].astype(str).map(executed_words)
     return results_table(view, cols)
 
 
@@ -211,7 +218,7 @@ class SweepPanel(w.VBox):
     """Runs sweeps of DashboardState.model_path into DashboardState.study."""
 
     def __init__(self, session: DashboardState):
-        from wb_core.api import available_cpus, field_help, list_backends, sweep_axes
+        from wb_core.api import available_cpus, backend_title, field_help, list_backends, sweep_axes
         from wb_core.api import setting_label as label  # the axes table's: errors and notes use the same words
 
         self.session = session
@@ -219,8 +226,10 @@ class SweepPanel(w.VBox):
         cpus = available_cpus()
         self.model_line = w.HTML()
         self.study = text("Study name", tooltip="Results are stored under this name; reusing it resumes.")
-        self.backends = choices(label("backends"), list(list_backends()), list(list_backends())[:1], field_help("backends"))
-        self.precisions = choices(label("precisions"), ["fp32", "bf16", "int8"], ["fp32"], field_help("precisions"))
+        self.backends = choices(label("backends"), list(list_backends()), list(list_backends())[:1], field_help("backends"),
+                                words=backend_title)
+        self.precisions = choices(label("precisions"), ["fp32", "bf16", "int8"], ["fp32"], field_help("precisions"),
+                                  words=executed_words)
         self.batch = text(label("batch_sizes"), "1,8", field_help("batch_sizes"))
         self.seq_lens = text(label("seq_lens"), "", field_help("seq_lens"), "text models only, e.g. 32,128,384")
         self.threads = text(label("threads"), thread_ladder(len(cpus)), field_help("threads"))
@@ -399,7 +408,7 @@ class SweepPanel(w.VBox):
         for row, key in ((self.backends, "backends"), (self.precisions, "precisions")):
             if key in saved:
                 for box in row.boxes:
-                    box.value = box.description in saved[key]
+                    box.value = box.option in saved[key]
         for key in TEXT_SETTINGS:
             if key in saved:
                 getattr(self, key).value = str(saved[key])
