@@ -248,6 +248,8 @@ class SweepPanel(w.VBox):
         self.concurrency = self.scenario.concurrency
         self.warnings = w.HTML("")
         self.warnings.add_class("wb-warnings")
+        self.estimate = w.HTML("")
+        self.estimate.add_class("wb-estimate")
         self.run = button("Run", "success", "play")
         self.cancel_button = button("Cancel", "danger", "stop")
         self.cancel_button.disabled = True
@@ -324,11 +326,18 @@ class SweepPanel(w.VBox):
                                   "pinning keeps neighbours from sharing cores."),
             with_help(self.max_time, "How long each configuration is measured; short is quick, long is steadier."),
             advanced, section("Data for accuracy and INT8"), self.data, section("How to search"), self.search,
-            self.scenario, self.warnings,
+            self.scenario, self.warnings, self.estimate,
             w.HBox([self.run, self.cancel_button, self.remeasure]), w.HBox([self.progress, self.progress_text]), self.messages,
             w.HBox([self.studies, self.open_button]), self.plot, section("Runs"), self.table])
         self.add_class("wb-sweep-panel")
         self.update_warnings()
+        for control in (self.study, self.batch, self.seq_lens, self.threads, self.cores, self.streams, self.hints,
+                        self.pinning, self.inter_op, self.onednn, self.max_time, self.scenario.instances,
+                        self.scenario.cores_per_instance, self.scenario.concurrency, self.scenario.rates,
+                        self.scenario.repeats, self.search.how, self.search.budget, *self.backends.boxes,
+                        *self.precisions.boxes, *self.axis_boxes.values()):
+            control.observe(self.update_estimate, "value")
+        self.update_estimate()
 
     # ---- model and studies ----
     def _demo_name(self) -> str | None:
@@ -463,6 +472,23 @@ class SweepPanel(w.VBox):
     def run_values(self) -> dict:
         """Everything else profile() takes from this tab: data, metric, calibration, drop limit, search."""
         return {**self.data.values(), **self.search.values()}
+
+    def update_estimate(self, *_) -> str:
+        """Before Run: how many points the sweep will measure and about how long that takes
+        (`wb_core.api.preview_sweep`); nothing when a value does not parse (Run says why)."""
+        from wb_core.api import SweepSpec, WorkbenchError, preview_sweep
+
+        try:
+            extra = self.search.values()
+            plan = preview_sweep(SweepSpec(**self.spec_values()), self.session.db, self.study.value.strip() or None,
+                                 search=extra["search"], budget=extra.get("budget"))
+            t = float(self.max_time.value)
+            words = plan.in_words(t, min(0.5, t / 2))
+        except (WorkbenchError, ValueError, TypeError):
+            words = ""
+        self.estimate.value = (f"<div class='wb-help-block wb-estimate-words'>{html.escape(words[0].upper() + words[1:])}"
+                               "</div>") if words else ""
+        return words
 
     def update_warnings(self, *_) -> list[str]:
         """Say, before anything runs, which settings ask for more threads or cores than this process may use."""
