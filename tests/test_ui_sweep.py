@@ -399,7 +399,7 @@ def test_busy_points_are_marked_and_measured_again_from_a_button(tmp_path, lenet
     panel._thread.join(120)
     with sqlite3.connect(db) as c:
         (again,) = c.execute("SELECT created_at FROM runs WHERE key = ?", (key,)).fetchone()
-    assert again > "2000-01-01T00:00:00+00:00"  # measured again, its row replaced
+    assert again > "2000-01-01T00:00:00+00:00", panel.messages.text.value  # measured again, its row replaced
     assert "--remeasure" not in panel.messages.text.value and "api.profile" not in panel.messages.text.value
 
 

@@ -388,8 +388,13 @@ class SweepPanel(w.VBox):
                 self.session.model_path = rec["model_path"]
             finally:
                 self._opening = False
-        self.restore(saved or settings_from_spec(spec))
+        # What other tabs keep with the study (when it was opened, Explore's limits) is not this tab's.
+        own = {k: v for k, v in saved.items() if k not in ("opened_at", "explore")}
+        self.restore(own or settings_from_spec(spec))
         self.study.value = name
+        import time
+
+        self.session.save_settings({"opened_at": time.time()}, name)  # the page opens it next time
         self.messages.show(f"Opened study '{name}' with the settings it was run with. Run measures whatever of "
                            f"them is missing; Explore and Export show its results.", "ok")
 
@@ -608,7 +613,8 @@ class SweepPanel(w.VBox):
             self._set_progress(self.progress.value)
         finally:
             try:
-                self.session.save_settings(kept)  # the study reopens with them
+                # The study reopens with them, and is the one the page opens next (the last one used).
+                self.session.save_settings({**kept, "opened_at": time.time()})
                 self.session.refresh()
                 self._redraw()
                 self.refresh_studies()
