@@ -157,8 +157,9 @@ def choices(description: str, options, value, tooltip: str = "", words=None) -> 
 
 
 def button(description: str, style: str = "", icon: str = "", tooltip: str = "") -> w.Button:
+    # As wide as its words wherever it sits: a button alone in a column would stretch across the page.
     return w.Button(description=description, button_style=style, icon=icon, tooltip=tooltip,
-                    layout=w.Layout(width="auto"))
+                    layout=w.Layout(width="auto", align_self="flex-start"))
 
 
 def section(title: str) -> w.HTML:
