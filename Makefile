@@ -55,7 +55,8 @@ test-all: $(STAMP) browser postgres
 
 # Refresh the README's screenshots from the browser test.
 screenshots: $(STAMP) browser
-	WB_SCREENSHOTS=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest tests/test_dashboard_browser.py -m ""
+	WB_SCREENSHOTS=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest tests/test_dashboard_tune.py \
+		tests/test_dashboard_browser.py tests/test_dashboard_compare.py tests/test_dashboard_capacity.py -m ""
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

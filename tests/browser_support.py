@@ -77,9 +77,10 @@ def wait_for_http(url: str, proc: subprocess.Popen, timeout: float = 90) -> None
 
 
 class Served(tuple):
-    """(url, db) of a running dashboard; `pid` is its `wb dashboard` process."""
+    """(url, db) of a running dashboard; `pid` is its `wb dashboard` process, `home` its $HOME."""
 
     pid: int
+    home: Path
 
 
 def kernels_of(pid: int) -> list:
@@ -113,6 +114,10 @@ def server(tmp_path, lenet_dir, jupyter_kernel_env, cache_without_int8):
     assert env["FORCE_COLOR"] == "1" and env["WB_CACHE_DIR"] == str(cache_without_int8)
     env["PYTHONPATH"] = str(ROOT / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["WB_DASHBOARD_TOKEN"] = "browser-test-token"
+    # Files the page writes by default (its ~/wb-deployments) land in the test's folder.
+    home = tmp_path / "home"
+    home.mkdir()
+    env["HOME"] = str(home)
     proc = subprocess.Popen([sys.executable, "-m", "wb_core.cli", "dashboard", "--db", str(db), "--port", str(port),
                              "--cull-idle", "120"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -123,6 +128,7 @@ def server(tmp_path, lenet_dir, jupyter_kernel_env, cache_without_int8):
         wait_for_http(f"http://127.0.0.1:{port}/voila/static/up", proc)
         served = Served((url, db))
         served.pid = proc.pid
+        served.home = home
         yield served
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

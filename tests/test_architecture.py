@@ -470,6 +470,8 @@ API_FACE_HELPERS = {
     "load_spec_file", "field_help", "available_cpus", "oversubscription_warnings", "parse_time",
     # whether a run may be exported or reported, and why not (every face asks the same rule)
     "unfit_reason", "export_caution", "pickable", "format_title", "guard_failed_runs",
+    # whether a figure lies within another's measured interval (a face claims noise only then)
+    "within_noise",
     # the settings a face offers, and how it names one that a message or note is about
     "sweep_axes", "SPEC_OPTIONS", "axis_readers", "backend_title", "layer_profiling_backends",
     "setting_flag", "setting_label", "word_for_cli", "word_for_dashboard", "with_role", "pipeline_axes",

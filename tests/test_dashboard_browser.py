@@ -185,8 +185,8 @@ def test_int8_sweep(server, page):
     page.get_by_text("Ready: lenet-digits").wait_for()
     open_tab(page, "Sweep")
     sweep = page.locator(".wb-sweep-panel")
-    sweep.get_by_label("int8", exact=True).check()
-    assert sweep.get_by_label("fp32", exact=True).is_checked()
+    sweep.get_by_label("INT8", exact=True).check()
+    assert sweep.get_by_label("FP32", exact=True).is_checked()
     sweep.get_by_label("Batch sizes", exact=True).fill("1")
     sweep.get_by_label("Threads", exact=True).fill("1")
     sweep.get_by_label("Seconds per point").fill("0.5")
@@ -197,7 +197,7 @@ def test_int8_sweep(server, page):
     message = done.inner_text()
     page.wait_for_function("() => document.querySelectorAll('.wb-sweep-panel table.wb-table tbody tr').length >= 2")
     rows = sweep_table(page)
-    by_precision = {r["Precision"]: r for r in rows}
+    by_precision = {r["Precision"].lower(): r for r in rows}
     assert sorted(by_precision) == ["fp32", "int8"], rows
     if not int8_native():
         assert by_precision["int8"]["Status"] == "skipped", rows

@@ -186,14 +186,14 @@ def test_accuracy_smart_search_and_serving_scenario(server, page, lenet_ir):
 
     db, panel = open_sweep_tab(server, page, lenet_ir)
     # (ii) FP32 and INT8 with the demo's data, top-1 accuracy and an accuracy-drop limit.
-    panel.get_by_label("int8", exact=True).check()
+    panel.get_by_label("INT8", exact=True).check()
     fill(panel, "Batch sizes", "1")
     panel.get_by_text("The demo's own data").click()
     panel.locator(".wb-data-section .wb-msg-ok", has_text="lenet-digits").wait_for()
     panel.get_by_label("Accuracy metric").select_option(label="Top-1 accuracy")
     fill(panel, "Accuracy-drop limit", "0.02")
     message = run(page, panel, "accuracy")
-    rows = {r["Precision"]: r for r in sweep_table(page)}
+    rows = {r["Precision"].lower(): r for r in sweep_table(page)}
     assert sorted(rows) == ["fp32", "int8"], rows
     assert rows["fp32"]["Status"] == "ok" and re.fullmatch(r"0\.\d+|1\.0+", rows["fp32"]["Accuracy"]), rows
     if int8_native():
@@ -203,7 +203,7 @@ def test_accuracy_smart_search_and_serving_scenario(server, page, lenet_ir):
         assert df.loc["int8", "accuracy_metric"] == "top1" and df.loc["int8", "accuracy_drop"] <= 0.02
     else:
         assert rows["int8"]["Status"] == "skipped" and rows["int8"]["Problem"], rows
-    panel.get_by_label("int8", exact=True).uncheck()
+    panel.get_by_label("INT8", exact=True).uncheck()
     panel.get_by_text("No data (speed only)").click()
 
     # (iii) A smart search with a budget: it measures at most that many of the grid's configurations.

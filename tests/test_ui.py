@@ -368,3 +368,32 @@ def test_export_names_formats_in_words_and_offers_the_report(tmp_path, lenet_ir,
     assert 'download="my_study-report.html"' in panel.report_download.value
     assert "data:text/html;base64," in panel.report_download.value
     assert "Report ready" in panel.report_messages.text.value
+
+
+def test_a_bad_time_budget_is_said_under_its_box_and_nothing_is_stored(tmp_path, lenet_ir):
+    """A budget that is not a duration, and one too small for one round, each get one sentence under
+    the budget box (not elsewhere), the Tune button works again, and the store holds nothing."""
+    from wb_core.ui.data_section import NO_DATA
+    from wb_core.ui.model_panel import SOURCES
+    from wb_core.ui.start_panel import StartPanel
+
+    db = tmp_path / "tune.db"
+    start = StartPanel(DashboardState(db))
+    start.model.source.value = SOURCES[1]
+    start.model.path.value = str(lenet_ir)
+    start.data.source.value = NO_DATA
+    start.budget.value = "soon"
+    start.tune_button.click()
+    assert "not a duration" in start.budget_messages.text.value and "wb-msg-error" in start.budget_messages.text.value
+    assert start.messages.text.value == "" and start._thread is None
+    start.budget.value = "1s"
+    assert start.budget_messages.text.value == ""  # the message went with the value it was about
+    start.tune_button.click()
+    start._thread.join(120)
+    said = html.unescape(re.sub(r"<[^>]+>", "", start.budget_messages.text.value))
+    assert "too small for one round" in said and "Time budget" in said and "\n" not in said, said
+    assert "wb-msg-error" not in start.messages.text.value
+    assert not start.tune_button.disabled
+    from wb_core.api import studies
+
+    assert not db.exists() or studies(db) == []

@@ -202,3 +202,47 @@ def test_api_find_max_rate_passes_each_stored_probe(lenet_ir, tmp_path, fast):
                       settings=replace(fast, max_time_s=0.3), steps=2, on_point=points.append)
     assert len(points) == 2 and all(pt["config"].rate for pt in points)
     assert r["best"] is None or r["best"]["key"] in {pt["key"] for pt in points}
+
+
+def _probes(rows):
+    import pandas as pd
+
+    base = {"status": "ok", "instances": 1, "backend": "openvino", "precision": "fp32", "threads": 1,
+            "streams": None, "concurrency": 1, "batch_size": 1, "saturated": False, "n_cores": 1,
+            "search": "max-rate p99<10ms"}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def test_the_plan_rests_on_the_rate_the_search_says_is_sustained():
+    """A rate search at p99 ≤ 10 ms kept 1,365 requests/s (Poisson luck brought 1,525) and turned down
+    1,600 (p99 14 ms, 1,559 achieved): the plan's instance serves 1,365, the search's answer, with the
+    search's limit or no limit of its own, and never counts a window's luck or a refused rate."""
+    df = _probes([
+        {"key": "p1", "rate": 1365.0, "achieved_rate": 1525.0, "throughput": 1525.0, "latency_ms_p99": 8.0},
+        {"key": "p2", "rate": 1600.0, "achieved_rate": 1559.0, "throughput": 1559.0, "latency_ms_p99": 14.0},
+        {"key": "p3", "rate": 700.0, "achieved_rate": 690.0, "throughput": 690.0, "latency_ms_p99": 3.0},
+    ])
+    for limit in (None, 10):
+        plan = capacity(df, 5000, limit, headroom=0.0, machine_cores=4)
+        assert plan.per_instance_rate == 1365.0 and plan.source_key == "p1", limit
+        assert plan.instances == 4  # 5000 / 1365, rounded up
+    # A rate that arrived short of what was offered counts as what arrived.
+    short = capacity(df.assign(achieved_rate=[1300.0, 1559.0, 690.0]), 5000, 10, headroom=0.0)
+    assert short.per_instance_rate == 1300.0
+    # A looser limit of the plan's own admits the probe the search turned down.
+    assert capacity(df, 5000, 20, headroom=0.0).per_instance_rate == 1559.0
+
+
+def test_noise_is_claimed_only_when_the_interval_says_so():
+    from wb_core.api import within_noise
+    from wb_core.ui.capacity_panel import modes_explained
+
+    assert within_noise(1000, 950, 1050) is True
+    assert within_noise(1100, 950, 1050) is False
+    assert within_noise(1000, None, None) is None and within_noise(1000, float("nan"), 1050) is None
+    run = {"throughput": 1000.0, "batch_size": 1, "throughput_ci_low": 950.0, "throughput_ci_high": 1050.0}
+    assert "differ by measurement noise" in modes_explained(run, 1020.0, 900.0)
+    outside = modes_explained(run, 1300.0, 900.0)
+    assert "outside the run's 95% interval" in outside and "differ by measurement noise" not in outside
+    one_round = modes_explained({"throughput": 1000.0, "batch_size": 1}, 1300.0, 900.0)
+    assert "30% apart" in one_round and "no interval" in one_round and "differ by measurement noise" not in one_round

@@ -265,7 +265,7 @@ def test_a_reopened_study_gets_back_every_setting_it_ran_with(tmp_path):
     np.savez(data, x=np.zeros((4, 8, 8, 1), np.float32), y=np.zeros(4, np.int64))
     first = SweepPanel(DashboardState(db))
     for box in first.precisions.boxes:
-        box.value = box.description in ("fp32", "bf16")
+        box.value = box.option in ("fp32", "bf16")
     first.batch.value, first.threads.value, first.max_time.value = "1,4", "2", 0.7
     first.data.source.value = SERVER_PATH
     first.data.path.value = str(data)
@@ -399,7 +399,7 @@ def test_busy_points_are_marked_and_measured_again_from_a_button(tmp_path, lenet
     panel._thread.join(120)
     with sqlite3.connect(db) as c:
         (again,) = c.execute("SELECT created_at FROM runs WHERE key = ?", (key,)).fetchone()
-    assert again > "2000-01-01T00:00:00+00:00"  # measured again, its row replaced
+    assert again > "2000-01-01T00:00:00+00:00", panel.messages.text.value  # measured again, its row replaced
     assert "--remeasure" not in panel.messages.text.value and "api.profile" not in panel.messages.text.value
 
 
@@ -415,7 +415,7 @@ def test_a_backend_setting_without_a_control_of_its_own_gets_one_from_the_axes_t
     assert box.value == "auto"
     box.value = "sequential,parallel"
     for b in panel.backends.boxes:
-        b.value = b.description == "onnxruntime"
+        b.value = b.option == "onnxruntime"
     values = panel.spec_values()
     assert SweepSpec(**values).execution_modes == ["sequential", "parallel"]
     kept = panel.settings()
@@ -457,3 +457,25 @@ def test_each_sweep_control_carries_the_label_errors_and_notes_use(tmp_path):
         assert shown[spec] == label, spec
     for spec, label in shown.items():
         assert setting_label(spec) == label, f"{spec}: the box says {label!r}, messages say {setting_label(spec)!r}"
+
+
+def test_the_sweep_says_how_many_points_and_about_how_long_before_run(tmp_path):
+    """Before Run: the number of points the grid holds (counted here from what was typed: 3 batch
+    sizes × 2 thread counts) and the time they take; stored points are not counted again."""
+    from analysis_data import make_study_db, run
+    from wb_core.ui.state import DashboardState
+    from wb_core.ui.sweep_panel import SweepPanel
+
+    db = tmp_path / "est.db"
+    make_study_db(db, [run(batch=1, threads=1, cores=None, p99=1.0, thr=100)], name="est")
+    panel = SweepPanel(DashboardState(db))
+    panel.batch.value, panel.threads.value, panel.cores.value = "1,2,4", "1,2", "none"
+    panel.max_time.value = 1.0
+    assert "6 points to measure, about 20 seconds" in panel.estimate.value  # 6 × (1.5 start + 0.5 + 1 s)
+    panel.max_time.value = 60.0
+    assert "6 points to measure, about 6 minutes" in panel.estimate.value
+    panel.batch.value = "0"
+    assert panel.estimate.value == ""  # Run says what is wrong with it
+    panel.batch.value = "1"
+    panel.study.value = "est"
+    assert "1 point to measure (1 stored already)" in panel.estimate.value

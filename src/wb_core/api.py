@@ -79,7 +79,7 @@ _REEXPORTS = {
     "Allocation": "wb_core.analysis.planning", "plan_allocation": "wb_core.analysis.planning",
     "verify_allocation": "wb_core.analysis.planning", "capacity": "wb_core.analysis.planning",
     "CapacityPlan": "wb_core.analysis.planning", "check_capacity_inputs": "wb_core.analysis.planning",
-    "check_plan_inputs": "wb_core.analysis.planning",
+    "check_plan_inputs": "wb_core.analysis.planning", "within_noise": "wb_core.analysis.planning",
     "LayerProfile": "wb_core.analysis.layers",
     "stored_layer_profile": "wb_core.analysis.layers",
     "compare_runs": "wb_core.analysis.compare", "best_runs": "wb_core.analysis.compare",

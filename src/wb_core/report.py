@@ -170,8 +170,12 @@ def _facts(rows: list[tuple[str, object]]) -> str:
 def _hardware(info: dict) -> str:
     hw = info.get("hardware") or {}
     flags = " ".join(k for k, v in (hw.get("flags") or {}).items() if v)
-    peak = ", ".join(f"{p} {v:,.0f}" for p, v in (hw.get("peak_gflops") or {}).items())
-    versions = ", ".join(f"{k} {v}" for k, v in (info.get("versions") or {}).items())
+    from wb_core.analysis.words import executed_words
+    from wb_core.backends.registry import title
+
+    # Precisions and runtimes by their names (FP32, OpenVINO), not the codes the store keeps.
+    peak = ", ".join(f"{executed_words(p)} {v:,.0f}" for p, v in (hw.get("peak_gflops") or {}).items())
+    versions = ", ".join(f"{title(k)} {v}" for k, v in (info.get("versions") or {}).items())
     return "<h2>Hardware</h2>" + _facts([
         ("CPU", f"{hw.get('cpu_model')} ({hw.get('vendor')}, {hw.get('architecture')})"),
         ("Cores", f"{hw.get('physical_cores')} physical, {hw.get('logical_cores')} logical, "
@@ -183,10 +187,13 @@ def _hardware(info: dict) -> str:
 
 
 def _model(info: dict, flops: float | None) -> str:
+    from wb_core.models import format_title
+
     inputs = "; ".join(f"{i['name']}: {'x'.join('?' if d < 0 else str(d) for d in i['shape'])} {i['dtype']}"
                        for i in (info.get("inputs") or []))
     return "<h2>Model</h2>" + _facts([
-        ("Model", Path(str(info.get("model_path"))).name), ("Format", info.get("model_format")), ("Inputs", inputs),
+        ("Model", Path(str(info.get("model_path"))).name),
+        ("Format", format_title(str(info.get("model_format") or ""))), ("Inputs", inputs),
         ("FLOPs per sample", f"{flops:,.0f} (convolutions and matrix products)" if flops else "not counted")])
 
 

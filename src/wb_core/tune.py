@@ -641,7 +641,7 @@ def _export_yaml(db, study: str, key: str, out, busy_note: str | None = None) ->
     dep = deployment_for_study(db, study, run_key=key)
     if busy_note:
         dep.measurement.measured_on_busy_machine = True
-        dep.measurement.busy_note = busy_note
+        dep.measurement.busy_note = str(busy_note)  # a plain string: the YAML writer refuses str subclasses
     res = export(dep, "yaml", out)
     files = [Path(out) / f for r in res.values() for f in r.files]
     return files[0] if files else Path(out)

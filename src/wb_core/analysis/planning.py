@@ -12,6 +12,7 @@ given machine size) serve it, and the CPU requests of each.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 
 import pandas as pd
@@ -275,7 +276,12 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroo
     checks = _served_ratios(serve_checks)
     df = _with_served(df, checks)
     saturated = df.saturated.fillna(False) if "saturated" in df else pd.Series(False, index=df.index)
-    kept = [within_p99(p, p99_ms, s) for p, s in zip(df.latency_ms_p99, saturated)]
+    limits = [p99_ms] * len(df)
+    if p99_ms is None and "search" in df:
+        # A rate search's probe counts as sustained only under the limit it was searched for, as the
+        # search's own answer says: a probe over it was what the search turned down.
+        limits = [search_limit(s) for s in df["search"]]
+    kept = [within_p99(p, lim, s) for p, lim, s in zip(df.latency_ms_p99, limits, saturated)]
     ok = df[(df.status == "ok") & (df.instances.fillna(1) == 1) & pd.Series(kept, index=df.index, dtype=bool)]
     if ok.empty:
         if p99_ms is None:
@@ -285,7 +291,7 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroo
     open_loop = ok[ok.rate.notna()] if "rate" in ok else ok.iloc[0:0]
     if not open_loop.empty:
         ok, basis = open_loop, "open-loop Poisson points"
-        ok["req_rate"] = ok.achieved_rate
+        ok["req_rate"] = ok.apply(sustained_rate, axis=1)
     else:
         basis = "closed-loop points (optimistic: no queueing)"
         ok["req_rate"] = ok.throughput / ok.batch_size / ok.instances.fillna(1)
@@ -316,6 +322,35 @@ def capacity(df: pd.DataFrame, target_rate: float, p99_ms: float | None, headroo
                         config=_config(best))
 
 
+def search_limit(search) -> float | None:
+    """The p99 limit (ms) a rate search's probe was measured under (its `search` column,
+    "max-rate p99<10ms"), or None for a point of no rate search."""
+    m = re.fullmatch(r"max-rate p99<([0-9.e+-]+)ms", str(search or ""))
+    return float(m.group(1)) if m else None
+
+
+def sustained_rate(point) -> float:
+    """Requests/s an open-loop (Poisson) point sustains: the arrival rate it was offered, as the
+    rate search reports its answer, or what it achieved when that fell short (random arrivals give
+    a window a few more or fewer requests than offered; a surplus is luck, not capacity). A
+    point served from a serve check keeps its served (scaled) achieved rate."""
+    offered, achieved = point.get("rate"), point.get("achieved_rate")
+    if offered is None or offered != offered:
+        return float(achieved)
+    scaled = point.get("served_scaled")
+    if scaled is not None and scaled == scaled and bool(scaled):  # NaN: not a served run
+        return float(achieved)
+    return float(min(offered, achieved)) if achieved == achieved and achieved is not None else float(offered)
+
+
+def within_noise(value: float, low: float | None, high: float | None) -> bool | None:
+    """Whether `value` lies within a figure's 95% interval [low, high]: True or False when the
+    interval was measured, None when there is none (one round), so no claim of noise can be made."""
+    if any(v is None or v != v for v in (low, high)) or value is None or value != value:
+        return None
+    return bool(low <= value <= high)
+
+
 def _served_ratios(checks: list[dict] | None) -> dict[str, dict]:
     """Run key -> served/in-process ratios of its newest successful serve check."""
     out: dict[str, dict] = {}
@@ -338,6 +373,7 @@ def _with_served(df: pd.DataFrame, checks: dict[str, dict]) -> pd.DataFrame:
         for col in ("throughput", "achieved_rate"):
             if col in df:
                 df.loc[m, col] = df.loc[m, col] * r["throughput"]
+        df.loc[m, "served_scaled"] = True
         if r.get("latency_ms_p99"):
             df.loc[m, "latency_ms_p99"] = df.loc[m, "latency_ms_p99"] * r["latency_ms_p99"]
     return df

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from wb_core.config import SweepSpec, available_cpus
 
+POINT_START_S = 1.5  # a worker's start, model load and compile per point, on a small OpenVINO model
+
 
 @dataclass
 class SweepPreview:
@@ -21,10 +23,29 @@ class SweepPreview:
     done: int = 0
     configs: int = 0
     warnings: list[str] = field(default_factory=list)
+    search_capped: bool = False  # a smart search: `total` is its budget, an upper bound
 
     @property
     def remaining(self) -> int:
         return max(0, self.total - self.done)
+
+    def estimated_s(self, seconds_per_point: float, warmup_s: float = 0.5) -> float:
+        """About how long the measurements still to do take: each one's warm-up and measuring window
+        and the start of the worker that measures it (POINT_START_S, a small OpenVINO model's; a
+        TensorFlow worker takes seconds more, a large model longer)."""
+        return self.remaining * (POINT_START_S + warmup_s + seconds_per_point)
+
+    def in_words(self, seconds_per_point: float, warmup_s: float = 0.5) -> str:
+        """"12 points to measure (4 stored already), about 2 minutes." """
+        n = self.remaining
+        if n == 0:
+            return f"All {self.total} point{'s' if self.total != 1 else ''} of this sweep are stored already."
+        s = self.estimated_s(seconds_per_point, warmup_s)
+        took = f"about {max(1, round(s / 60))} minute{'s' if round(s / 60) > 1 else ''}" if s >= 90 else \
+            f"about {max(5, 5 * round(s / 5)):.0f} seconds"
+        stored = f" ({self.done} stored already)" if self.done else ""
+        most = "at most " if self.search_capped else ""
+        return f"{most}{n} point{'s' if n != 1 else ''} to measure{stored}, {took}."
 
 
 def _cpus_word(n: int) -> str:
@@ -86,4 +107,5 @@ def preview_sweep(spec: SweepSpec, db: str | Path | None = None, study: str | No
     if search != "grid":
         cap = min(budget or len(keys), len(keys)) * repeats
         total, done = cap, min(done, cap)
-    return SweepPreview(total=total, done=done, configs=len(keys), warnings=oversubscription_warnings(spec))
+    return SweepPreview(total=total, done=done, configs=len(keys), warnings=oversubscription_warnings(spec),
+                        search_capped=search != "grid")

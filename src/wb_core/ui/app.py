@@ -43,9 +43,9 @@ def dashboard(db: str | Path | None = None, demo: str | None = None) -> w.Tab:
     session = DashboardState(db)
     panels = {title: _panel(session, title, module, name) for title, module, name in TABS}
     start, sweep = panels["Start"], panels["Sweep"]
-    studies = session.studies()
-    if studies:
-        sweep.studies.value = studies[-1]["name"]
+    last = session.last_opened_study()
+    if last:
+        sweep.studies.value = last
         sweep._on_open()
     elif demo:
         start.model.demo.value = demo

@@ -164,9 +164,25 @@ def modes_explained(run: dict, closed_rate: float | None, best_rate: float | Non
                      f"{MODES['closed']}, {plural(batch, 'sample')} per request, so "
                      f"{rounded(sweep / batch, 'throughput')} requests/s.")
     if closed_rate:
+        from wb_core.api import within_noise
+
+        again = closed_rate * batch
+        low, high = run.get("throughput_ci_low"), run.get("throughput_ci_high")
+        noise = within_noise(again, low, high)
+        if noise:
+            verdict = (f"within the run's 95% interval ({rounded(low, 'throughput')} to "
+                       f"{rounded(high, 'throughput')} samples/s): the two differ by measurement noise.")
+        elif noise is False:
+            verdict = (f"outside the run's 95% interval ({rounded(low, 'throughput')} to "
+                       f"{rounded(high, 'throughput')} samples/s): more than measurement noise, so the machine's "
+                       "load changed between the two; measure again when it is quieter.")
+        elif sweep is not None and sweep == sweep and sweep > 0:
+            verdict = (f"{abs(again / sweep - 1):.0%} apart; the run was measured in one round, so no interval "
+                       "says whether that is noise (repeats of 3 or more give one).")
+        else:
+            verdict = "the run has no figure of its own to compare with."
         parts.append(f"The search measured it again back to back first: {rounded(closed_rate, 'throughput')} "
-                     f"requests/s ({rounded(closed_rate * batch, 'throughput')} samples/s); the two differ only "
-                     "by measurement noise (a busy machine moves it by tens of percent).")
+                     f"requests/s ({rounded(again, 'throughput')} samples/s), {verdict}")
     if best_rate and closed_rate:
         parts.append(f"Requests arriving at random ({MODES['open']}) sometimes come together and wait in a queue, "
                      f"and the p99 limit counts that wait: so the sustainable rate, {rounded(best_rate)} requests/s, "

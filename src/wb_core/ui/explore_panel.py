@@ -23,6 +23,7 @@ from wb_core.ui.words import label, rounded, run_name
 
 OBJECTIVES = (("highest throughput", "throughput"), ("lowest p99 latency", "latency"),
               ("highest throughput per core", "throughput_per_core"))
+OBJECTIVE_VALUES = tuple(v for _, v in OBJECTIVES)
 DETAIL_SKIP = ("study", "latency_samples_ms", "stderr_tail", "ov_properties", "key")
 # The short table of the run looked at: what a user compares runs by.
 SUMMARY = ("throughput", "latency_ms_p50", "latency_ms_p99", "cpu_util", "rss_mb", "accuracy", "executed_precision",
@@ -240,8 +241,9 @@ class ExplorePanel(w.VBox):
         self._hardware = rec.get("hardware")
         self._df = with_efficiency(df, self._hardware)
         ok = successful(self._df)
-        # The same study grown (new runs): the user's limits stay; another study: they start open.
-        keep = self.constraints() if self._fitted_study == self.session.study else None
+        # The same study grown (new runs): the user's limits stay; another study: the limits kept
+        # with it come back (open when it kept none).
+        keep = self.constraints() if self._fitted_study == self.session.study else self.saved_limits()
         self._updating = True  # set ranges without recomputing for each slider change
         try:
             self._fit(self.p99, ok.get("latency_ms_p99"), keep=keep and keep.max_p99_ms)
@@ -286,6 +288,29 @@ class ExplorePanel(w.VBox):
         slider.step = (hi - lo) / 200
         slider.value = hi if keep is None else keep
 
+    def saved_limits(self):
+        """The limits and objective kept with the open study (None when it kept none); sets the objective."""
+        from wb_core.api import Constraints
+
+        saved = self.session.saved_settings().get("explore")
+        if not saved:
+            return None
+        if saved.get("objective") in OBJECTIVE_VALUES:
+            updating, self._updating = self._updating, True  # not a change of the user's: nothing recomputed yet
+            try:
+                self.objective.value = saved["objective"]
+            finally:
+                self._updating = updating
+        return Constraints(max_p99_ms=saved.get("max_p99_ms"), max_memory_mb=saved.get("max_memory_mb"),
+                           max_accuracy_drop=saved.get("max_accuracy_drop"))
+
+    def save_limits(self) -> None:
+        """Keep the limits and objective with the open study: reopening it brings them back."""
+        cons = self.constraints()
+        self.session.save_settings({"explore": {"max_p99_ms": cons.max_p99_ms, "max_memory_mb": cons.max_memory_mb,
+                                                "max_accuracy_drop": cons.max_accuracy_drop,
+                                                "objective": self.objective.value}})
+
     def constraints(self):
         """The limits the sliders set (a slider at its right end sets none)."""
         from wb_core.api import Constraints
@@ -303,6 +328,7 @@ class ExplorePanel(w.VBox):
         self._user_key = ""  # new limits: the recommendation under them is what Export writes again
         self._why = "Explore's limits or objective changed."
         self._on_limits()
+        self.save_limits()
 
     def _on_limits(self, *_):
         if self._updating or self._df is None:

@@ -69,6 +69,7 @@ class ExportPanel(w.VBox):
         self.run_line = w.HTML()
         self.run_line.add_class("wb-export-run")
         self.preview = w.HTML()
+        self.preview.add_class("wb-preview")  # the files as they are (their own field names)
         self.download = w.HTML()
         self.folder = text("Folder on the server", str(default_folder()), "Files are written here (created if missing).")
         self.blocked_text = w.HTML()

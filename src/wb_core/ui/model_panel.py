@@ -26,7 +26,9 @@ def hardware_html() -> str:
     hw = hardware_info()
     flags = " ".join(f"<b>{html.escape(k)}</b>" if v else f"<span style='color:#aaa'>{html.escape(k)}</span>"
                      for k, v in hw.flags.items())
-    peak = ", ".join(f"{p} {v:,.0f}" for p, v in hw.peak_gflops.items())
+    from wb_core.api import executed_words
+
+    peak = ", ".join(f"{executed_words(p)} {v:,.0f}" for p, v in hw.peak_gflops.items())
     rows = [("CPU", f"{hw.cpu_model} ({hw.architecture})"),
             ("Cores", f"{hw.physical_cores} physical, {hw.logical_cores} logical; usable CPUs "
                       f"{', '.join(map(str, hw.available_cpus))}"),

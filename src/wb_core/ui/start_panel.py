@@ -114,6 +114,8 @@ class StartPanel(w.VBox):
         self.cancel_button.disabled = True
         self.messages = MessageArea()
         self.messages.add_class("wb-tune-messages")
+        self.budget_messages = MessageArea()  # what is wrong with the budget, said under its box
+        self.budget_messages.add_class("wb-budget-messages")
         self.progress = w.FloatProgress(value=0, min=0, max=1, description="Progress", bar_style="info",
                                         layout=w.Layout(width="520px", display="none"))
         self.progress.add_class("wb-tune-progress")
@@ -142,6 +144,7 @@ class StartPanel(w.VBox):
         self.cancel_button.on_click(guarded(self.messages)(self._on_cancel))
         for control in (self.budget, self.data.source, self.data.path, self.data.text_path):
             control.observe(self.messages.clear_error, "value")
+        self.budget.observe(self.budget_messages.clear_error, "value")
         session.observe(self._on_model, "model_path")
         super().__init__([
             w.HTML(CSS + HEADER_CSS + header_html()), self.model,
@@ -151,7 +154,7 @@ class StartPanel(w.VBox):
                    "precisions and confirms the pick against what the runtime does untouched.</div>"),
             with_help(self.budget, "How long the whole tune may take, e.g. 3m (three minutes), 90s or 300 "
                                    "(seconds). Longer budgets measure more configurations and more rounds."),
-            self.data, w.HBox([self.tune_button, self.cancel_button]), self.messages,
+            self.budget_messages, self.data, w.HBox([self.tune_button, self.cancel_button]), self.messages,
             w.HBox([self.progress, self.time_left]), self.phases, self.lines,
             section("3. Deploy"), self.answer, self.downloads, self.more])
         self.add_class("wb-start-panel")
@@ -168,12 +171,17 @@ class StartPanel(w.VBox):
 
     # ---- tuning ----
     def _on_tune(self, *_):
-        from wb_core.api import parse_time
+        from wb_core.api import ConfigError, parse_time
 
         if self._thread is not None and self._thread.is_alive():
             self.messages.show("A tune is running; wait for it, or cancel it.", "info")
             return
-        parse_time(self.budget.value.strip() or DEFAULT_BUDGET)  # one sentence now, not after the model is read
+        self.budget_messages.clear()
+        try:
+            parse_time(self.budget.value.strip() or DEFAULT_BUDGET)  # one sentence now, not after the model is read
+        except ConfigError as e:
+            self.budget_messages.error(e)
+            return
         data = self.tune_data()
         model, label, uploaded = self.model.chosen()
         self._cancel = threading.Event()
@@ -230,8 +238,8 @@ class StartPanel(w.VBox):
                           **data)
             self.session.measuring = ""
             self._show(result)
-        except WorkbenchError as e:  # one sentence, next to the button
-            self.messages.error(e)
+        except WorkbenchError as e:  # one sentence, next to the control it is about
+            (self.budget_messages if getattr(e, "field", None) == "time_budget" else self.messages).error(e)
             self.answer.value = "<i>No answer: see the message above.</i>"
             self.progress.bar_style = "danger"
         except Exception as e:  # the button works again
@@ -261,8 +269,20 @@ class StartPanel(w.VBox):
         self._phase = phase_of(sentence, self._phase)
         self.phases.value = phases_html(self._phase)
         lines = self.lines.value.replace("<ul class='wb-tune-lines'>", "").replace("</ul>", "")
-        self.lines.value = (f"<ul class='wb-tune-lines'>{lines}<li>{html.escape(said(sentence))}</li></ul>"
+        line = self.in_words(said(sentence), self.session.measuring)
+        self.lines.value = (f"<ul class='wb-tune-lines'>{lines}<li>{html.escape(line)}</li></ul>"
                           if len(sentence) < 400 else self.lines.value)
+
+    def in_words(self, text: str, *studies: str) -> str:
+        """`text` with each run's short label and key replaced by its name in words (runs of `studies`)."""
+        import pandas as pd
+
+        from wb_core.api import stored_runs
+        from wb_core.ui.words import worded
+
+        frames = [stored_runs(s, self.session.db) for s in dict.fromkeys(s for s in studies if s)]
+        frames = [f for f in frames if not f.empty]
+        return worded(text, pd.concat(frames)) if frames else text
 
     # ---- the answer ----
     def _show(self, result) -> None:
@@ -304,7 +324,8 @@ class StartPanel(w.VBox):
             rows.append(("Against the runtime's defaults", "not confirmed (see the answer)"))
         _, left_out = pickable(self.session.results(), (self.session.study_record() or {}).get("hardware"))
         search_left = self._left_out_of_search(result.study)
-        notes = [said(n) for n in (*left_out, *search_left, *result.notes) if n]
+        studies = (result.study, study, conf.get("study"))
+        notes = [self.in_words(said(n), *studies) for n in (*left_out, *search_left, *result.notes) if n]
         left = ("<b>Left out, and why</b><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in dict.fromkeys(notes))
                 + "</ul>") if notes else ""
         return (f"<div class='wb-msg wb-msg-ok wb-answer'><div class='wb-answer-run'>Run "

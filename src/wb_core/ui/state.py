@@ -64,6 +64,14 @@ class DashboardState(traitlets.HasTraits):
     def __init__(self, db: str | Path | None = None, **kw):
         super().__init__(db=str(db or default_db()), **kw)
         self._frame = None  # (study, DataFrame): the open study's runs, read once, then grown point by point
+        self.observe(self._note_opened, "study")
+
+    def _note_opened(self, change) -> None:
+        """The study on show is the one the page opens next time (`last_opened_study`)."""
+        import time
+
+        if change["new"]:
+            self.save_settings({"opened_at": time.time()}, change["new"])
 
     def results(self):
         """The open study's runs (an empty frame when there is none yet)."""
@@ -196,13 +204,39 @@ class DashboardState(traitlets.HasTraits):
             return runs
         return probes if runs.empty else pd.concat([runs, probes], ignore_index=True)
 
-    def save_settings(self, settings: dict) -> None:
-        """Keep the Sweep tab's settings (and the model's name) with the open study, for reopening it."""
-        if not self.study or not Path(self.db).exists():
+    def save_settings(self, settings: dict, study: str | None = None) -> None:
+        """Keep what the user set (the Sweep tab's settings, the model's name, Explore's limits, when it was
+        last opened) with the open study, for reopening it; keys not given keep their saved values."""
+        study = study or self.study
+        if not study or not Path(self.db).exists():
             return
-        from wb_core.api import save_study_settings
+        from wb_core.api import save_study_settings, study_record
 
-        save_study_settings(self.study, settings, self.db)
+        rec = study_record(study, self.db)
+        if rec is None:
+            return
+        saved = dict((rec.get("spec") or {}).get("dashboard") or {})
+        saved.update(settings)
+        save_study_settings(study, saved, self.db)
+
+    def saved_settings(self, study: str | None = None) -> dict:
+        """What `save_settings` kept with a study (empty when nothing was)."""
+        rec = self.study_record() if study is None else self._record(study)
+        return dict(((rec or {}).get("spec") or {}).get("dashboard") or {})
+
+    def _record(self, study: str) -> dict | None:
+        from wb_core.api import study_record
+
+        return study_record(study, self.db)
+
+    def last_opened_study(self) -> str | None:
+        """The study the user opened last (kept as `opened_at` with it), else the newest one; None when none."""
+        rows = self.studies()
+        if not rows:
+            return None
+        opened = {r["name"]: float(self.saved_settings(r["name"]).get("opened_at") or 0) for r in rows}
+        latest = max(opened.values())
+        return max(opened, key=opened.get) if latest > 0 else rows[-1]["name"]
 
     def study_record(self) -> dict | None:
         from wb_core.api import study_record

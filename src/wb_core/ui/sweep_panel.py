@@ -37,7 +37,7 @@ from wb_core.ui.widgets import (
     text,
     with_help,
 )
-from wb_core.ui.words import results_table
+from wb_core.ui.words import executed_words, results_table
 
 TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "streams", "cores", "instances",
                  "cores_per_instance", "concurrency", "rate", "latency_ms_p50", "latency_ms_p99", "throughput",
@@ -204,6 +204,13 @@ def runs_table(df) -> str:
             view["cores"].notna() & ~view["cores"].astype(str).isin(["none", "None", ""]), "not pinned")
     if "error" in view.columns:
         view["error"] = view["error"].astype(object).where(view["error"].notna() & (view["error"] != ""), "")
+    # Runtimes and precisions by their names (OpenVINO, INT8), not the codes the store keeps.
+    from wb_core.api import backend_title
+
+    if "backend" in view.columns:
+        view["backend"] = view["backend"].astype(str).map(backend_title)
+    if "precision" in view.columns:
+        view["precision"] = view["precision"].astype(str).map(executed_words)
     return results_table(view, cols)
 
 
@@ -211,7 +218,7 @@ class SweepPanel(w.VBox):
     """Runs sweeps of DashboardState.model_path into DashboardState.study."""
 
     def __init__(self, session: DashboardState):
-        from wb_core.api import available_cpus, field_help, list_backends, sweep_axes
+        from wb_core.api import available_cpus, backend_title, field_help, list_backends, sweep_axes
         from wb_core.api import setting_label as label  # the axes table's: errors and notes use the same words
 
         self.session = session
@@ -219,10 +226,11 @@ class SweepPanel(w.VBox):
         cpus = available_cpus()
         self.model_line = w.HTML()
         self.study = text("Study name", tooltip="Results are stored under this name; reusing it resumes.")
-        self.backends = choices(label("backends"), list(list_backends()), list(list_backends())[:1], field_help("backends"))
+        self.backends = choices(label("backends"), list(list_backends()), list(list_backends())[:1], field_help("backends"),
+                                words=backend_title)
         precision = next(a for a in sweep_axes() if a.name == "precision")  # its choices are the declared precisions
         self.precisions = choices(label("precisions"), list(precision.choices), [precision.default],
-                                  field_help("precisions"))
+                                  field_help("precisions"), words=executed_words)
         self.batch = text(label("batch_sizes"), "1,8", field_help("batch_sizes"))
         self.seq_lens = text(label("seq_lens"), "", field_help("seq_lens"), "text models only, e.g. 32,128,384")
         self.threads = text(label("threads"), thread_ladder(len(cpus)), field_help("threads"))
@@ -241,6 +249,8 @@ class SweepPanel(w.VBox):
         self.concurrency = self.scenario.concurrency
         self.warnings = w.HTML("")
         self.warnings.add_class("wb-warnings")
+        self.estimate = w.HTML("")
+        self.estimate.add_class("wb-estimate")
         self.run = button("Run", "success", "play")
         self.cancel_button = button("Cancel", "danger", "stop")
         self.cancel_button.disabled = True
@@ -317,11 +327,18 @@ class SweepPanel(w.VBox):
                                   "pinning keeps neighbours from sharing cores."),
             with_help(self.max_time, "How long each configuration is measured; short is quick, long is steadier."),
             advanced, section("Data for accuracy and INT8"), self.data, section("How to search"), self.search,
-            self.scenario, self.warnings,
+            self.scenario, self.warnings, self.estimate,
             w.HBox([self.run, self.cancel_button, self.remeasure]), w.HBox([self.progress, self.progress_text]), self.messages,
             w.HBox([self.studies, self.open_button]), self.plot, section("Runs"), self.table])
         self.add_class("wb-sweep-panel")
         self.update_warnings()
+        for control in (self.study, self.batch, self.seq_lens, self.threads, self.cores, self.streams, self.hints,
+                        self.pinning, self.inter_op, self.onednn, self.max_time, self.scenario.instances,
+                        self.scenario.cores_per_instance, self.scenario.concurrency, self.scenario.rates,
+                        self.scenario.repeats, self.search.how, self.search.budget, *self.backends.boxes,
+                        *self.precisions.boxes, *self.axis_boxes.values()):
+            control.observe(self.update_estimate, "value")
+        self.update_estimate()
 
     # ---- model and studies ----
     def _demo_name(self) -> str | None:
@@ -372,8 +389,13 @@ class SweepPanel(w.VBox):
                 self.session.model_path = rec["model_path"]
             finally:
                 self._opening = False
-        self.restore(saved or settings_from_spec(spec))
+        # What other tabs keep with the study (when it was opened, Explore's limits) is not this tab's.
+        own = {k: v for k, v in saved.items() if k not in ("opened_at", "explore")}
+        self.restore(own or settings_from_spec(spec))
         self.study.value = name
+        import time
+
+        self.session.save_settings({"opened_at": time.time()}, name)  # the page opens it next time
         self.messages.show(f"Opened study '{name}' with the settings it was run with. Run measures whatever of "
                            f"them is missing; Explore and Export show its results.", "ok")
 
@@ -401,7 +423,7 @@ class SweepPanel(w.VBox):
         for row, key in ((self.backends, "backends"), (self.precisions, "precisions")):
             if key in saved:
                 for box in row.boxes:
-                    box.value = box.description in saved[key]
+                    box.value = box.option in saved[key]
         for key in TEXT_SETTINGS:
             if key in saved:
                 getattr(self, key).value = str(saved[key])
@@ -456,6 +478,23 @@ class SweepPanel(w.VBox):
     def run_values(self) -> dict:
         """Everything else profile() takes from this tab: data, metric, calibration, drop limit, search."""
         return {**self.data.values(), **self.search.values()}
+
+    def update_estimate(self, *_) -> str:
+        """Before Run: how many points the sweep will measure and about how long that takes
+        (`wb_core.api.preview_sweep`); nothing when a value does not parse (Run says why)."""
+        from wb_core.api import SweepSpec, WorkbenchError, preview_sweep
+
+        try:
+            extra = self.search.values()
+            plan = preview_sweep(SweepSpec(**self.spec_values()), self.session.db, self.study.value.strip() or None,
+                                 search=extra["search"], budget=extra.get("budget"))
+            t = float(self.max_time.value)
+            words = plan.in_words(t, min(0.5, t / 2))
+        except (WorkbenchError, ValueError, TypeError):
+            words = ""
+        self.estimate.value = (f"<div class='wb-help-block wb-estimate-words'>{html.escape(words[0].upper() + words[1:])}"
+                               "</div>") if words else ""
+        return words
 
     def update_warnings(self, *_) -> list[str]:
         """Say, before anything runs, which settings ask for more threads or cores than this process may use."""
@@ -575,7 +614,8 @@ class SweepPanel(w.VBox):
             self._set_progress(self.progress.value)
         finally:
             try:
-                self.session.save_settings(kept)  # the study reopens with them
+                # The study reopens with them, and is the one the page opens next (the last one used).
+                self.session.save_settings({**kept, "opened_at": time.time()})
                 self.session.refresh()
                 self._redraw()
                 self.refresh_studies()

@@ -140,20 +140,26 @@ def checked_number(value, name: str, low: float, high: float, integer: bool = Fa
     return check_number(value, name, low, high, integer=integer)
 
 
-def choices(description: str, options, value, tooltip: str = "") -> w.HBox:
-    """A row of checkboxes for a multi-valued choice; `.selected()` on the box returns the ticked ones."""
-    boxes = [w.Checkbox(value=o in value, description=o, indent=False, layout=w.Layout(width="auto"))
-             for o in options]
+def choices(description: str, options, value, tooltip: str = "", words=None) -> w.HBox:
+    """A row of checkboxes for a multi-valued choice; `.selected()` on the box returns the ticked
+    options. Each box shows `words(option)` (default: the option itself) and keeps its option in `.option`."""
+    boxes = []
+    for o in options:
+        box = w.Checkbox(value=o in value, description=words(o) if words else o, indent=False,
+                         layout=w.Layout(width="auto"))
+        box.option = o
+        boxes.append(box)
     label = w.Label(description, layout=w.Layout(width="154px"), tooltip=tooltip)
     row = w.HBox([label, *boxes])
-    row.selected = lambda: [b.description for b in boxes if b.value]
+    row.selected = lambda: [b.option for b in boxes if b.value]
     row.boxes = boxes
     return row
 
 
 def button(description: str, style: str = "", icon: str = "", tooltip: str = "") -> w.Button:
+    # As wide as its words wherever it sits: a button alone in a column would stretch across the page.
     return w.Button(description=description, button_style=style, icon=icon, tooltip=tooltip,
-                    layout=w.Layout(width="auto"))
+                    layout=w.Layout(width="auto", align_self="flex-start"))
 
 
 def section(title: str) -> w.HTML:
