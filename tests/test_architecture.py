@@ -425,19 +425,21 @@ def test_the_api_names_resolve():
 API_VERBS = {
     # measure
     "profile", "pipeline_profile", "train_profile", "find_max_rate", "tune", "confirm", "serve_check",
-    "layer_profile", "verify_allocation", "convert_to_ir", "inspect_model", "hardware_info", "describe_hardware",
+    "layer_profile", "verify_allocation", "convert_to_ir", "inspect_model",
+    "generate_profile", "generation_quality", "hardware_info", "describe_hardware",
     "list_backends", "cluster_hosts", "preview_sweep", "default_configs", "backend_title", "layer_profiling_backends",
     # read
     "results", "results_with_notes", "load_results", "load_measurements", "stored_runs", "point_row", "studies",
     "study_info", "study_record", "run_config", "stored_layer_profile", "load_serve_checks", "load_comparison",
     # decide and compare
-    "recommend", "recommend_training", "with_efficiency", "successful", "pareto_front", "pareto_mask", "find_run",
+    "recommend", "recommend_training", "recommend_generation",
+    "with_efficiency", "successful", "pareto_front", "pareto_mask", "find_run",
     "run_label", "plan_allocation", "capacity", "compare_runs", "best_runs", "layer_diff", "ratio_sentences",
     "compare_hosts", "config_by_host_type", "select_host_type",
     # share
     "export", "render", "deployment_for_study", "with_capacity", "export_formats", "model_files", "zip_bundle",
     "write_report", "build_report", "host_type_bars", "host_type_scatter", "plots", "pipeline_plots",
-    "training_plots",
+    "training_plots", "export_generation",
     # write what a face keeps with a study
     "save_study_settings", "save_layer_profile",
     # demos and example inputs
@@ -464,7 +466,7 @@ API_FACE_HELPERS = {
     # whether a run may be exported or reported, and why not (every face asks the same rule)
     "unfit_reason", "export_caution", "pickable", "format_title",
     # the settings a face offers, and how it names one that a message or note is about
-    "sweep_axes", "SPEC_OPTIONS", "axis_readers", "backend_title", "layer_profiling_backends",
+    "sweep_axes", "SPEC_OPTIONS", "axis_readers", "backend_title", "layer_profiling_backends", "generation_axes",
     "setting_flag", "setting_label", "word_for_cli", "word_for_dashboard",
     # words and files, the same in every face
     "printable", "label", "plural", "rounded", "run_name", "worded", "executed_words", "results_table",

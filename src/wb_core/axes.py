@@ -378,3 +378,8 @@ GENERATION: tuple[Axis, ...] = (
          text_default="32", annotation="int", ordered=True, stage="point", searched=False),
     _generic("concurrency"),
 )
+
+
+def generation_axes() -> tuple[Axis, ...]:
+    """The axes of a generation study, in the order a command lists them."""
+    return GENERATION

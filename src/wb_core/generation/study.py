@@ -234,7 +234,7 @@ def run_generation(model: str | Path, spec: GenerationSpec, db: str | Path, stud
               "model": {k: v for k, v in desc.facts()}}
     with ctx.open(record, model_path=str(desc.path)):
         for p in ctx.points_to_measure(points, key=key):
-            extra: dict = {"study_kind": "generation", "variant": p.variant_name()}
+            extra: dict = {"study_kind": "generation", "variant": p.variant_name(), "model_folder": str(folders[p.variant])}
             if p.variant in checks:
                 guard, note = verdict(checks[p.variant], min_top1)
                 extra.update({f"quality_{k}": v for k, v in checks[p.variant].items()}, accuracy_guard=guard)
