@@ -45,7 +45,7 @@ LAYERS = [
     {"wb_core.models", "wb_core.model_inputs", "wb_core.accuracy", "wb_core.measure", "wb_core.store", "wb_core.text",
      *{f"wb_core.backends.{p.stem}" for p in (Path(__file__).resolve().parent.parent / "src" / "wb_core" /
                                              "backends").glob("*.py") if p.stem not in ("registry", "__init__")}},
-    {"wb_core.proc", "wb_core.variants", "wb_core.demo", "wb_core.data"},
+    {"wb_core.proc", "wb_core.variants", "wb_core.demo", "wb_core.data", "wb_core.optimum_export"},
     {"wb_core.sweep", "wb_core.fleet", "wb_core.pipeline", "wb_core.training", "wb_core.generation"},
     {"wb_core.analysis", "wb_core.plots", "wb_core.report", "wb_core.export", "wb_core.fleet.compare",
      "wb_core.fleet.plots", "wb_core.tune"},
@@ -63,7 +63,6 @@ WORKER_MODULES = re.compile(r"^wb_core\.(proc\.worker|\w+\.\w*tasks|backends\.(?
 WORKER_SIDE = {
     ("wb_core.demo", "build_demo"): "called by demo.task_demo, inside the worker",
     ("wb_core.demo", "build_text_encoder"): "called by build_demo, inside the worker",
-    ("wb_core.demo", "build_generator_demo"): "called by build_demo, inside the worker",
     ("wb_core.models", "read_ov_model"): "called by worker tasks (describe, layers) and by the serve check (below)",
     ("wb_core.models", "check_onnx_opsets"): "called by the worker's describe task",
     ("wb_core.variants.recipes", "nncf_arguments"): "called by variants.tasks.task_quantize",

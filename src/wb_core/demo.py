@@ -88,7 +88,6 @@ def build_demo(name: str, out: str | Path) -> dict:
         return build_text_demo(out)
     if name == "text-generator":
         return build_generator_demo(out)
-    import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
@@ -288,20 +287,6 @@ def train_bpe_tokenizer(lines, vocab_size: int = GENERATOR_VOCAB):
     return tok
 
 
-def export_to_openvino_genai(hf_dir: str | Path, out: str | Path, weight_format: str = "fp32") -> None:
-    """`optimum-cli export openvino --task text-generation-with-past` in a child of this worker (its
-    own interpreter, so its logs and exit status stay its own); a failure is one sentence."""
-    import subprocess
-    import sys
-
-    cmd = [sys.executable, "-c", "from optimum.commands.optimum_cli import main; main()", "export", "openvino",
-           "--model", str(hf_dir), "--task", "text-generation-with-past", "--weight-format", weight_format, str(out)]
-    done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    if done.returncode != 0 or not (Path(out) / "openvino_model.xml").is_file():
-        tail = " ".join(done.stderr.strip().splitlines()[-2:])[-400:]
-        raise ModelError(f"optimum-intel could not convert '{hf_dir}' to an OpenVINO GenAI folder: {tail}")
-
-
 def build_generator_demo(out: str | Path) -> dict:
     """A tiny Llama decoder with random weights and a BPE tokenizer trained on the shipped corpus,
     saved as a Hugging Face folder and exported by optimum-intel as an OpenVINO GenAI folder."""
@@ -319,6 +304,8 @@ def build_generator_demo(out: str | Path) -> dict:
     cfg = LlamaConfig(vocab_size=tok.get_vocab_size(), bos_token_id=tok.token_to_id("<s>"),
                       eos_token_id=tok.token_to_id("</s>"), tie_word_embeddings=False, **GENERATOR_SHAPE)
     LlamaForCausalLM(cfg).eval().save_pretrained(hf_dir)
+    from wb_core.optimum_export import export_to_openvino_genai
+
     export_to_openvino_genai(hf_dir, out)
     (out / "prompts.txt").write_text("\n".join(sample_lines(lines, n=32)) + "\n", encoding="utf-8")
     info = {"name": "text-generator", "description": DEMOS["text-generator"], "build_version": BUILD_VERSION,

@@ -125,7 +125,7 @@ def task_compress(task: dict) -> None:
 
 def task_convert_hf(task: dict) -> None:
     """A Hugging Face folder exported by optimum-intel as an OpenVINO GenAI folder (FP32 weights)."""
-    from wb_core.demo import export_to_openvino_genai
+    from wb_core.optimum_export import export_to_openvino_genai
 
     export_to_openvino_genai(task["folder"], task["out"])
     emit({"type": "result", "out": task["out"]})
