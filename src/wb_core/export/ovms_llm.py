@@ -23,8 +23,9 @@ IMAGE = "openvino/model_server:latest"
 
 
 def _quoted(text: str) -> str:
-    """A protobuf text-format string literal."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    """A protobuf text-format string literal: single-quoted (as OVMS's documented graphs write a
+    JSON `plugin_config`), so the JSON's double quotes need no escapes."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
 
 
 def plugin_config(run: dict) -> dict[str, str]:
