@@ -748,14 +748,16 @@ def generation_quality(reference: str | Path, candidate: str | Path, text=None, 
                          output_len, prompts)["candidate"]
 
 
-def export_generation(run: dict, out: str | Path | None = None, name: str = "model") -> dict[str, str]:
+def export_generation(run: dict, out: str | Path | None = None, name: str = "model", fmt: str = "ovms-llm") -> dict[str, str]:
     """OpenVINO Model Server's LLM graph (graph.pbtxt, config.json) and the deployment YAML for a
     generation run (a results row); written under `out` when given. Returns path -> text."""
     import shutil
 
-    from wb_core.export.ovms_llm import render_generation
+    from wb_core.export.formats import GENERATION_EXPORTERS
 
-    result = render_generation(dict(run), name)
+    if fmt not in GENERATION_EXPORTERS:
+        raise ConfigError(f"Unknown text-generation export format '{fmt}'; choose from {', '.join(GENERATION_EXPORTERS)}.")
+    result = GENERATION_EXPORTERS[fmt].render_generation(dict(run), name)
     if out is not None:
         for rel, text in result.files.items():
             write_output_file(Path(out) / rel, text)

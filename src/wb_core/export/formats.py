@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from wb_core.errors import ConfigError
-from wb_core.export import kserve, ovms, tfserving, triton, yaml_format
+from wb_core.export import kserve, ovms, ovms_llm, tfserving, triton, yaml_format
 from wb_core.export.common import ExportResult
 from wb_core.export.deployment import DeploymentConfig
 
 EXPORTERS = {m.FORMAT: m for m in (yaml_format, ovms, triton, tfserving, kserve)}
 FORMATS = tuple(EXPORTERS)
+# Text-generation studies export their pick from a results row (`render_generation(run, name)`), not
+# from a DeploymentConfig: their own table, so `all` above keeps meaning every format of a model study.
+GENERATION_EXPORTERS = {m.FORMAT: m for m in (ovms_llm,)}
 
 
 def parse_formats(text: str) -> list[str]:
