@@ -163,6 +163,13 @@ def test_bad_input_is_refused_in_one_sentence_before_measuring(generator, genera
         inspect_model(wrong)
 
 
+def test_the_model_call_sweep_sends_a_generator_to_its_own_verb(generator, tmp_path):
+    from wb_core.api import profile
+
+    with pytest.raises(ModelError, match="is a text-generation model.*generate_profile"):
+        profile(generator, db=tmp_path / "p.db")
+
+
 def test_a_hugging_face_folder_needs_the_hf_extra(generator, monkeypatch):
     from wb_core.generation import folder
 

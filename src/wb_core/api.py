@@ -179,6 +179,11 @@ def profile(model: str | Path, spec: SweepSpec | None = None, *, settings: Measu
     spec, settings, inputs, precision, run = _profile_request(spec, settings, inputs, precision_options, run,
                                                               shorthand)
     path = resolve_model(model)
+    from wb_core.generation.folder import looks_like_generation
+
+    if looks_like_generation(path):
+        raise ModelError(f"'{path}' is a text-generation model: its speed is time to first token and per output token, "
+                         f"which generate_profile (wb generate) measures, not a model call.")
     if inputs.text is None and inputs.tokenizer is None:
         from wb_core.demo_catalog import demo_name_of, demo_sample_text
 
