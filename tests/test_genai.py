@@ -53,10 +53,11 @@ def test_inspect_reads_a_genai_folder(generator):
 
 
 def test_ttft_and_tpot_agree_with_the_pipelines_own_metrics(generator, tmp_path):
-    df = generate_profile(generator, db=tmp_path / "g.db", study="g", threads="1", prompt_lens="16", output_lens="8",
-                          requests=4)
+    df = generate_profile(generator, db=tmp_path / "g.db", study="g", threads="1", cores="0", prompt_lens="16",
+                          output_lens="8", requests=4)
     (row,) = df.to_dict("records")
     assert row["status"] == "ok"
+    assert row["cores_given"] == 1  # pinned to CPU 0 before OpenVINO loaded
     assert row["output_tokens"] == 4 * 8  # requests x output length: greedy, end of sequence ignored
     assert row["requests"] == 4
     # openvino_genai's PerfMetrics time the same requests; ours add a streamer callback's overhead.
@@ -79,6 +80,18 @@ def test_requests_in_flight_run_through_continuous_batching(generator, tmp_path)
     again = generate_profile(generator, db=tmp_path / "g.db", study="g", threads="1", prompt_lens="8", output_lens="4",
                              concurrency="2", kv_cache_precisions="u8", requests=4, return_frame=False)
     assert again.skipped_done == 1 and again.ok == 0
+
+
+def test_bf16_runs_only_where_the_cpu_has_it(generator, tmp_path):
+    from cpu_flags import bf16_native
+
+    df = generate_profile(generator, db=tmp_path / "g.db", study="g", threads="1", prompt_lens="8", output_lens="4",
+                          inference_precisions="bf16", requests=2)
+    (row,) = df.to_dict("records")
+    if bf16_native():
+        assert row["status"] == "ok" and row["ran_inference_precision"] == "bf16", row
+    else:
+        assert row["status"] == "skipped" and "bf16" in row["error"], row
 
 
 BREAK = """
