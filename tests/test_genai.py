@@ -260,6 +260,24 @@ def _parse_llm_options(graph: str):
     return text_format.Parse(body, cls())
 
 
+def test_cli_writes_the_demo_and_reports_a_generation_study(generator, tmp_path):
+    from typer.testing import CliRunner
+
+    from wb_core.cli import app
+
+    res = CliRunner().invoke(app, ["demo-model", "text-generator", "--out", str(tmp_path)])
+    assert res.exit_code == 0 and "OpenVINO GenAI folder" in res.output, res.output
+    db = tmp_path / "c.db"
+    res = CliRunner().invoke(app, ["generate", str(tmp_path / "text-generator"), "--db", str(db), "--study", "cli",
+                                   "--threads", "1", "--prompt-len", "8", "--output-len", "4", "--requests", "2", "-q"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["report", "--study", "cli", "--db", str(db), "--out", str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output
+    assert "Text generation: output tokens\\u002fs vs p99 time per output token" in (tmp_path / "r.html").read_text()
+    res = CliRunner().invoke(app, ["generate-recommend", "--study", "cli", "--db", str(db), "--max-tpot-ms", "0.000001"])
+    assert res.exit_code != 0 and "No run keeps the p99 time per output token within" in str(res.exception), res.output
+
+
 def test_generation_plot_colours_by_weight_format():
     from wb_core.api import plots
 
