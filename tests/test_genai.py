@@ -64,7 +64,7 @@ def test_ttft_and_tpot_agree_with_the_pipelines_own_metrics(generator, tmp_path)
     assert abs(row["ttft_ms_mean"] - row["genai_ttft_ms"]) <= 0.5 * row["genai_ttft_ms"] + 2.0
     assert abs(row["tpot_ms_mean"] - row["genai_tpot_ms"]) <= 0.5 * row["genai_tpot_ms"] + 1.0
     assert row["ttft_p50_ms"] <= row["ttft_p90_ms"] <= row["ttft_p99_ms"]
-    assert row["ran_threads"] == "1" and row["ran_inference_precision"] == "f32"
+    assert row["ran_threads"] == "1" and row["ran_inference_precision"] == "f32" and row["pipeline"] == "LLMPipeline"
     assert row["requests_per_s"] == pytest.approx(row["requests"] / row["measure_s"], rel=1e-6)
     assert row["peak_rss_mb"] > 10
 
@@ -76,6 +76,7 @@ def test_requests_in_flight_run_through_continuous_batching(generator, tmp_path)
     assert row["status"] == "ok" and row["concurrency"] == 2
     assert row["output_tokens"] == 4 * 4
     assert row["ran_kv_cache_precision"] == "u8"
+    assert row["pipeline"] == "ContinuousBatchingPipeline" and row["ran_max_num_seqs"] >= 2
     # Rerun: every point is stored, nothing is measured again.
     again = generate_profile(generator, db=tmp_path / "g.db", study="g", threads="1", prompt_lens="8", output_lens="4",
                              concurrency="2", kv_cache_precisions="u8", requests=4, return_frame=False)

@@ -208,6 +208,7 @@ def _single(pipe, prompts, cfg) -> list[dict]:
         pm = res.perf_metrics
         stats.update(genai_ttft_ms=float(pm.get_ttft().mean), genai_tpot_ms=float(pm.get_tpot().mean))
         out.append(stats)
+        emit({"type": "heartbeat"})  # a long request on a large model is not a hang
     return out
 
 
@@ -237,6 +238,7 @@ def _batched(pipe, prompts, cfg, concurrency: int) -> list[dict]:
                     r["times"].extend([now] * len(o.generated_ids))
             if h.get_status() != og.GenerationStatus.RUNNING:
                 out.append(request_stats(r["t0"], r["times"], now))
+                emit({"type": "heartbeat"})
                 del live[rid]
                 if queue:
                     add()
@@ -260,8 +262,11 @@ def task_generate(task: dict) -> None:
             sched.cache_size = int(task["cache_size_gb"])
         sched.max_num_seqs = max(sched.max_num_seqs, concurrency)
         pipe = og.ContinuousBatchingPipeline(folder, sched, "CPU", props)
+        ran = {"pipeline": "ContinuousBatchingPipeline", "ran_cache_size_gb": int(sched.cache_size),
+               "ran_max_num_seqs": int(sched.max_num_seqs)}
     else:
         pipe = og.LLMPipeline(folder, "CPU", **props)
+        ran = {"pipeline": "LLMPipeline"}  # one request at a time: no scheduler, its cache size unused
     load_s = time.perf_counter() - t_load
     emit({"type": "loaded", "load_s": load_s})
     cfg = _config(task["output_len"])
@@ -292,7 +297,7 @@ def task_generate(task: dict) -> None:
     metrics.update(throughput=metrics["output_tokens_per_s"], latency_ms_p50=metrics["e2e_p50_ms"],
                    latency_ms_p90=metrics["e2e_p90_ms"], latency_ms_p99=metrics["e2e_p99_ms"],
                    latency_ms_mean=metrics["e2e_ms_mean"])
-    metrics.update(_ran(folder, props))
+    metrics.update(ran, **_ran(folder, props))
     emit({"type": "point", "metrics": metrics})
 
 
