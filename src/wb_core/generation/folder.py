@@ -103,7 +103,11 @@ def extra_installed(extra: str) -> bool:
         return False
 
 
+# optimum-intel goes in on its own, without its dependencies (pyproject.toml's `hf` extra says why).
+EXTRA_STEPS = {HF_EXTRA: " and pip install --no-deps optimum-intel==2.2.0"}
+
+
 def require_extra(extra: str, what: str) -> None:
     if not extra_installed(extra):
         raise ConfigError(f"{what} needs the {extra} extra, which is not installed "
-                          f"(pip install 'cpu-inference-workbench[{extra}]').")
+                          f"(pip install 'cpu-inference-workbench[{extra}]'{EXTRA_STEPS.get(extra, '')}).")
