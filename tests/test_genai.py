@@ -194,6 +194,27 @@ def test_a_hugging_face_folder_needs_the_hf_extra(generator, monkeypatch):
         inspect_model(generator / "hf")  # the demo's own Hugging Face folder
 
 
+def test_a_generation_folder_needs_the_genai_extra(generator, monkeypatch):
+    from wb_core.generation import folder
+
+    real = folder.importlib.util.find_spec
+    monkeypatch.setattr(folder.importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("openvino_genai") else real(name, *a))
+    with pytest.raises(ConfigError, match=r"needs the genai extra.*cpu-inference-workbench\[genai\]"):
+        inspect_model(generator)
+
+
+def test_a_kv_cache_precision_the_plugin_refuses_stops_the_study(generator):
+    from wb_core.generation.spec import GenPoint
+    from wb_core.generation.study import check_points, describe_generator
+
+    desc = describe_generator(generator, kv_cache_precisions=["u8"])
+    assert desc.kv_cache_accepted == {"u8": "u8"}  # asked of the CPU plugin, and read back
+    desc.kv_cache_accepted["f16"] = "refused: Unsupported KV cache precision"  # what a refusal is stored as
+    with pytest.raises(ConfigError, match="The CPU plugin refuses KV-cache precision f16"):
+        check_points(desc, [GenPoint(kv_cache_precision="f16")])
+
+
 @pytest.mark.slow
 def test_a_hugging_face_folder_is_converted_once(generator):
     desc = inspect_model(generator / "hf")

@@ -93,7 +93,8 @@ def task_describe(task: dict) -> None:
     for p in task.get("kv_cache_precisions") or []:
         try:
             compiled = core.compile_model(model, "CPU", {"KV_CACHE_PRECISION": p, "INFERENCE_PRECISION_HINT": "f32"})
-            accepted[p] = str(compiled.get_property("KV_CACHE_PRECISION"))
+            said = compiled.get_property("KV_CACHE_PRECISION")
+            accepted[p] = said.get_type_name() if hasattr(said, "get_type_name") else str(said)
         except Exception as e:
             accepted[p] = "refused: " + str(e).strip().splitlines()[0][:160]
     emit({"type": "result", "inputs": inputs, "vocab_size": vocab, "kv_cache": kv,
