@@ -104,7 +104,7 @@ def extra_installed(extra: str) -> bool:
 
 
 # optimum-intel goes in on its own, without its dependencies (pyproject.toml's `hf` extra says why).
-EXTRA_STEPS = {HF_EXTRA: " and pip install --no-deps optimum-intel==2.2.0"}
+EXTRA_STEPS = {HF_EXTRA: ", then optimum-intel 2.2.0 without its dependencies, as make install does"}
 
 
 def require_extra(extra: str, what: str) -> None:
