@@ -324,7 +324,7 @@ def spec_schema(measure_ranges: dict) -> dict:
 
 WEIGHT_FORMATS = ("none", "int8_asym", "int4_sym", "int4_asym")  # "none": the model's own weights
 KV_CACHE_PRECISIONS = ("u8", "f16", "f32")
-GENERATION_PRECISIONS = ("fp32", "bf16")
+GENERATION_PRECISIONS = tuple(p for p in PRECISIONS if p != "int8")  # INT8 weights are a weight format here
 
 
 def _ratios(value) -> list:
