@@ -2,8 +2,8 @@
 
     python benchmarks/genai_fidelity.py [--rounds 3] [--requests 8] [--prompt-len 32] [--output-len 32] [--threads 1]
 
-Ours: `generate_profile` (a fresh pinned worker, LLMPipeline, each token timed as the streamer gets
-it). Theirs: a `benchmark_genai`-style loop in its own process (LLMPipeline with the same
+Ours: `generate_profile` (a fresh worker process, LLMPipeline, TTFT and TPOT from each result's raw
+token timestamps, e2e from our clock). Theirs: a `benchmark_genai`-style loop in its own process (LLMPipeline with the same
 properties, one warm-up, the same number of requests of the same prompt length, greedy, the
 output length forced), its figures read from the pipeline's PerfMetrics. Both read the same
 folder and prompt text. Rounds alternate which goes first, so that drift on a shared machine hits
@@ -103,7 +103,8 @@ def main(argv=None) -> None:
                 ["metric", "ours (median)", "openvino_genai (median)", "ours / theirs"], rows,
                 [f"CPU: {hw.cpu_model} ({len(hw.available_cpus)} CPUs available)",
                  f"Load average while measuring (1, 5, 15 min): {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}",
-                 "Ours: each token timed as LLMPipeline's streamer receives it; theirs: PerfMetrics' mean TTFT and TPOT."])
+                 "Ours: each request's raw token timestamps in a measurement worker; theirs: PerfMetrics' mean TTFT and TPOT "
+                 "in a plain loop."])
 
 
 if __name__ == "__main__":

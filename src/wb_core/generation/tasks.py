@@ -173,49 +173,49 @@ def _config(output_len: int):
 
 # ---- measure ----
 
-def request_stats(t0: float, token_times: list[float], t_end: float) -> dict:
-    """One request's TTFT, TPOT, end-to-end latency (ms) and output tokens/s from its token arrival times."""
-    n = len(token_times)
-    ttft = (token_times[0] - t0) * 1e3 if n else None
-    tpot = (token_times[-1] - token_times[0]) * 1e3 / (n - 1) if n > 1 else None
+def request_stats(perf_metrics, t0: float, t_end: float) -> dict:
+    """One request's TTFT, TPOT (ms) and tokens from the runtime's own raw timing, by openvino_genai's
+    definitions; end-to-end latency (ms) and output tokens/s from our wall clock around the request.
+
+    TTFT: the runtime's time from the request's start to its first token (`m_times_to_first_token`).
+    TPOT: the mean gap between consecutive token timestamps (`m_new_token_times`), each gap divided
+    by the tokens it brought (`m_batch_sizes`), the first token's prefill excluded: what
+    `PerfMetrics.get_tpot()` reports. The runtime stamps tokens as it makes them, so a callback
+    run late or in bursts on another thread cannot skew them.
+    """
+    raw = perf_metrics.raw_metrics
+    # Milliseconds on the steady clock (the binding's help says microseconds; the values, set beside
+    # time.monotonic(), are milliseconds). m_times_to_first_token is in microseconds.
+    times = [float(t) for t in raw.m_new_token_times]
+    sizes = [int(b) for b in raw.m_batch_sizes]
+    firsts = [float(t) for t in raw.m_times_to_first_token]
+    n = sum(sizes)
+    gaps = [(times[i] - times[i - 1]) / sizes[i] for i in range(1, len(times)) if sizes[i]]
     e2e = (t_end - t0) * 1e3
-    return {"ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": e2e, "tokens": n,
-            "tokens_per_s": n / (t_end - t0) if t_end > t0 else None}
+    return {"ttft_ms": firsts[0] / 1e3 if firsts else None, "tpot_ms": sum(gaps) / len(gaps) if gaps else None,
+            "e2e_ms": e2e, "tokens": n, "tokens_per_s": n / (t_end - t0) if t_end > t0 else None,
+            # PerfMetrics' own summary of the same request, stored beside ours as a check.
+            "genai_ttft_ms": float(perf_metrics.get_ttft().mean), "genai_tpot_ms": float(perf_metrics.get_tpot().mean)}
 
 
 def _single(pipe, prompts, cfg) -> list[dict]:
-    """Requests one after another through LLMPipeline, each token timed as the streamer receives it."""
-    import openvino_genai as og
-
-    class Timer(og.StreamerBase):
-        def __init__(self):
-            super().__init__()
-            self.times: list[float] = []
-
-        def write(self, token):
-            self.times.append(time.perf_counter())
-            return og.StreamingStatus.RUNNING
-
-        def end(self):
-            pass
-
+    """Requests one after another through LLMPipeline, timed by the result's PerfMetrics (no streamer:
+    a Python callback per token would add its own cost to every token)."""
     out = []
     for ids in prompts:
-        timer = Timer()
         t0 = time.perf_counter()
-        res = pipe.generate(_tensor(ids), cfg, timer)
+        res = pipe.generate(_tensor(ids), cfg)
         t_end = time.perf_counter()
-        stats = request_stats(t0, timer.times, t_end)
-        pm = res.perf_metrics
-        stats.update(genai_ttft_ms=float(pm.get_ttft().mean), genai_tpot_ms=float(pm.get_tpot().mean))
-        out.append(stats)
+        out.append(request_stats(res.perf_metrics, t0, t_end))
         emit({"type": "heartbeat"})  # a long request on a large model is not a hang
     return out
 
 
 def _batched(pipe, prompts, cfg, concurrency: int) -> list[dict]:
     """Closed loop through ContinuousBatchingPipeline: `concurrency` requests in flight, the next
-    added as one finishes; each request's tokens timed after the step that made them."""
+    added as one finishes. TTFT and TPOT from each request handle's own PerfMetrics (the runtime
+    times a request from `add_request`); end-to-end latency from our clock, from `add_request` to the step that
+    finished it."""
     import openvino_genai as og
 
     queue = list(enumerate(prompts))
@@ -224,7 +224,8 @@ def _batched(pipe, prompts, cfg, concurrency: int) -> list[dict]:
 
     def add():
         rid, ids = queue.pop(0)
-        live[rid] = {"handle": pipe.add_request(rid, _tensor(ids), cfg), "t0": time.perf_counter(), "times": []}
+        t0 = time.perf_counter()
+        live[rid] = {"handle": pipe.add_request(rid, _tensor(ids), cfg), "t0": t0}
 
     while queue and len(live) < concurrency:
         add()
@@ -235,10 +236,9 @@ def _batched(pipe, prompts, cfg, concurrency: int) -> list[dict]:
             r = live[rid]
             h = r["handle"]
             if h.can_read():
-                for o in h.read().values():
-                    r["times"].extend([now] * len(o.generated_ids))
+                h.read()  # drained, so the handle does not hold every token until the end
             if h.get_status() != og.GenerationStatus.RUNNING:
-                out.append(request_stats(r["t0"], r["times"], now))
+                out.append(request_stats(h.get_perf_metrics(), r["t0"], now))
                 emit({"type": "heartbeat"})
                 del live[rid]
                 if queue:
