@@ -11,7 +11,11 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	# torch first, on its own: 2.13.0, the CPU wheel, before anything that asks for torch picks another build.
+	$(BIN)/pip install -q "torch==2.13.0"
 	$(BIN)/pip install -q -e ".[test,ui,onnx,fleet]"
+	# optimum-intel without its dependencies (pyproject.toml's `hf` extra says why; what it needs is installed above).
+	$(BIN)/pip install -q --no-deps "optimum-intel==2.2.0"
 	# A real tritonserver (in nvidia-pytriton) and KServe's own models for the export tests. Without their
 	# dependencies: those pins (numpy<2, pandas<3, psutil<6) would downgrade this stack, and the parts the
 	# tests use need none of them.

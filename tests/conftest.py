@@ -35,6 +35,10 @@ def pytest_configure(config):
 
     ensure_ir(ensure_demo("lenet-digits") / "saved_model")
     ensure_demo("text-encoder")
+    from wb_core.generation.folder import HF_EXTRA, extra_installed
+
+    if extra_installed(HF_EXTRA):  # the text-generation tests and notebook 09 share it
+        ensure_demo("text-generator")
 
 
 @pytest.fixture(scope="session")

@@ -48,8 +48,8 @@ LAYERS = [
     {"wb_core.models", "wb_core.model_inputs", "wb_core.accuracy", "wb_core.measure", "wb_core.store", "wb_core.text",
      *{f"wb_core.backends.{p.stem}" for p in (Path(__file__).resolve().parent.parent / "src" / "wb_core" /
                                              "backends").glob("*.py") if p.stem not in ("registry", "__init__")}},
-    {"wb_core.proc", "wb_core.variants", "wb_core.demo", "wb_core.data"},
-    {"wb_core.sweep", "wb_core.fleet", "wb_core.pipeline", "wb_core.training"},
+    {"wb_core.proc", "wb_core.variants", "wb_core.demo", "wb_core.data", "wb_core.optimum_export"},
+    {"wb_core.sweep", "wb_core.fleet", "wb_core.pipeline", "wb_core.training", "wb_core.generation"},
     {"wb_core.analysis", "wb_core.plots", "wb_core.report", "wb_core.export", "wb_core.fleet.compare",
      "wb_core.fleet.plots", "wb_core.tune"},
     {"wb_core.api", "wb_core"},
@@ -433,18 +433,20 @@ API_VERBS = {
     "profile", "pipeline_profile", "train_profile", "find_max_rate", "tune", "confirm", "compare_configs",
     "serve_check",
     "layer_profile", "verify_allocation", "convert_to_ir", "inspect_model", "hardware_info", "describe_hardware",
+    "generate_profile", "generation_quality",
     "list_backends", "cluster_hosts", "preview_sweep", "default_configs", "backend_title", "layer_profiling_backends",
     # read
     "results", "results_with_notes", "load_results", "load_measurements", "stored_runs", "point_row", "studies",
     "study_info", "study_record", "run_config", "stored_layer_profile", "load_serve_checks", "load_comparison",
     # decide and compare
-    "recommend", "recommend_training", "with_efficiency", "successful", "pareto_front", "pareto_mask", "find_run",
+    "recommend", "recommend_training", "recommend_generation",
+    "with_efficiency", "successful", "pareto_front", "pareto_mask", "find_run",
     "run_label", "plan_allocation", "capacity", "compare_runs", "best_runs", "layer_diff", "ratio_sentences",
     "compare_hosts", "config_by_host_type", "select_host_type", "precision_losses",
     # share
     "export", "render", "deployment_for_study", "with_capacity", "export_formats", "model_files", "zip_bundle",
     "write_report", "build_report", "host_type_bars", "host_type_scatter", "plots", "pipeline_plots",
-    "training_plots",
+    "training_plots", "export_generation",
     # write what a face keeps with a study
     "save_study_settings", "save_layer_profile",
     # demos and example inputs
@@ -473,7 +475,7 @@ API_FACE_HELPERS = {
     # whether a figure lies within another's measured interval (a face claims noise only then)
     "within_noise",
     # the settings a face offers, and how it names one that a message or note is about
-    "sweep_axes", "SPEC_OPTIONS", "axis_readers", "backend_title", "layer_profiling_backends",
+    "sweep_axes", "SPEC_OPTIONS", "axis_readers", "backend_title", "layer_profiling_backends", "generation_axes",
     "setting_flag", "setting_label", "word_for_cli", "word_for_dashboard", "with_role", "pipeline_axes",
     # words and files, the same in every face
     "printable", "label", "plural", "rounded", "run_name", "worded", "executed_words", "results_table",

@@ -41,14 +41,16 @@ SHRINK_PER_NOTEBOOK = {
                     "pre_workers": "0,1", "batch": 4, "batch_sizes": "1,4", "rounds": 1},
 }
 # Notebooks without a model-call profile: their own shrink replaces SHRINK.
-SHRINK_INSTEAD = {"07-training-threads": {"samples": 512, "batch": 64, "epochs": 1, "rounds": 1}}
+SHRINK_INSTEAD = {"07-training-threads": {"samples": 512, "batch": 64, "epochs": 1, "rounds": 1},
+                  "09-text-generation": {"threads": "1", "concurrency": "1,2", "weight_formats": "none,int8_asym",
+                                         "prompt_len": "16", "output_len": "8", "requests": 3}}
 # Notebooks that take over a minute here even shrunk (TensorFlow training workers).
 SLOW = {"07-training-threads"}
 # These quantize afresh instead of reusing the test cache's INT8 IR, so the quantizing worker
 # runs under the kernel's environment every time.
 FRESH_INT8 = {"04-int8-accuracy"}
 # The demo this notebook needs built before the kernel starts (built once per test cache).
-DEMOS_NEEDED = {"08-text-model": "text-encoder"}
+DEMOS_NEEDED = {"08-text-model": "text-encoder", "09-text-generation": "text-generator"}
 SUMMARY_MARK = "WB-NOTEBOOK-SUMMARY "
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
@@ -416,6 +418,25 @@ def check_text_model(nb, cwd: Path) -> None:
     assert f"80% at {lengths[0]}, 20% at {lengths[-1]}" in reason, reason
 
 
+def check_text_generation(nb, cwd: Path) -> None:
+    rows = summary(nb)
+    shrink = SHRINK_INSTEAD["09-text-generation"]
+    assert sorted({(r["variant"], r["concurrency"]) for r in rows}) == [("int8_asym", 1), ("int8_asym", 2), ("none", 1),
+                                                                         ("none", 2)], rows
+    for r in rows:
+        assert r["status"] == "ok" and r["output_tokens"] == shrink["requests"] * int(shrink["output_len"]), r
+    assert all(r["quality_top1_agreement"] is not None for r in rows if r["variant"] == "int8_asym"), rows
+    assert "OpenVINO GenAI text-generation folder" in stdout(nb, "inspect_model(")
+    fig = find_figure(nb, "Text generation: output tokens/s vs p99")
+    assert {"none", "int8_asym"} <= {t["name"] for t in fig["traces"]} or any(
+        r["accuracy_guard"] == "failed" for r in rows), fig["traces"]
+    # The pick: the most tokens/s among the runs the guard did not fail, worked out here from the rows.
+    best = max((r for r in rows if r["accuracy_guard"] != "failed"), key=lambda r: r["output_tokens_per_s"])
+    assert stdout(nb, "recommend_generation(").startswith(f"{best['variant']} weights"), (best, stdout(nb))
+    assert (cwd / "exported-generation" / "model" / "graph.pbtxt").is_file()
+    assert "HttpLLMCalculator" in stdout(nb, "export_generation(")
+
+
 # Per notebook: what the summary cell prints (None: no summary cell), and the check.
 CHECKS = {
     "01-quickstart": (None, check_quickstart),
@@ -430,6 +451,8 @@ CHECKS = {
                             check_training),
     "08-text-model": ("df[['precision', 'seq_len', 'batch_size', 'status', 'accuracy', 'accuracy_metric', "
                       "'data_source']].to_dict('records')", check_text_model),
+    "09-text-generation": ("df[['variant', 'concurrency', 'status', 'output_tokens', 'output_tokens_per_s', "
+                           "'quality_top1_agreement', 'accuracy_guard']].to_dict('records')", check_text_generation),
 }
 
 
@@ -445,7 +468,7 @@ def test_injection_refuses_a_notebook_without_parameters():
 def test_every_notebook_is_here_and_checked():
     names = [p.stem for p in NOTEBOOKS]
     assert names == ["01-quickstart", "02-threads-and-cores", "03-batch-size", "04-int8-accuracy", "05-export",
-                     "06-pipeline", "07-training-threads", "08-text-model"]
+                     "06-pipeline", "07-training-threads", "08-text-model", "09-text-generation"]
     assert sorted(CHECKS) == names
 
 

@@ -37,10 +37,13 @@ OTHER_PROGRAMS = {
     "export/tritonserver.py": "the tritonserver command the serve check starts, and pip's install line",
     "export/tfserving.py": "tensorflow_model_server's and docker's command lines",
     "export/ovms.py": "OpenVINO Model Server's and docker's command lines",
+    "optimum_export.py": "optimum-cli's command line (the Hugging Face folder's conversion)",
     "export/kserve.py": "the model servers' arguments in KServe manifests, and the kubelet's flag",
     "fleet/dask_executor.py": "Dask's `dask worker --name`, the worker's own name",
 }
 ALLOWED = {
+    ("optimum_export.py", "--weight-format"): "optimum-cli's own --weight-format, the precision it exports in",
+    ("optimum_export.py", "--model"): "optimum-cli's own --model, the Hugging Face folder it reads",
     ("axes.py", "--spec"): "the spec file's JSON schema says which command reads such a file",
     ("export/tfserving.py", "--name"): "docker run's --name, the container's name",
     ("export/tfserving.py", "--port"): "tensorflow_model_server's gRPC port",

@@ -67,6 +67,7 @@ _REEXPORTS = {
     "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes", "word_for_cli": "wb_core.axes",
     "word_for_dashboard": "wb_core.axes", "with_role": "wb_core.axes", "pipeline_axes": "wb_core.pipeline.study",
     "PRECISIONS": "wb_core.precisions", "within_p99": "wb_core.limits", "guard_failed_runs": "wb_core.variants.guard",
+    "generation_axes": "wb_core.axes",
     # demos
     "DEMOS": "wb_core.demo_catalog", "write_demo": "wb_core.demo", "ensure_demo": "wb_core.demo",
     # analysis
@@ -182,6 +183,11 @@ def profile(model: str | Path, spec: SweepSpec | None = None, *, settings: Measu
     spec, settings, inputs, precision, run = _profile_request(spec, settings, inputs, precision_options, run,
                                                               shorthand)
     path = resolve_model(model)
+    from wb_core.generation.folder import looks_like_generation
+
+    if looks_like_generation(path):
+        raise ModelError(f"'{path}' is a text-generation model: its speed is time to first token and per output token, "
+                         f"which generate_profile (wb generate) measures, not a model call.")
     if inputs.text is None and inputs.tokenizer is None:
         from wb_core.demo_catalog import demo_name_of, demo_sample_text
 
@@ -438,8 +444,15 @@ def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, s
 
 def inspect_model(model: str | Path, timeout_s: float | None = None) -> ModelDescription:
     """A model (a path or a demo name) read once: format, fingerprint, inputs, outputs, family and
-    text roles (a `ModelDescription`). `profile` reads the same description and hands it on."""
+    text roles (a `ModelDescription`). `profile` reads the same description and hands it on.
+    A text-generation folder (or the demo generator) gives its own description instead."""
+    from wb_core.generation.folder import looks_like_generation
     from wb_core.variants.description import describe_model
+
+    if model == "text-generator" or looks_like_generation(model):
+        from wb_core.generation.study import describe_generator
+
+        return describe_generator(model, timeout_s)
 
     return describe_model(resolve_model(model), timeout_s)
 
@@ -764,6 +777,67 @@ def convert_to_ir(model: str | Path) -> Path:
     return ensure_ir(resolve_model(model))
 
 
+def generate_profile(model: str | Path, *, db: str | Path | None = None, study: str | None = None, text=None,
+                     requests: int = 8, warmup: int = 1, quality_guard: bool = True, min_top1: float | None = None,
+                     on_point: Callable[[dict], None] | None = None, progress: bool = False,
+                     cancel: threading.Event | None = None, timeout_s: float | None = None, return_frame: bool = True,
+                     **axes):
+    """Sweep a text-generation model (a GenAI folder, a Hugging Face folder, or "text-generator"):
+    TTFT, TPOT, latency and tokens/s per configuration, one fresh pinned worker each, every point
+    stored. `axes` are the `axes.GENERATION` spec fields (`threads="1,2"`, `weight_formats="none,int4_sym"`,
+    ...). Returns the study's rows as a DataFrame."""
+    from wb_core.generation.quality import DEFAULT_MIN_TOP1
+    from wb_core.generation.spec import GenerationSpec
+    from wb_core.generation.study import run_generation
+
+    db = db or default_db()
+    study = study or (model if model == "text-generator" else f"{default_study_name(model)}-generation")
+    summary = run_generation(model, GenerationSpec(axes), db, study, text=text, requests=requests, warmup=warmup,
+                             quality_guard=quality_guard, min_top1=DEFAULT_MIN_TOP1 if min_top1 is None else min_top1,
+                             on_point=on_point, progress=progress, cancel=cancel, timeout_s=timeout_s)
+    return _frame(db, study, summary) if return_frame else summary
+
+
+def recommend_generation(study: str, db: str | Path | None = None, *, max_ttft_ms: float | None = None,
+                         max_tpot_ms: float | None = None, max_latency_ms: float | None = None) -> dict:
+    """A generation study's run with the most output tokens/s within p99 TTFT, TPOT and latency limits;
+    quality-failed runs are never picked."""
+    from wb_core.analysis.generation import recommend_generation as pick
+    from wb_core.store import load_results as _load
+
+    return pick(_load(db or default_db(), study), max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms,
+                max_latency_ms=max_latency_ms)
+
+
+def generation_quality(reference: str | Path, candidate: str | Path, text=None, prompt_len: int = 32,
+                       output_len: int = 16, prompts: int = 4) -> dict:
+    """A candidate GenAI folder against a reference one on the prompts: greedy agreement, first
+    divergence, teacher-forced top-1 agreement and mean KL (see `generation.quality`)."""
+    from wb_core.generation.study import check_quality, prompt_lines, resolve_generator
+
+    ref = resolve_generator(reference)
+    return check_quality(ref, {"candidate": resolve_generator(candidate)}, prompt_lines(text, ref), prompt_len,
+                         output_len, prompts)["candidate"]
+
+
+def export_generation(run: dict, out: str | Path | None = None, name: str = "model", fmt: str = "ovms-llm") -> dict[str, str]:
+    """OpenVINO Model Server's LLM graph (graph.pbtxt, config.json) and the deployment YAML for a
+    generation run (a results row); written under `out` when given. Returns path -> text."""
+    import shutil
+
+    from wb_core.export.formats import GENERATION_EXPORTERS
+
+    if fmt not in GENERATION_EXPORTERS:
+        raise ConfigError(f"Unknown text-generation export format '{fmt}'; choose from {', '.join(GENERATION_EXPORTERS)}.")
+    result = GENERATION_EXPORTERS[fmt].render_generation(dict(run), name)
+    if out is not None:
+        for rel, text in result.files.items():
+            write_output_file(Path(out) / rel, text)
+        for f in result.model_files:  # the GenAI folder the graph's models_path ("./") names
+            shutil.copy2(f, Path(out) / name / Path(f).name)
+    return result.files
+
+
 def cluster_hosts(cluster: str, hosts=None) -> list:
     """The hosts of a Dask cluster (or only `hosts`), each with its hardware type (`fingerprint`) and `describe()`."""
     from wb_core.fleet.cli_support import open_executor
@@ -784,5 +858,6 @@ __all__ = sorted([
     "tune", "confirm", "compare_configs", "default_configs",
     "stored_runs", "point_row", "study_record", "save_study_settings", "save_layer_profile", "check_database",
     "export_formats", "convert_to_ir", "cluster_hosts", "precision_losses",
+    "generate_profile", "recommend_generation", "generation_quality", "export_generation",
     *_REEXPORTS, *_MODULES,
 ])

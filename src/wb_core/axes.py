@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Iterator
 
 from wb_core import options, precisions
-from wb_core.axis import ROLES, STAGES, Axis, one_of, whole_numbers
+from wb_core.axis import ROLES, STAGES, Axis, one_of, one_of_or_none, whole_numbers
 from wb_core.backends import registry
 from wb_core.errors import ConfigError, worded
 from wb_core.parsing import (
@@ -353,3 +353,68 @@ def spec_schema(measure_ranges: dict) -> dict:
         "properties": props,
     }
 
+
+
+# ---- text generation: the axes of a generation study (`wb generate`, `api.generate_profile`) ----
+
+WEIGHT_FORMATS = ("none", "int8_asym", "int4_sym", "int4_asym")  # "none": the model's own weights
+KV_CACHE_PRECISIONS = ("u8", "f16", "f32")
+GENERATION_PRECISIONS = tuple(p for p in PRECISIONS if p != "int8")  # INT8 weights are a weight format here
+
+
+def _ratios(value) -> list:
+    items = split_values(value) if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for v in items:
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            raise ConfigError(f"The INT4 ratio takes numbers from 0 to 1 (the share of layers in INT4); got '{v}'.") from None
+        if not 0 < f <= 1:
+            raise ConfigError(f"The INT4 ratio takes numbers above 0 and at most 1 (the share of layers in INT4); got {f}.")
+        out.append(f)
+    return unique_values(out) or [1.0]
+
+
+def _generic(name: str) -> Axis:
+    return next(a for a in GENERIC if a.name == name)
+
+
+# Threads, cores and requests in flight are the workbench's own axes, read as they are declared above.
+GENERATION: tuple[Axis, ...] = (
+    Axis("weight_format", "weight_formats", one_of("weight format", WEIGHT_FORMATS), "Weight compression by NNCF: "
+         "none (the model's own), int8_asym, int4_sym, int4_asym.", "Weight formats", "--weight-format",
+         default="none", sweep_default=("none",), text_default="none", annotation="str", choices=WEIGHT_FORMATS,
+         stage="variant"),
+    Axis("group_size", "group_sizes", whole_numbers("INT4 group size", 1 << 16, auto=False), "Weights per INT4 "
+         "scale (must divide the hidden size), e.g. 32,64.", "INT4 group sizes", "--group-size", default=32,
+         sweep_default=(32,), text_default="32", annotation="int", ordered=True, stage="variant"),
+    Axis("ratio", "ratios", _ratios, "Share of the layers compressed to INT4 (the rest INT8), e.g. 0.8,1.",
+         "INT4 ratios", "--ratio", default=1.0, sweep_default=(1.0,), text_default="1", annotation="float",
+         ordered=True, stage="variant", canonical=float),
+    Axis("inference_precision", "inference_precisions", one_of("inference precision", GENERATION_PRECISIONS),
+         "Activations: fp32, or bf16 where the CPU has it.", "Inference precisions", "--inference-precision",
+         default="fp32", sweep_default=("fp32",), text_default="fp32", annotation="str", choices=GENERATION_PRECISIONS,
+         becomes="OpenVINO's INFERENCE_PRECISION_HINT"),
+    Axis("kv_cache_precision", "kv_cache_precisions", one_of_or_none("KV-cache precision", KV_CACHE_PRECISIONS),
+         "KV-cache precision: u8, f16, f32, or none for the plugin's default.", "KV-cache precisions",
+         "--kv-cache-precision", text_default="none", annotation="str | None", choices=KV_CACHE_PRECISIONS,
+         becomes="OpenVINO's KV_CACHE_PRECISION"),
+    _generic("cores"),
+    _generic("threads"),
+    Axis("cache_size_gb", "cache_sizes_gb", whole_numbers("Scheduler cache size (GB)", 1024), "KV-cache pool of the "
+         "continuous-batching scheduler in GB (requests in flight above 1), e.g. 1,2; auto: the pipeline's.",
+         "Scheduler cache (GB)", "--cache-size", ordered=True, becomes="SchedulerConfig.cache_size"),
+    Axis("prompt_len", "prompt_lens", whole_numbers("Prompt length", 1 << 20, auto=False), "Prompt tokens per "
+         "request, e.g. 32,128.", "Prompt lengths", "--prompt-len", default=32, sweep_default=(32,), text_default="32",
+         annotation="int", ordered=True, stage="point", searched=False),
+    Axis("output_len", "output_lens", whole_numbers("Output length", 1 << 20, auto=False), "Tokens generated per "
+         "request (greedy), e.g. 16,64.", "Output lengths", "--output-len", default=32, sweep_default=(32,),
+         text_default="32", annotation="int", ordered=True, stage="point", searched=False),
+    _generic("concurrency"),
+)
+
+
+def generation_axes() -> tuple[Axis, ...]:
+    """The axes of a generation study, in the order a command lists them."""
+    return GENERATION

@@ -20,6 +20,7 @@ name) are in `demo_catalog`, a foundation that starts nothing; this module build
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -85,7 +86,8 @@ def task_demo(task: dict) -> None:
 def build_demo(name: str, out: str | Path) -> dict:
     if name == "text-encoder":
         return build_text_demo(out)
-    import os
+    if name == "text-generator":
+        return build_generator_demo(out)
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
@@ -262,5 +264,51 @@ def build_text_demo(out: str | Path) -> dict:
     build_text_encoder(out / "model.xml", vocab=vocab, hidden=64, layers=2, ffn=256)
     info = {"name": "text-encoder", "description": DEMOS["text-encoder"], "build_version": BUILD_VERSION,
             "vocab_size": vocab, "corpus_lines": len(lines)}
+    (out / "info.json").write_text(json.dumps(info, indent=2))
+    return info
+
+
+# ---- the text generator (needs the `hf` extra: torch, transformers, optimum-intel) ----
+
+GENERATOR_VOCAB = 1024
+GENERATOR_SHAPE = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "max_position_embeddings": 1024}
+
+
+def train_bpe_tokenizer(lines, vocab_size: int = GENERATOR_VOCAB):
+    """A byte-level BPE tokenizer (as GPT-2 and Llama 3 use) trained on `lines`, with <s>, </s>, <unk>."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(list(lines), trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>", "</s>", "<unk>"],
+                                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return tok
+
+
+def build_generator_demo(out: str | Path) -> dict:
+    """A tiny Llama decoder with random weights and a BPE tokenizer trained on the shipped corpus,
+    saved as a Hugging Face folder and exported by optimum-intel as an OpenVINO GenAI folder."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [line.strip() for line in demo_corpus().splitlines() if line.strip()]
+    tok = train_bpe_tokenizer(lines)
+    torch.manual_seed(0)
+    hf_dir = out / "hf"
+    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    hf_tok.save_pretrained(hf_dir)
+    cfg = LlamaConfig(vocab_size=tok.get_vocab_size(), bos_token_id=tok.token_to_id("<s>"),
+                      eos_token_id=tok.token_to_id("</s>"), tie_word_embeddings=False, **GENERATOR_SHAPE)
+    LlamaForCausalLM(cfg).eval().save_pretrained(hf_dir)
+    from wb_core.optimum_export import export_to_openvino_genai
+
+    export_to_openvino_genai(hf_dir, out)
+    (out / "prompts.txt").write_text("\n".join(sample_lines(lines, n=32)) + "\n", encoding="utf-8")
+    info = {"name": "text-generator", "description": DEMOS["text-generator"], "build_version": BUILD_VERSION,
+            "vocab_size": tok.get_vocab_size(), **GENERATOR_SHAPE}
     (out / "info.json").write_text(json.dumps(info, indent=2))
     return info

@@ -16,9 +16,11 @@ DEMOS = {
     "mobilenet-v2": "MobileNetV2 architecture, random weights (224x224x3 input, 1000 classes)",
     "text-encoder": "BERT-style 2-layer encoder, random weights, with a WordPiece tokenizer trained here "
                     "(input_ids, attention_mask, token_type_ids)",
+    "text-generator": "Llama-style 2-layer decoder, random weights, with a byte-level BPE tokenizer trained here "
+                      "(an OpenVINO GenAI folder: model, tokenizer and detokenizer IRs)",
 }
 # The file the workbench profiles, inside each demo's directory.
-MAIN_FILES = {"text-encoder": "model.xml"}
+MAIN_FILES = {"text-encoder": "model.xml", "text-generator": ""}  # "": the folder itself
 BUILD_VERSION = 1  # bump to rebuild cached demos when the recipe changes
 
 
@@ -37,6 +39,9 @@ def demo_name_of(path: str | Path) -> str | None:
 def demo_sample_text(name: str | None) -> tuple[Path, Path] | None:
     """(sample text, tokenizer) of a demo that ships text, else None: its own data, as an image
     demo's is its test split."""
+    if name == "text-generator":
+        folder = demo_dir(name)
+        return folder / "prompts.txt", folder / "tokenizer.json"
     if name != "text-encoder":
         return None
     folder = demo_dir(name)

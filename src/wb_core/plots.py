@@ -348,3 +348,29 @@ def _colours(names) -> dict:
 
 def _missing(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def generation_pareto(df: pd.DataFrame) -> go.Figure:
+    """A generation study: output tokens/s against p99 time per output token, one colour per weight
+    format; quality-failed runs drawn apart (never picked), the Pareto front joined by a line."""
+    ok = _ok(df)
+    if ok.empty or "tpot_p99_ms" not in ok:
+        return _empty("Text generation: tokens/s vs p99 TPOT")
+    ok = ok[ok["tpot_p99_ms"].notna() & ok["output_tokens_per_s"].notna()]
+    bad = guard_failed(ok)
+    good = ok[~bad]
+    fig = go.Figure()
+    for fmt, part in good.groupby("weight_format", sort=True):
+        fig.add_trace(go.Scatter(x=part["tpot_p99_ms"], y=part["output_tokens_per_s"], mode="markers", name=str(fmt),
+                                 text=[f"{r.get('variant')} c{int(r['concurrency'])} threads {r.get('threads')}"
+                                       for _, r in part.iterrows()], hoverinfo="text+x+y"))
+    if not good.empty:
+        axes = good.assign(latency_ms_p99=good["tpot_p99_ms"], throughput=good["output_tokens_per_s"])
+        front = good[pareto_mask(axes, with_accuracy=False).to_numpy()].sort_values("tpot_p99_ms")
+        fig.add_trace(go.Scatter(x=front["tpot_p99_ms"], y=front["output_tokens_per_s"], mode="lines",
+                                 name="Pareto front", line={"dash": "dot", "color": "grey"}))
+    if bad.any():
+        fig.add_trace(guard_failed_trace(ok[bad], x="tpot_p99_ms", y="output_tokens_per_s"))
+    fig.update_layout(title="Text generation: output tokens/s vs p99 time per output token",
+                      xaxis_title="p99 TPOT (ms)", yaxis_title="output tokens/s", legend_title="weight format")
+    return fig

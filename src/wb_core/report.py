@@ -105,6 +105,8 @@ def build_report(db: str | Path, study: str, constraints=None, objective: str = 
     if layer_profile is not None and (best is None or str(layer_profile.key) != str(best.get("key"))):
         layer_profile = None  # only the recommended run's own profile belongs beside its recommendation
     figures = list(plots.study_figures(df).values())
+    if "study_kind" in df.columns and (df["study_kind"] == "generation").any():
+        figures.insert(0, plots.generation_pareto(df))  # a generation study: tokens/s against p99 TPOT first
     if best is not None:
         figures.append(plots.latency_distribution(best))
     if layer_profile is not None:

@@ -7,6 +7,7 @@
 from wb_core.cli.app import app, main
 from wb_core.cli import profiling  # noqa: F401 - registers hw, demo-model, inspect, profile, results, studies
 from wb_core.cli import studies  # noqa: F401 - pipeline, train-profile
+from wb_core.cli import generation  # noqa: F401 - generate, generate-recommend, generate-export
 from wb_core.cli import analysis  # noqa: F401 - recommend, report, layers, export, serve-check, confirm
 from wb_core.cli import planning  # noqa: F401 - plan, capacity
 from wb_core.cli import fleet  # noqa: F401 - hosts, compare-hosts

@@ -23,13 +23,16 @@ def hw(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of
 
 
 @app.command("demo-model")
-def demo_model(name: str = typer.Argument(..., help="lenet-digits, mobilenet-v2 or text-encoder"),
+def demo_model(name: str = typer.Argument(..., help="lenet-digits, mobilenet-v2, text-encoder or text-generator"),
                out: Path = typer.Option(Path("."), "--out", help="Folder to write the model into.")):
     """Build (or take from the cache) a bundled demo model and write it to a folder."""
     from wb_core.api import write_demo
 
     dest = write_demo(name, out)
-    if (dest / "model.xml").exists():
+    if (dest / "openvino_tokenizer.xml").exists():
+        echo(f"Wrote {name} to {dest} (an OpenVINO GenAI folder: {dest / 'openvino_model.xml'} with its tokenizer and "
+             f"detokenizer, prompts {dest / 'prompts.txt'}, the Hugging Face original in {dest / 'hf'}).")
+    elif (dest / "model.xml").exists():
         echo(f"Wrote {name} to {dest} (OpenVINO IR {dest / 'model.xml'}, tokenizer {dest / 'tokenizer.json'}, "
                    f"sample text {dest / 'sample.txt'}).")
     else:

@@ -70,6 +70,25 @@ class _Exporters(Mapping):
 
 
 EXPORTERS: Mapping = _Exporters()
+# Text-generation studies export their pick from a results row (`render_generation(run, name)`), not
+# from a DeploymentConfig: their own table, so `all` above keeps meaning every format of a model study.
+GENERATION_FORMATS = {"ovms-llm": "wb_core.export.ovms_llm"}
+
+
+class _GenerationExporters(Mapping):
+    """Text-generation format name -> its module, loaded when first asked for."""
+
+    def __getitem__(self, name: str):
+        return importlib.import_module(GENERATION_FORMATS[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(GENERATION_FORMATS)
+
+    def __len__(self) -> int:
+        return len(GENERATION_FORMATS)
+
+
+GENERATION_EXPORTERS: Mapping = _GenerationExporters()
 
 
 def parse_formats(text: str) -> list[str]:

@@ -1,0 +1,124 @@
+"""`wb generate`, `wb generate-recommend`, `wb generate-export`: text-generation studies (thin; the work is in the API)."""
+
+from __future__ import annotations
+
+import inspect as _inspect
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from wb_core.api import generation_axes
+from wb_core.cli.app import app, echo, report_summary
+from wb_core.cli.app import fail as _fail
+
+GENERATION_TABLE = [("variant", "weights"), ("inference_precision", "prec"), ("kv_cache_precision", "kv"),
+                    ("threads", "threads"), ("cores", "cores"), ("concurrency", "in flight"), ("prompt_len", "in"),
+                    ("output_len", "out"), ("ttft_p50_ms", "TTFT p50"), ("ttft_p99_ms", "TTFT p99"),
+                    ("tpot_p50_ms", "TPOT p50"), ("tpot_p99_ms", "TPOT p99"), ("e2e_p99_ms", "latency p99"),
+                    ("output_tokens_per_s", "tokens/s"), ("requests_per_s", "req/s"), ("peak_rss_mb", "peak MB"),
+                    ("cpu_util", "CPUs busy"), ("quality_top1_agreement", "top-1"), ("accuracy_guard", "quality"),
+                    ("status", "status")]
+
+
+def generation_table(df) -> str:
+    if df.empty:
+        return "(no runs)"
+    cols = [(c, h) for c, h in GENERATION_TABLE if c in df.columns]
+    view = df[[c for c, _ in cols]].copy().astype(object)
+    for c in view.columns:
+        view[c] = [("-" if v is None or v != v else f"{v:.3g}" if isinstance(v, float) else v) for v in view[c]]
+    view.columns = [h for _, h in cols]
+    return view.to_string(index=False)
+
+
+def with_generation_axes(command):
+    """One option per axis of the generation table (its flag, default and help)."""
+    sig = _inspect.signature(command)
+    params = [p for p in sig.parameters.values() if p.kind is not _inspect.Parameter.VAR_KEYWORD]
+    for a in generation_axes():
+        params.append(_inspect.Parameter(a.spec, _inspect.Parameter.KEYWORD_ONLY, annotation=str,
+                                         default=typer.Option(a.text_default, a.flag, help=a.help)))
+    command.__signature__ = sig.replace(parameters=params)
+    return command
+
+
+@app.command("generate")
+@with_generation_axes
+def generate(
+    model: str = typer.Argument(..., help="An OpenVINO GenAI folder, a Hugging Face model folder, or text-generator."),
+    text: Optional[Path] = typer.Option(None, "--text", help="Prompt text, one per line (default: the demo's prompts)."),
+    requests: int = typer.Option(8, "--requests", help="Requests measured per point (after the warm-up)."),
+    warmup: int = typer.Option(1, "--warmup", help="Warm-up requests per request in flight, not counted."),
+    no_quality_guard: bool = typer.Option(False, "--no-quality-guard", help="Skip the check of compressed variants "
+                                          "against the uncompressed model."),
+    min_top1: Optional[float] = typer.Option(None, "--min-top1", help="Quality limit: teacher-forced top-1 agreement "
+                                             "with the uncompressed model (default 0.90)."),
+    study: Optional[str] = typer.Option(None, "--study", help="Study name (default: the model's name + -generation)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: ./wb.db)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a silent worker is given."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write the tokens/s vs p99 TPOT plot to this HTML file."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
+    **axes_given,
+):
+    """Profile text generation: TTFT, TPOT, latency and tokens/s across threads, cores, requests in flight,
+    weight compression, KV-cache and inference precision."""
+    from wb_core.api import generate_profile, load_results, plots
+
+    if timeout is not None and timeout <= 0:
+        _fail(f"--timeout must be a positive number of seconds; got {timeout:g}.")
+    if min_top1 is not None and not 0 < min_top1 <= 1:
+        _fail(f"--min-top1 takes a number above 0 and at most 1; got {min_top1:g}.")
+    summary = generate_profile(model, db=db, study=study, text=text, requests=requests, warmup=warmup,
+                               quality_guard=not no_quality_guard, min_top1=min_top1, progress=not quiet,
+                               timeout_s=timeout, return_frame=False, **axes_given)
+    df = load_results(summary.db, summary.study)
+    if not quiet:
+        echo(generation_table(df))
+    if plot:
+        plot.write_text(plots.generation_pareto(df).to_html(include_plotlyjs=True), encoding="utf-8")
+        echo(f"Wrote the plot to {plot}.")
+    report_summary(summary)
+
+
+@app.command("generate-recommend")
+def generate_recommend(
+    study: str = typer.Option(..., "--study", help="A text-generation study."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: ./wb.db)."),
+    max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="Limit on the p99 time to first token."),
+    max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="Limit on the p99 time per output token."),
+    max_latency_ms: Optional[float] = typer.Option(None, "--max-latency-ms", help="Limit on the p99 request latency."),
+    as_json: bool = typer.Option(False, "--json", help="Print the recommendation as JSON."),
+):
+    """The generation run with the most output tokens/s within the limits (quality-failed runs never)."""
+    from wb_core.api import recommend_generation
+
+    rec = recommend_generation(study, db, max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms, max_latency_ms=max_latency_ms)
+    if as_json:
+        echo(json.dumps(rec, indent=2, default=str))
+        return
+    echo(rec["text"])
+    for note in rec["notes"]:
+        echo(note)
+
+
+@app.command("generate-export")
+def generate_export(
+    study: str = typer.Option(..., "--study", help="A text-generation study."),
+    out: Path = typer.Option(..., "--out", help="Folder to write graph.pbtxt, config.json and deployment.yaml into."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: ./wb.db)."),
+    name: str = typer.Option("model", "--name", help="The servable's name in OpenVINO Model Server."),
+    max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="Limit on the p99 time to first token."),
+    max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="Limit on the p99 time per output token."),
+    max_latency_ms: Optional[float] = typer.Option(None, "--max-latency-ms", help="Limit on the p99 request latency."),
+):
+    """OpenVINO Model Server's LLM graph and config for the recommended generation run."""
+    from wb_core.api import check_output_folder, export_generation, recommend_generation
+
+    check_output_folder(out)
+    rec = recommend_generation(study, db, max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms, max_latency_ms=max_latency_ms)
+    files = export_generation(rec["best"], out, name)
+    echo(rec["text"])
+    for rel in files:
+        echo(f"Wrote {out / rel}")
