@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from wb_core.analysis.precision import MATCH, vs_fp32
+from wb_core.analysis.precision import match_columns, vs_fp32
 from wb_core.errors import Sentence, setting
+from wb_core.precisions import baseline, reduced
 
-REDUCED = ("int8", "bf16")  # the precisions a variant lowers FP32 to
 NAMED_TYPES = 3  # layer types a sentence names (the biggest losses)
 
 
@@ -39,13 +39,13 @@ def slow_pairs(df: pd.DataFrame) -> list[SlowPair]:
     if df.empty or "precision" not in df or "throughput" not in df:
         return []
     ratio = vs_fp32(df)
-    cols = [c for c in MATCH if c in df.columns]
+    cols = [c for c in match_columns() if c in df.columns]
     keyed = pd.Series(["|".join(str(v) for v in row) for row in df[cols].itertuples(index=False)], index=df.index)
     ok = df["status"].eq("ok") if "status" in df else pd.Series(True, index=df.index)
-    fp32 = df[ok & df["precision"].eq("fp32")]
+    fp32 = df[ok & df["precision"].eq(baseline())]
     twin = dict(zip(keyed[fp32.index], fp32["key"].astype(str)))
     out = []
-    for prec in REDUCED:
+    for prec in reduced():
         r = ratio[df["precision"].eq(prec)].dropna()
         r = r[r < 1.0]
         if r.empty:
