@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from wb_core.export.common import ExportResult
+from wb_core.precisions import baseline, ov_hint
 
 FORMAT = "ovms-llm"
 DESCRIPTION = "OpenVINO Model Server LLM graph: graph.pbtxt (HttpLLMCalculator) and config.json (mediapipe_config_list)"
@@ -29,7 +30,7 @@ def _quoted(text: str) -> str:
 
 
 def plugin_config(run: dict) -> dict[str, str]:
-    props = {"INFERENCE_PRECISION_HINT": "bf16" if run.get("inference_precision") == "bf16" else "f32"}
+    props = {"INFERENCE_PRECISION_HINT": ov_hint(run.get("inference_precision") or baseline())}
     if run.get("threads"):
         props["INFERENCE_NUM_THREADS"] = str(int(run["threads"]))
     if run.get("kv_cache_precision"):

@@ -19,6 +19,7 @@ from wb_core.generation import folder as gfolder
 from wb_core.generation.quality import DEFAULT_MIN_TOP1, verdict
 from wb_core.generation.spec import GenerationSpec, GenPoint
 from wb_core.paths import cache_dir
+from wb_core.precisions import precision
 from wb_core.sweep.context import LOAD_ALLOWANCE_S, SweepContext, SweepSummary
 
 DESCRIBE = "wb_core.generation.tasks:task_describe"
@@ -240,8 +241,8 @@ def run_generation(model: str | Path, spec: GenerationSpec, db: str | Path, stud
                 extra.update({f"quality_{k}": v for k, v in checks[p.variant].items()}, accuracy_guard=guard)
                 if note:
                     extra["accuracy_guard_note"] = note
-            if p.inference_precision == "bf16":
-                ok, why = hw.supports("bf16")
+            if precision(p.inference_precision).cpu_flags:
+                ok, why = hw.supports(p.inference_precision)
                 if not ok:
                     ctx.record(p, "skipped", extra, f"bf16 skipped: {why}", key=key(p))
                     continue

@@ -14,6 +14,7 @@ import shutil
 import time
 from pathlib import Path
 
+from wb_core.precisions import baseline, ov_hint
 from wb_core.proc.channel import emit
 
 MODEL_XML = "openvino_model.xml"
@@ -32,7 +33,7 @@ def _apply(task: dict) -> None:
 def plugin_properties(task: dict) -> dict:
     """The CPU plugin's properties for a point: precision always explicit (a BF16-capable CPU would
     otherwise run "fp32" as bf16), threads and KV-cache precision only when set."""
-    props = {"INFERENCE_PRECISION_HINT": "bf16" if task.get("inference_precision") == "bf16" else "f32"}
+    props = {"INFERENCE_PRECISION_HINT": ov_hint(task.get("inference_precision") or baseline())}
     if task.get("threads"):
         props["INFERENCE_NUM_THREADS"] = int(task["threads"])
     if task.get("kv_cache_precision"):
@@ -92,7 +93,8 @@ def task_describe(task: dict) -> None:
     accepted = {}
     for p in task.get("kv_cache_precisions") or []:
         try:
-            compiled = core.compile_model(model, "CPU", {"KV_CACHE_PRECISION": p, "INFERENCE_PRECISION_HINT": "f32"})
+            compiled = core.compile_model(model, "CPU",
+                                          {"KV_CACHE_PRECISION": p, "INFERENCE_PRECISION_HINT": ov_hint(baseline())})
             said = compiled.get_property("KV_CACHE_PRECISION")
             accepted[p] = said.get_type_name() if hasattr(said, "get_type_name") else str(said)
         except Exception as e:
@@ -359,7 +361,7 @@ def task_quality(task: dict) -> None:
 
     from wb_core.generation import quality
 
-    props = {"INFERENCE_PRECISION_HINT": "f32"}
+    props = {"INFERENCE_PRECISION_HINT": ov_hint(baseline())}
     ref = task["reference"]
     tok = og.Tokenizer(ref)
     prompts = prompt_ids(tok, task["lines"], int(task["prompt_len"]), int(task.get("prompts") or 4))

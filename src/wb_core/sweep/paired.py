@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from wb_core.axes import all_axes
 from wb_core.config import InputOptions, MeasureSettings, RunConfig
 from wb_core.errors import Sentence
 from wb_core.stats import DIFFERENCE, EQUIVALENT, UNDECIDED, Decision, decide, look_times
@@ -39,8 +40,15 @@ MARGIN = 0.03  # the band within which two configurations are called equivalent
 PRECISION = 0.02  # measuring goes on until the 95% interval is within this fraction too (time allowing)
 MAX_S = 30.0
 MEMORY_SHARE = 0.5  # of the memory available now, what the copies side by side may take
-# Fields that only a process of its own can set: its cores and instances, an open-loop rate, the inputs.
-PROCESS_FIELDS = ("backend", "cores", "instances", "cores_per_instance", "rate", "seq_len", "shape")
+# Point settings that still take a process of their own: an open-loop rate is measured alone, and the
+# input pool is built once per process for one shape.
+OWN_PROCESS_POINT_FIELDS = ("rate", "seq_len", "shape")
+
+
+def process_fields() -> tuple[str, ...]:
+    """The settings only a process of its own can set: the backend and the placement axes (cores,
+    instances), read from the axes table, and the point settings above."""
+    return (*(a.name for a in all_axes() if a.stage in ("backend", "placement")), *OWN_PROCESS_POINT_FIELDS)
 PAIRED, ROUNDS = "paired", "rounds"
 
 
@@ -48,7 +56,7 @@ def worker_conflict(a: RunConfig, b: RunConfig) -> str | None:
     """Why `b` cannot be measured in the same worker as `a` (None: it can)."""
     from wb_core.backends.registry import get, title
 
-    for name in PROCESS_FIELDS:
+    for name in process_fields():
         if getattr(a, name) != getattr(b, name):
             if name == "backend":
                 return f"it runs on {title(b.backend)}, not {title(a.backend)}"
