@@ -880,3 +880,19 @@ def test_numbers_beyond_the_data_or_what_a_command_can_use_are_one_sentence_with
         assert count_runs(small_store) == before
     r = wb_here("results", "--study", "s", "--db", small_store, "--outputs")
     assert r.returncode == 0 and "no INT8 or BF16 run has per-output figures" in r.stdout, r.stderr
+
+
+def test_an_image_folder_the_parent_cannot_hold_is_refused_before_an_image_is_decoded(lenet_ir, tmp_path):
+    from PIL import Image
+
+    for c in ("a", "b"):
+        (tmp_path / "images" / c).mkdir(parents=True)
+        for i in range(40):
+            Image.new("L", (2, 2)).save(tmp_path / "images" / c / f"{i}.png")
+    db = tmp_path / "r.db"
+    r = subprocess.run([sys.executable, "-c", PARENT_UNDER_A_LIMIT, "400", "profile", lenet_ir, "--data",
+                        tmp_path / "images", "--image-size", "1024", "--precision", "fp32,int8", "--db", db,
+                        *FAST_FLAGS], capture_output=True, text=True, timeout=120)
+    line = one_error_line(r)  # 80 images of 1024x1024 float32, twice: 640 MiB
+    assert "(80 images at 1024x1024) needs 640 MiB of memory to load, more than this process can take" in line, line
+    assert not db.exists()

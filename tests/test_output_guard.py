@@ -323,6 +323,21 @@ def test_a_users_decoding_fails_a_variant_whose_class_checks_pass(tmp_path, db, 
     assert row["accuracy_guard"] == "passed" and "decoded" not in row["accuracy_outputs"]
 
 
+def test_a_decoding_function_from_a_notebook_travels_by_value(tmp_path, db, fast):
+    """A lambda no other process can import is sent to the evaluating worker by value: its labels
+    agree with FP32's exactly as often as the top classes do."""
+    model, broken = _classifier(tmp_path / "cls.onnx", 0.0), _classifier(tmp_path / "cls8.onnx", 0.05)
+    x = np.random.default_rng(3).normal(size=(N, 8)).astype(np.float32)
+    np.savez(tmp_path / "data.npz", x=x)
+    ref, cand = _run(model, x, "logits"), _run(broken, x, "logits")
+    agreement = float(np.mean(ref.argmax(1) == cand.argmax(1)))
+    row, _ = _profile(model, broken, tmp_path / "data.npz", db, "lam", fast,
+                      decode=lambda out: [f"class {int(i)}" for i in out.argmax(1)])
+    decoded = [o for o in json.loads(row["accuracy_outputs"]) if o["kind"] == "decoded"][0]
+    assert decoded["figures"]["decoded_agreement"] == pytest.approx(agreement)
+    assert "<lambda>" in decoded["kind_reason"]
+
+
 def test_a_decoding_that_returns_the_wrong_count_or_fails_is_one_sentence():
     from wb_core.errors import ConfigError
     from wb_core.variants.agreement import DecodedAgreement, decode_batch

@@ -89,3 +89,21 @@ def test_real_profile_rows_name_the_slower_type_in_results_recommend_and_report(
     assert "note: INT8 ran at 0.40x the throughput of FP32" in res.output and slow_type in res.output, res.output
     html = api.build_report(db, "t")
     assert "Why a precision ran slower" in html and f"were {slow_type} (" in html
+
+
+def test_recommend_with_layers_profiles_the_pair_stores_both_and_says_why(lenet_ir, tmp_path):
+    """`wb recommend --layers` measures the two runs' layer profiles in workers (none stored before),
+    keeps them with the runs, and says the sentence from them; without the flag it only points there."""
+    fp32_run, int8_run = run(precision="fp32", thr=1000.0), run(precision="int8", thr=500.0)
+    db = tmp_path / "m.db"
+    make_study_db(db, [fp32_run, int8_run], model_path=str(lenet_ir),
+                  inputs=[{"name": "image", "shape": [-1, 28, 28, 1], "dtype": "float32"}])
+    res = CliRunner().invoke(app, ["recommend", "--study", "t", "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    assert "profile both runs (--layers)" in res.output, res.output
+    assert api.stored_layer_profile(db, "t", int8_run["key"]) is None
+    res = CliRunner().invoke(app, ["recommend", "--study", "t", "--db", str(db), "--layers"])
+    assert res.exit_code == 0, res.output
+    assert "note: INT8 ran at 0.50x the throughput of FP32" in res.output and "its layers took" in res.output
+    for key in (fp32_run["key"], int8_run["key"]):
+        assert not api.stored_layer_profile(db, "t", key).layers.empty

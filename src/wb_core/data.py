@@ -527,6 +527,10 @@ def load_image_folder(root: Path, opts: ImageOptions, input_shape: tuple[int, ..
         where = f"its {len(classes)} class subfolders" if classes else "it has no class subfolders"
         raise ConfigError(f"Image folder '{root}' holds no images ({where}); expected one subfolder of images per class.")
     layout, size, channels = _image_geometry(opts, input_shape)
+    if size:  # float32 pixels, held once as images and once stacked: refused before a file is decoded
+        n = min(len(files), MAX_SAMPLES)
+        check_parent_memory(2 * n * size[0] * size[1] * (channels or 3) * 4,
+                            f"Image folder '{root}' ({n} images at {size[0]}x{size[1]})")
     scale, offset = SCALES[opts.scale]
     xs = []
     for f, _ in files[:MAX_SAMPLES]:
