@@ -47,6 +47,7 @@ PAIRED_ROUND_S = 8.0  # side-by-side measuring a confirmation plans for each rou
 CONFIRM_OVERRUN = 0.1  # of the budget: how far the confirmation may run past it
 PRECISION_ORDER = ("int8", "bf16", "fp32")  # the variants, in the order they are measured
 PROBE_HINT = "throughput"
+TF_FORMATS = ("savedmodel", "keras")  # model formats whose confirmation holds TensorFlow's default
 
 
 @dataclasses.dataclass
@@ -92,7 +93,7 @@ def _tf_fresh(cost: float, fmt: str, rounds: int, configs: int) -> float:
     """Seconds of the fresh rounds a TensorFlow model's default needs beside the pick (it cannot share
     the pick's worker): `rounds` of the two, with TensorFlow's import each. A confirmation smaller
     than the full one leaves that default out first (`analysis.confirm.smaller`), so it has none."""
-    tf = fmt in ("savedmodel", "keras") and configs >= CONFIRM_CONFIGS
+    tf = fmt in TF_FORMATS and configs >= CONFIRM_CONFIGS
     return rounds * (2 * cost + TF_START_S) if tf else 0.0
 
 
@@ -478,7 +479,8 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         conf = confirm_study(study, db, rounds=rounds, settings=settings, progress=progress,
                              allow_unmeasured_accuracy=False, max_configs=n_configs, remeasure_busy=retry,
                              max_s=paired_confirm_time(left(), cost, fmt, rounds, n_configs),
-                             until=max(t0 + budget, time.monotonic() + confirm_cost(cost, fmt, 2, MIN_CONFIRM_CONFIGS)))
+                             until=max(t0 + budget, time.monotonic() + confirm_cost(cost, fmt, 2, MIN_CONFIRM_CONFIGS)),
+                             side_by_side_only=fmt in TF_FORMATS and _tf_fresh(cost, fmt, rounds, n_configs) == 0)
         if conf.get("busy") and not retry:
             notes.append(f"The confirmation's busy rounds ({', '.join(conf['busy'])}) were not measured again: no "
                          f"time left in the budget.")
