@@ -103,9 +103,9 @@ def test_each_variant_is_first_measured_under_the_throughput_hint_at_two_batch_s
     (180, 12.0, "onnx", (64.8, 108.0, 72.0, 6, 5)),
     # Side by side, the round cost does not count: the same plan at 4 s a round.
     (180, 4.0, "onnx", (64.8, 108.0, 72.0, 6, 5)),
-    # A TensorFlow model adds its default in fresh rounds beside the pick, 2 x 12 s and a 5 s import
-    # each: 7.5 + 3 x 8 + 3 x 29 = 118.5 s within 40% of 300 s (120 s); 4 rounds (155.5 s) are not.
-    (300, 12.0, "keras", (108.0, 180.0, 120.0, 6, 3)),
+    # A TensorFlow model: its default cannot share the pick's worker and is left out for time, so
+    # the same side-by-side plan: 40% of 300 s is 120 s, and 5 rounds (47.5 s) are the most.
+    (300, 12.0, "keras", (108.0, 180.0, 120.0, 6, 5)),
     # 40% of 100 s is 40 s: 7.5 + 4 x 8 = 39.5 s fits, 5 rounds (47.5 s) do not.
     (100, 12.0, "onnx", (36.0, 60.0, 40.0, 6, 4)),
     # 40% of 45 s is 18 s, less than the smallest (1.5 + 3 + 2 x 8 = 20.5 s), which is within half
@@ -131,11 +131,7 @@ def test_the_time_plan_keeps_the_confirmations_share_from_the_start(budget, cost
     (20.4, 12, "onnx", None),       # not even the smallest
     (47.5, 10, "onnx", (6, 5)),     # the most rounds
     (1000, 1, "onnx", (6, 5)),      # never more than 5 rounds
-    # A SavedModel: the TensorFlow default's fresh rounds (2 x (2 x 12 + 5) = 58 s) beside the pick in
-    # the full confirmation; a smaller one leaves that default out first (1.5 + 5 + 5 x 8 = 46.5 s).
-    (81.5, 12, "savedmodel", (6, 2)),
-    (81.4, 12, "savedmodel", (5, 5)),
-    (46.4, 12, "savedmodel", (5, 4)),
+    (23.5, 12, "savedmodel", (6, 2)),  # the same for a SavedModel: its TensorFlow default is left out
 ])
 def test_a_confirmation_that_does_not_fit_is_planned_smaller(seconds, cost, fmt, want):
     from wb_core.tune import plan_confirmation
@@ -143,14 +139,12 @@ def test_a_confirmation_that_does_not_fit_is_planned_smaller(seconds, cost, fmt,
     assert plan_confirmation(seconds, cost, fmt) == want
 
 
-def test_the_side_by_side_time_is_what_is_left_after_the_start_and_fresh_rounds():
+def test_the_side_by_side_time_is_what_is_left_after_the_start():
     from wb_core.tune import paired_confirm_time
 
     # The worker's loads come out of its own time (it measures less when loading took longer).
-    assert paired_confirm_time(60, 12, "onnx", 2, 6) == pytest.approx(60 - 1.5)
-    assert paired_confirm_time(100, 12, "keras", 2, 6) == pytest.approx(100 - 1.5 - 2 * (2 * 12 + 5))
-    assert paired_confirm_time(100, 12, "keras", 2, 3) == pytest.approx(100 - 1.5)  # no TensorFlow default
-    assert paired_confirm_time(1, 12, "onnx", 2, 6) == 3.0  # never less than a few seconds
+    assert paired_confirm_time(60) == pytest.approx(60 - 1.5)
+    assert paired_confirm_time(1) == 3.0  # never less than a few seconds
 
 
 def test_a_smaller_confirmation_leaves_out_the_runner_up_then_the_defaults_the_objective_does_not_favour():

@@ -14,9 +14,10 @@ The plan (`plan_variants`, `plan_time`) looks where the gain usually is first:
 4. Recommend (ties settled by those rounds; accuracy measured when data is at hand).
 5. Confirm against the runtime's real defaults, with both ratios: what the variant buys and what
    tuning buys, side by side in one worker (until the stopping rule decides every ratio against
-   +-3%, each interval within +-2%, or the time kept is spent), a TensorFlow default in fresh
-   rounds beside the pick. Its share of the budget is kept from the start; when the full
-   confirmation does not fit it, a smaller one (fewer configurations, less time) runs instead.
+   +-3%, each interval within +-2%, or the time kept is spent); a default that cannot share that
+   worker (TensorFlow's) is left out for time, and named. Its share of the budget is kept from the
+   start; when the full confirmation does not fit it, a smaller one (fewer configurations, less
+   time) runs instead.
 6. Export the recommendation as YAML, and say the answer in words, naming every variant that was
    not measured and why.
 """
@@ -35,7 +36,6 @@ from wb_core.config import MeasureSettings, RunConfig, SweepSpec, available_cpus
 from wb_core.errors import ConfigError, Sentence, joined, setting
 
 WORKER_START_S = 1.5  # an OpenVINO worker's start, model load and compile, on a small model
-TF_START_S = 5.0  # a TensorFlow worker's import
 DEFAULT_SEQ_LEN = 128  # a text model's length when none is given
 CONFIRM_SHARE = 0.4  # of the budget, kept for the confirmation from the start
 SEARCH_SHARE = 0.6  # of the rest: the variants and the search; the leaders' rounds get the remainder
@@ -88,26 +88,19 @@ def round_cost(settings: MeasureSettings, fmt: str) -> float:
     return WORKER_START_S + settings.warmup_s + settings.max_time_s
 
 
-def _tf_fresh(cost: float, fmt: str, rounds: int, configs: int) -> float:
-    """Seconds of the fresh rounds a TensorFlow model's default needs beside the pick (it cannot share
-    the pick's worker): `rounds` of the two, with TensorFlow's import each. A confirmation smaller
-    than the full one leaves that default out first (`analysis.confirm.smaller`), so it has none."""
-    tf = fmt in ("savedmodel", "keras") and configs >= CONFIRM_CONFIGS
-    return rounds * (2 * cost + TF_START_S) if tf else 0.0
-
-
 def confirm_cost(cost: float, fmt: str, rounds: int = 2, configs: int = CONFIRM_CONFIGS) -> float:
     """Seconds a confirmation takes: one worker loading `configs` configurations side by side
     (LOAD_S each) and measuring them for `rounds` x PAIRED_ROUND_S (the stopping rule often ends it
-    sooner), and a TensorFlow model's default in fresh rounds beside the pick (`_tf_fresh`)."""
-    return WORKER_START_S + configs * LOAD_S + rounds * PAIRED_ROUND_S + _tf_fresh(cost, fmt, rounds, configs)
+    sooner). A default that cannot share the pick's worker (TensorFlow's, for a TensorFlow model) is
+    left out of tune's confirmation for time: fresh rounds of it would cost more than the rest, and
+    give a far wider interval."""
+    return WORKER_START_S + configs * LOAD_S + rounds * PAIRED_ROUND_S
 
 
-def paired_confirm_time(left: float, cost: float, fmt: str, rounds: int, configs: int) -> float:
+def paired_confirm_time(left: float) -> float:
     """Seconds the confirmation's side-by-side worker may take, its loads included: what is left, less
-    the worker's start and a TensorFlow default's fresh rounds (the stopping rule usually ends it
-    sooner)."""
-    return max(3.0, left - WORKER_START_S - _tf_fresh(cost, fmt, rounds, configs))
+    the worker's start (the stopping rule usually ends it sooner)."""
+    return max(3.0, left - WORKER_START_S)
 
 
 def confirm_fits(left: float, needed: float, budget: float) -> bool:
@@ -477,8 +470,9 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         retry = _busy_retry_fits(left(), cost, fmt, rounds, n_configs, budget)
         conf = confirm_study(study, db, rounds=rounds, settings=settings, progress=progress,
                              allow_unmeasured_accuracy=False, max_configs=n_configs, remeasure_busy=retry,
-                             max_s=paired_confirm_time(left(), cost, fmt, rounds, n_configs),
-                             until=max(t0 + budget, time.monotonic() + confirm_cost(cost, fmt, 2, MIN_CONFIRM_CONFIGS)))
+                             max_s=paired_confirm_time(left()),
+                             until=max(t0 + budget, time.monotonic() + confirm_cost(cost, fmt, 2, MIN_CONFIRM_CONFIGS)),
+                             side_by_side_only=True)
         if conf.get("busy") and not retry:
             notes.append(f"The confirmation's busy rounds ({', '.join(conf['busy'])}) were not measured again: no "
                          f"time left in the budget.")

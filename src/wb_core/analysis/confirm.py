@@ -117,7 +117,8 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
                   settings: MeasureSettings | None = None, allow_unmeasured_accuracy: bool = False,
                   model=None, progress: bool = False, precision_options=None, seq_len: int | None = None,
                   max_configs: int | None = None, remeasure_busy: bool = True, design: str = "auto",
-                  max_s: float | None = None, margin: float | None = None, until: float | None = None) -> dict:
+                  max_s: float | None = None, margin: float | None = None, until: float | None = None,
+                  side_by_side_only: bool = False) -> dict:
     """See `wb_core.api.confirm`. `max_configs` plans a smaller confirmation (`smaller`);
     `remeasure_busy` measures the rounds stored as busy once more before the verdict (else the
     verdict says they were not). `design`: "auto" measures the pick side by side in one worker with
@@ -125,7 +126,8 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
     "paired" the same; "rounds" fresh rounds for all. `max_s`: seconds the side-by-side worker may
     take, its loads included; `margin`: its equivalence band (0.03: +-3%); `until`: a
     time.monotonic() by which the whole confirmation should end (the fresh rounds run first, the
-    side-by-side worker takes what is left)."""
+    side-by-side worker takes what is left); `side_by_side_only`: the defaults that cannot share the
+    pick's worker are left out for time (the verdict names them)."""
     from wb_core.analysis.recommend import recommend, with_efficiency
     from wb_core.backends.registry import backend_formats, names
     from wb_core.store import Store, load_results
@@ -162,6 +164,12 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
     if hinted is not None:
         configs[SAME_VARIANT] = hinted
     configs, left_out = smaller(configs, set(defaults), objective, max_configs)
+    if side_by_side_only:  # for time: what would need fresh rounds of its own is left out
+        from wb_core.sweep.paired import worker_conflict
+
+        for label in [k for k, c in configs.items() if k in defaults and worker_conflict(configs["tuned"], c)]:
+            configs.pop(label)
+            left_out.append(label)
     spec = info.get("spec") or {}
     stored = spec.get("settings") or {}
     if settings is None:
