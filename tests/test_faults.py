@@ -12,7 +12,7 @@ from dataclasses import replace
 import psutil
 import pytest
 
-from wb_core.config import SweepSpec
+from wb_core.config import RunConfig, SweepSpec
 from wb_core.errors import StoreError
 from wb_core.store import Store, load_results
 from wb_core.sweep.local import run_sweep
@@ -44,10 +44,13 @@ def _measuring_worker(db, min_age=1.0, timeout=120):
 
 
 def _sweep_with(action, lenet_ir, db, settings, **kw):
-    spec = SweepSpec(threads="1,2", batch_sizes="1")
+    # Two points in two workers: threads alone would share one (a compile property), so the second
+    # point is pinned to a core as well, which needs a process of its own.
+    configs = [RunConfig(backend="openvino", threads=1, batch_size=1),
+               RunConfig(backend="openvino", threads=2, batch_size=1, cores=(0,))]
     t = threading.Thread(target=lambda: action(_measuring_worker(db)), daemon=True)
     t.start()
-    summary = run_sweep(lenet_ir, spec, db, "f", settings=settings, **kw)
+    summary = run_sweep(lenet_ir, SweepSpec(), db, "f", settings=settings, configs=configs, **kw)
     t.join()
     return summary, load_results(db, "f").set_index("threads")
 
