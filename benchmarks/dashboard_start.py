@@ -145,7 +145,7 @@ def main() -> None:
                 ["database", "HTTP answer", "Model controls visible", "tabs usable", "dashboard() alone",
                  "tabs usable (range)"], rows,
                 notes=[f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; chromium headless; "
-                       "tabs usable = Explore and Export opened and back to Model."])
+                       "tabs usable = Explore and Export opened and back to Start."])
 
 
 if __name__ == "__main__":
