@@ -3,7 +3,7 @@
     python benchmarks/dashboard_start.py [--repeats 2] [--db wb.db]
 
 For a fresh database and for one holding a small study (or `--db`), each row times, from the
-moment `wb dashboard` starts: the first HTTP answer, the Model tab's controls visible in the
+moment `wb dashboard` starts: the first HTTP answer, the Start tab's model controls visible in the
 browser ("Use this model" on screen), and the tabs responding (Explore then Export opened and
 their panels on screen). A separate column times the dashboard notebook's code alone in a fresh
 Python process (imports and panel construction, what the Voila kernel does before the page shows
@@ -104,7 +104,7 @@ def page_times(browser, db: Path, workdir: Path) -> tuple[float, float, float]:
         for tab, panel in (("Explore", ".wb-explore-panel"), ("Export", ".wb-export-panel")):
             page.get_by_role("tab", name=tab, exact=True).click()
             page.locator(panel).wait_for(state="visible")
-        page.get_by_role("tab", name="Model", exact=True).click()
+        page.get_by_role("tab", name="Start", exact=True).click()
         page.get_by_role("button", name="Use this model").wait_for(state="visible")
         tabs = time.perf_counter() - t0
         page.close()
@@ -145,7 +145,7 @@ def main() -> None:
                 ["database", "HTTP answer", "Model controls visible", "tabs usable", "dashboard() alone",
                  "tabs usable (range)"], rows,
                 notes=[f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; chromium headless; "
-                       "tabs usable = Explore and Export opened and back to Model."])
+                       "tabs usable = Explore and Export opened and back to Start."])
 
 
 if __name__ == "__main__":

@@ -104,7 +104,8 @@ def test_model_panel_shows_inline_errors_and_keeps_working(tmp_path, lenet_ir):
     assert "Ready" in panel.messages.text.value
     assert session.model_path == str(lenet_ir)
     assert "image" in panel.model_info.value
-    assert "Family" in panel.model_info.value and "cnn" in panel.model_info.value  # LeNet's convolutions
+    assert "Family" in panel.model_info.value and "CNN (convolutional)" in panel.model_info.value  # LeNet's convolutions
+    assert "OpenVINO IR" in panel.model_info.value and ">openvino<" not in panel.model_info.value  # the format in words
 
 
 def test_model_panel_reads_in_the_background_with_progress(tmp_path, lenet_ir):

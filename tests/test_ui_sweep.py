@@ -479,3 +479,18 @@ def test_the_sweep_says_how_many_points_and_about_how_long_before_run(tmp_path):
     panel.batch.value = "1"
     panel.study.value = "est"
     assert "1 point to measure (1 stored already)" in panel.estimate.value
+
+
+def test_after_a_sweep_the_estimate_says_what_is_left(tmp_path, lenet_ir, fast):
+    from wb_core.ui.state import DashboardState
+    from wb_core.ui.sweep_panel import SweepPanel
+
+    session = DashboardState(tmp_path / "left.db")
+    session.model_path = str(lenet_ir)
+    panel = SweepPanel(session)
+    panel.study.value = "left"
+    panel.batch.value, panel.threads.value, panel.cores.value, panel.max_time.value = "1", "1", "none", 0.3
+    assert "1 point to measure" in panel.estimate.value
+    panel.run.click()
+    panel._thread.join(120)
+    assert "The one point of this sweep is stored already" in panel.estimate.value, panel.messages.text.value

@@ -651,8 +651,10 @@ def _interval(run: dict) -> str:
 def _answer(path, final: dict, rec, conf, export_path, elapsed: float, budget: float,
             outcomes: dict | None = None) -> str:
     from wb_core.analysis.recommend import run_label
+    from wb_core.demo_catalog import default_study_name
 
-    text = (f"For {path.name} on this CPU, run {run_label(final)}: {final['throughput']:,.0f} samples/s"
+    # The model by its name: a demo's, or the folder above a generic file name (`saved_model`, `1`).
+    text = (f"For {default_study_name(path)} on this CPU, run {run_label(final)}: {final['throughput']:,.0f} samples/s"
             f"{_interval(final)}, p99 {final['latency_ms_p99']:.3g} ms.")
     if conf:
         text += " " + conf["verdict"]

@@ -39,7 +39,8 @@ class SweepPreview:
         """"12 points to measure (4 stored already), about 2 minutes." """
         n = self.remaining
         if n == 0:
-            return f"All {self.total} point{'s' if self.total != 1 else ''} of this sweep are stored already."
+            return ("The one point of this sweep is stored already." if self.total == 1 else
+                    f"All {self.total} points of this sweep are stored already.")
         s = self.estimated_s(seconds_per_point, warmup_s)
         took = f"about {max(1, round(s / 60))} minute{'s' if round(s / 60) > 1 else ''}" if s >= 90 else \
             f"about {max(5, 5 * round(s / 5)):.0f} seconds"

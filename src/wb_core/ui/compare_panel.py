@@ -55,7 +55,9 @@ def layer_figure(diff, name_a: str, name_b: str, top: int = 12):
 
     t = diff.by_type.head(top)
     unit = "ms per sample" if diff.per_sample else "ms per inference"
-    traces = [go.Bar(x=list(t["type"]), y=list(t[col]), name=name, text=list(t[prec]),
+    from wb_core.api import executed_words
+
+    traces = [go.Bar(x=list(t["type"]), y=list(t[col]), name=name, text=[executed_words(p) for p in t[prec]],
                      hovertemplate="%{x}: %{y:.4f} " + unit + ", executed in %{text}<extra>" + name + "</extra>")
               for col, prec, name in (("time_a_ms", "precisions_a", name_a), ("time_b_ms", "precisions_b", name_b))]
     return go.Figure(data=traces, layout=go.Layout(
@@ -200,8 +202,18 @@ class ComparePanel(w.VBox):
         names = "".join(f"<li><b>Run {i + 1}</b>: {html.escape(run_name(r))}"
                         f"{html.escape(f' (best of study {r.study})') if 'study' in differing else ''}"
                         f"{' (the baseline)' if i == 0 else ''}</li>" for i, (_, r) in enumerate(frame.iterrows()))
+        from wb_core.api import backend_title, executed_words
+
+        shown = frame.copy()  # runtimes and precisions by their names, not the store's codes
+        if "backend" in shown.columns:
+            shown["backend"] = shown["backend"].astype(str).map(backend_title)
+        for c in ("precision", "executed_precision"):
+            if c in shown.columns:
+                shown[c] = shown[c].map(lambda v: executed_words(v) if isinstance(v, str) else v)
+        if "cores" in shown.columns:
+            shown["cores"] = shown["cores"].map(lambda v: "not pinned" if str(v) in ("none", "None", "") else v)
         self.table.value = (f"<ul class='wb-compare-names'>{names}</ul>"
-                            "<div style='overflow-x:auto'>" + results_table(frame, cols, highlight=differing) + "</div>"
+                            "<div style='overflow-x:auto'>" + results_table(shown, cols, highlight=differing) + "</div>"
                             + ("<div class='wb-caption'>Highlighted: the settings that differ "
                                f"({words}).</div>" if differing else
                                "<div class='wb-caption'>These runs have the same settings.</div>"))

@@ -14,7 +14,7 @@ import ipywidgets as w
 
 from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, section, with_help
-from wb_core.ui.words import results_table, rounded, run_name
+from wb_core.ui.words import executed_words, results_table, rounded, run_name
 
 TOP_TYPES = 12  # layer types in the bar chart
 TOP_LAYERS = 15  # layers in the table of the slowest
@@ -69,7 +69,7 @@ def type_figure(profile, top: int = TOP_TYPES):
     traces = []
     for prec in sorted(t["precisions"].unique()):
         part = t[t["precisions"] == prec]
-        traces.append(go.Bar(y=list(part["type"]), x=list(part["time_ms"]), orientation="h", name=prec,
+        traces.append(go.Bar(y=list(part["type"]), x=list(part["time_ms"]), orientation="h", name=executed_words(prec),
                              customdata=list(zip(part["layers"], part["share_pct"])),
                              hovertemplate="%{y}: %{x:.4f} ms in %{customdata[0]} layers "
                                            "(%{customdata[1]:.1f}%)<extra></extra>"))
@@ -201,7 +201,7 @@ class LayersPanel(w.VBox):
                     f"time between layers that the sweep's closed-loop throughput includes) "
                     f"({total:.3g} ms for all layers; the mean of {profile.iterations} inferences at batch "
                     f"{profile.batch_size}). The colour says which precision those layers executed in: a layer "
-                    f"type that stays f32 in an INT8 or BF16 run did not get the faster kernels."),
+                    f"type that stays FP32 in an INT8 or BF16 run did not get the faster kernels."),
             section(f"The {len(layers)} slowest layers"),
             w.HTML(results_table(layers, ["name", "type", "executed_precision", "exec_type", "time_ms",
                                           "share_pct"])),

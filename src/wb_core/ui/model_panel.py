@@ -41,8 +41,20 @@ def hardware_html() -> str:
 
 
 def inputs_html(info) -> str:
-    """A model's description (`inspect_model`) as label/value rows."""
-    return key_values(info.facts())
+    """A model's description (`inspect_model`) as label/value rows, formats and families by their names."""
+    from wb_core.api import format_title
+
+    families = {"cnn": "CNN (convolutional)", "transformer": "Transformer"}
+
+    def shown(label: str, value: str) -> str:
+        if label == "Format":
+            return format_title(value)
+        if label == "Family":
+            word, _, rest = value.partition(" ")
+            return f"{families.get(word, word)} {rest}".strip()
+        return value
+
+    return key_values([(label, shown(label, str(value))) for label, value in info.facts()])
 
 
 class ModelPanel(w.VBox):

@@ -237,6 +237,8 @@ class StartPanel(w.VBox):
                           export_dir=self._export_dir(model), on_progress=self._on_progress, cancel=self._cancel,
                           **data)
             self.session.measuring = ""
+            ticking.set()
+            ticker.join(2 * TICK_S)  # its last tick must not overwrite how long the tune took
             self._show(result)
         except WorkbenchError as e:  # one sentence, next to the control it is about
             (self.budget_messages if getattr(e, "field", None) == "time_budget" else self.messages).error(e)

@@ -619,6 +619,7 @@ class SweepPanel(w.VBox):
                 self.session.refresh()
                 self._redraw()
                 self.refresh_studies()
+                self.update_estimate()  # what is left to measure now
             except Exception as e:
                 self.messages.error(e)
             finally:  # the thread's very last work: Run comes back only now
