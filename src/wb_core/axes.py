@@ -79,11 +79,12 @@ GENERIC: tuple[Axis, ...] = (
     Axis("seq_len", "seq_lens", whole_numbers("Sequence length", 10**7), "Sequence lengths: sizes of the dynamic "
          "non-batch dimensions, e.g. 32,128,384 (one sweep axis).", "Sequence lengths", "--dynamic-size",
          generated_option=False, text_default="", ordered=True, stage="point", every_backend=True, searched=False,
-         in_name="length {value}", roles=("compare", "name"), header="Sequence length"),  # the workload, not the deployment
+         in_name="length {value}", roles=("compare", "name"), header="Sequence length",
+         name_rank=2),  # the workload first: what was measured, then how  # the workload, not the deployment
     Axis("shape", "shapes", _shapes, "Input shapes as a sweep axis, each NAME=1x3x224x224 (several inputs joined by "
          "';'), e.g. image=1x3x224x224 and image=1x3x320x320.", "Shape", "--shape", generated_option=False,
          text_default="", annotation="str | None", stage="point", every_backend=True, searched=False,
-         roles=("compare",), header="Input shape"),
+         roles=("compare",), header="Input shape", name_rank=3),
     Axis("batch_size", "batch_sizes", whole_numbers("Batch size", MAX_BATCH, auto=False), "Batch sizes, e.g. "
          "1,8,32.", "Batch sizes", "--batch", default=1, sweep_default=(1,), text_default="1", annotation="int",
          ordered=True, stage="point", every_backend=True, in_name="batch {value}", name_rank=10, header="Batch"),
