@@ -446,7 +446,7 @@ API_VERBS = {
     # share
     "export", "render", "deployment_for_study", "with_capacity", "export_formats", "model_files", "zip_bundle",
     "write_report", "build_report", "host_type_bars", "host_type_scatter", "plots", "pipeline_plots",
-    "training_plots", "export_generation",
+    "training_plots", "export_generation", "is_generation_study", "generation_run",
     # write what a face keeps with a study
     "save_study_settings", "save_layer_profile",
     # demos and example inputs
@@ -469,7 +469,7 @@ API_FACE_HELPERS = {
     "check_plan_inputs",
     "check_output_file", "check_output_folder", "check_database", "describe_data_source", "describe_text_source",
     "parse_number", "parse_ci_target", "parse_seq_lens", "parse_shape_axis", "parse_formats", "parse_prices",
-    "load_spec_file", "field_help", "available_cpus", "oversubscription_warnings", "parse_time",
+    "load_spec_file", "field_help", "available_cpus", "oversubscription_warnings", "parse_time", "parse_generation_formats",
     # whether a run may be exported or reported, and why not (every face asks the same rule)
     "unfit_reason", "export_caution", "pickable", "format_title", "guard_failed_runs",
     # whether a figure lies within another's measured interval (a face claims noise only then)

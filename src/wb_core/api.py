@@ -67,7 +67,7 @@ _REEXPORTS = {
     "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes", "word_for_cli": "wb_core.axes",
     "word_for_dashboard": "wb_core.axes", "with_role": "wb_core.axes", "pipeline_axes": "wb_core.pipeline.study",
     "PRECISIONS": "wb_core.precisions", "within_p99": "wb_core.limits", "guard_failed_runs": "wb_core.variants.guard",
-    "generation_axes": "wb_core.axes",
+    "generation_axes": "wb_core.axes", "parse_generation_formats": "wb_core.export.formats",
     # demos
     "DEMOS": "wb_core.demo_catalog", "write_demo": "wb_core.demo", "ensure_demo": "wb_core.demo",
     # analysis
@@ -809,6 +809,22 @@ def recommend_generation(study: str, db: str | Path | None = None, *, max_ttft_m
                 max_latency_ms=max_latency_ms)
 
 
+def is_generation_study(study: str, db: str | Path | None = None) -> bool:
+    """Whether a stored study measured text generation (so recommend and export take its own path)."""
+    from wb_core.analysis.generation import is_generation_study as _is
+    from wb_core.store import load_results as _load
+
+    return _is(_load(db or default_db(), study), study_info(study, db))
+
+
+def generation_run(study: str, key: str, db: str | Path | None = None) -> dict:
+    """A generation study's run `key` (or a unique prefix) as a results row; quality-failed runs are refused."""
+    from wb_core.analysis.generation import generation_run as _run
+    from wb_core.store import load_results as _load
+
+    return _run(_load(db or default_db(), study), key)
+
+
 def generation_quality(reference: str | Path, candidate: str | Path, text=None, prompt_len: int = 32,
                        output_len: int = 16, prompts: int = 4) -> dict:
     """A candidate GenAI folder against a reference one on the prompts: greedy agreement, first
@@ -858,6 +874,7 @@ __all__ = sorted([
     "tune", "confirm", "compare_configs", "default_configs",
     "stored_runs", "point_row", "study_record", "save_study_settings", "save_layer_profile", "check_database",
     "export_formats", "convert_to_ir", "cluster_hosts", "precision_losses",
-    "generate_profile", "recommend_generation", "generation_quality", "export_generation",
+    "generate_profile", "recommend_generation", "generation_quality", "export_generation", "is_generation_study",
+    "generation_run",
     *_REEXPORTS, *_MODULES,
 ])

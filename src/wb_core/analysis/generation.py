@@ -41,3 +41,28 @@ def recommend_generation(df: pd.DataFrame, *, max_ttft_ms: float | None = None, 
             f"{best['output_tokens_per_s']:,.0f} output tokens/s, p99 TTFT {best['ttft_p99_ms']:.3g} ms, "
             f"p99 TPOT {best['tpot_p99_ms']:.3g} ms.")
     return {"best": best.to_dict(), "text": text, "notes": notes, "runners_up": ranked.iloc[1:4].to_dict("records")}
+
+
+def is_generation_study(df: pd.DataFrame | None, record: dict | None = None) -> bool:
+    """Whether a study measured text generation: its record says so, or its rows do."""
+    spec = (record or {}).get("spec") or {}
+    if isinstance(spec, dict) and spec.get("kind") == "generation":
+        return True
+    return df is not None and "study_kind" in df.columns and bool((df["study_kind"] == "generation").any())
+
+
+def generation_run(df: pd.DataFrame, key: str) -> dict:
+    """Run `key` (or a unique prefix) of a generation study, to export; a quality-failed run is refused,
+    as a recommendation leaves it out."""
+    from wb_core.errors import ConfigError
+    from wb_core.variants.guard import guard_failed_runs
+
+    ok = df[df["status"] == "ok"] if df is not None and not df.empty else pd.DataFrame()
+    found = ok[ok["key"].astype(str).str.startswith(str(key))] if not ok.empty else ok
+    if len(found) != 1:
+        raise ConfigError(f"Run '{key}' names {'no' if found.empty else 'more than one'} successful run of the study; "
+                          "see `wb results --study ...` for the keys.")
+    if bool(guard_failed_runs(found).iloc[0]):
+        raise ConfigError(f"Run '{found.iloc[0]['key']}' failed the quality guard against the uncompressed model "
+                          "and is not exported; choose another run or --best.")
+    return found.iloc[0].to_dict()

@@ -10,6 +10,7 @@ import typer
 from wb_core.api import FORMATS
 from wb_core.cli.app import app, echo, number, said
 from wb_core.cli.app import fail as _fail
+from wb_core.cli.generation import MAX_LATENCY, MAX_TPOT, MAX_TTFT, export_generation_study, say_generation_recommendation
 
 OBJECTIVE_HELP = "throughput, latency or throughput_per_core."
 
@@ -43,6 +44,24 @@ def _check_top(top: int, what: str) -> None:
         _fail(f"--top (the {what} to list) must be a whole number from 0 to {MAX_TOP:,}; got {top}.")
 
 
+GENERATION_LIMITS = "--max-ttft-ms, --max-tpot-ms or --max-latency-ms"
+
+
+def _generation(study, db, model_only: dict, max_ttft_ms, max_tpot_ms, max_latency_ms) -> bool:
+    """Whether `study` measured text generation; a limit of the other kind of study is refused in one sentence."""
+    from wb_core.api import ConfigError, is_generation_study
+
+    generation = is_generation_study(study, _db(db))
+    given = [flag for flag, v in model_only.items() if v is not None]
+    if generation and given:
+        raise ConfigError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to a model study; study "
+                          f"'{study}' measured text generation, whose limits are {GENERATION_LIMITS}.")
+    if not generation and any(v is not None for v in (max_ttft_ms, max_tpot_ms, max_latency_ms)):
+        raise ConfigError(f"{GENERATION_LIMITS} limit a text-generation study; study '{study}' measured a model, "
+                          "whose latency limit is --max-p99-ms.")
+    return generation
+
+
 @app.command()
 def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.Option(None, "--db"),
               max_p99_ms: Optional[float] = MAX_P99, max_accuracy_drop: Optional[float] = MAX_DROP,
@@ -55,12 +74,21 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
                                                     "(default: one recommendation per length swept)."),
               layers: bool = typer.Option(False, "--layers", help="Say why a lower precision ran slower than FP32 "
                                           "from the layer profiles of both runs, profiling those not stored yet "
-                                          "(OpenVINO runs; a few seconds each).")):
-    """Pick the best run under constraints and say why it won."""
+                                          "(OpenVINO runs; a few seconds each)."),
+              max_ttft_ms: Optional[float] = MAX_TTFT, max_tpot_ms: Optional[float] = MAX_TPOT,
+              max_latency_ms: Optional[float] = MAX_LATENCY):
+    """Pick the best run under constraints and say why it won (a text-generation study: the most output
+    tokens/s within the TTFT, TPOT and latency limits)."""
     from wb_core.api import precision_losses, results, run_label, study_info
     from wb_core.api import recommend as _recommend
 
     _check_top(top, "runners-up")
+    model_only = {"--max-p99-ms": max_p99_ms, "--max-accuracy-drop": max_accuracy_drop, "--max-memory-mb": max_memory_mb,
+                  "--max-cores": max_cores, "--seq-mix": seq_mix, "--seq-len": seq_len, "--layers": layers or None,
+                  "--objective": None if objective == "throughput" else objective}
+    if _generation(study, db, model_only, max_ttft_ms, max_tpot_ms, max_latency_ms):
+        say_generation_recommendation(study, _db(db), max_ttft_ms, max_tpot_ms, max_latency_ms)
+        return
 
     info = study_info(study, _db(db))
     df = results(study, _db(db), efficiency=True)
@@ -209,15 +237,36 @@ def export(study: str = typer.Option(..., "--study"),
                                                        help="Cores of a serving machine, for the capacity plan."),
            host_type: Optional[str] = typer.Option(None, "--host-type",
                                                    help="Fleet study: choose among this hardware type's runs (a "
-                                                        "fingerprint, prefix or host name; see `wb compare-hosts`).")):
-    """Write serving configs for a run: deployment YAML, OVMS, Triton, TF Serving or KServe."""
-    from wb_core.api import ConfigError, check_output_folder, deployment_for_study, parse_formats, with_capacity
+                                                        "fingerprint, prefix or host name; see `wb compare-hosts`)."),
+           max_ttft_ms: Optional[float] = MAX_TTFT, max_tpot_ms: Optional[float] = MAX_TPOT,
+           max_latency_ms: Optional[float] = MAX_LATENCY):
+    """Write serving configs for a run: deployment YAML, OVMS, Triton, TF Serving or KServe (a
+    text-generation study: OpenVINO Model Server's LLM graph, ovms-llm)."""
+    from wb_core.api import (
+        ConfigError,
+        check_output_folder,
+        deployment_for_study,
+        parse_formats,
+        parse_generation_formats,
+        with_capacity,
+    )
     from wb_core.api import export as _export
 
-    names = parse_formats(fmt)  # an unknown format fails before any work
+    model_only = {"--max-p99-ms": max_p99_ms, "--max-accuracy-drop": max_accuracy_drop, "--max-memory-mb": max_memory_mb,
+                  "--max-cores": max_cores, "--target-rate": target_rate, "--machine-cores": machine_cores,
+                  "--host-type": host_type, "--objective": None if objective == "throughput" else objective}
+    generation = _generation(study, db, model_only, max_ttft_ms, max_tpot_ms, max_latency_ms)
+    # an unknown format, or one of the other kind of study, fails before any work
+    names = parse_generation_formats(fmt) if generation else parse_formats(fmt)
     check_output_folder(out)
     if best == bool(run):
         raise ConfigError("Choose what to export: --best (the recommended run) or --run KEY, not both or neither.")
+    if generation:
+        if run and any(v is not None for v in (max_ttft_ms, max_tpot_ms, max_latency_ms)):
+            raise ConfigError(f"Limits choose a run with --best; with --run KEY leave out {GENERATION_LIMITS}.")
+        export_generation_study(study, _db(db), out, name or "model", names, run_key=run, max_ttft_ms=max_ttft_ms,
+                                max_tpot_ms=max_tpot_ms, max_latency_ms=max_latency_ms)
+        return
     if target_rate is not None and max_p99_ms is None:
         raise ConfigError("--target-rate needs a latency target: add --max-p99-ms.")
     # With --run, --max-p99-ms is only the capacity plan's latency target (it chooses nothing).

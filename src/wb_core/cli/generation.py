@@ -82,25 +82,57 @@ def generate(
     report_summary(summary)
 
 
-@app.command("generate-recommend")
-def generate_recommend(
-    study: str = typer.Option(..., "--study", help="A text-generation study."),
-    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: ./wb.db)."),
-    max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="Limit on the p99 time to first token."),
-    max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="Limit on the p99 time per output token."),
-    max_latency_ms: Optional[float] = typer.Option(None, "--max-latency-ms", help="Limit on the p99 request latency."),
-    as_json: bool = typer.Option(False, "--json", help="Print the recommendation as JSON."),
-):
-    """The generation run with the most output tokens/s within the limits (quality-failed runs never)."""
+# The generation limits, shared by `wb generate-recommend`, `wb generate-export`, `wb recommend` and `wb export`.
+MAX_TTFT = typer.Option(None, "--max-ttft-ms", help="Text generation: limit on the p99 time to first token.")
+MAX_TPOT = typer.Option(None, "--max-tpot-ms", help="Text generation: limit on the p99 time per output token.")
+MAX_LATENCY = typer.Option(None, "--max-latency-ms", help="Text generation: limit on the p99 request latency.")
+
+
+def say_generation_recommendation(study: str, db, max_ttft_ms=None, max_tpot_ms=None, max_latency_ms=None,
+                                  as_json: bool = False) -> dict:
+    """Recommend a generation study's run and print it (text, or JSON); returns the recommendation."""
     from wb_core.api import recommend_generation
 
     rec = recommend_generation(study, db, max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms, max_latency_ms=max_latency_ms)
     if as_json:
         echo(json.dumps(rec, indent=2, default=str))
-        return
+        return rec
     echo(rec["text"])
     for note in rec["notes"]:
         echo(note)
+    return rec
+
+
+def export_generation_study(study: str, db, out: Path, name: str, formats: list[str], run_key: str | None = None,
+                            max_ttft_ms=None, max_tpot_ms=None, max_latency_ms=None) -> None:
+    """Write the chosen generation run (the recommended one, or `run_key`) in each of `formats`."""
+    from wb_core.api import export_generation, generation_run, recommend_generation
+
+    if run_key:
+        run = generation_run(study, run_key, db)
+        echo(f"Exporting run {run['key']}.")
+    else:
+        rec = recommend_generation(study, db, max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms,
+                                   max_latency_ms=max_latency_ms)
+        run = rec["best"]
+        echo(rec["text"])
+    for fmt in formats:
+        base = out if len(formats) == 1 else out / fmt
+        for rel in export_generation(run, base, name, fmt=fmt):
+            echo(f"Wrote {base / rel}")
+
+
+@app.command("generate-recommend")
+def generate_recommend(
+    study: str = typer.Option(..., "--study", help="A text-generation study."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: ./wb.db)."),
+    max_ttft_ms: Optional[float] = MAX_TTFT,
+    max_tpot_ms: Optional[float] = MAX_TPOT,
+    max_latency_ms: Optional[float] = MAX_LATENCY,
+    as_json: bool = typer.Option(False, "--json", help="Print the recommendation as JSON."),
+):
+    """The generation run with the most output tokens/s within the limits (quality-failed runs never)."""
+    say_generation_recommendation(study, db, max_ttft_ms, max_tpot_ms, max_latency_ms, as_json)
 
 
 @app.command("generate-export")
@@ -109,16 +141,13 @@ def generate_export(
     out: Path = typer.Option(..., "--out", help="Folder to write graph.pbtxt, config.json and deployment.yaml into."),
     db: Optional[Path] = typer.Option(None, "--db", help="Results database (default: ./wb.db)."),
     name: str = typer.Option("model", "--name", help="The servable's name in OpenVINO Model Server."),
-    max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="Limit on the p99 time to first token."),
-    max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="Limit on the p99 time per output token."),
-    max_latency_ms: Optional[float] = typer.Option(None, "--max-latency-ms", help="Limit on the p99 request latency."),
+    max_ttft_ms: Optional[float] = MAX_TTFT,
+    max_tpot_ms: Optional[float] = MAX_TPOT,
+    max_latency_ms: Optional[float] = MAX_LATENCY,
 ):
     """OpenVINO Model Server's LLM graph and config for the recommended generation run."""
-    from wb_core.api import check_output_folder, export_generation, recommend_generation
+    from wb_core.api import check_output_folder
 
     check_output_folder(out)
-    rec = recommend_generation(study, db, max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms, max_latency_ms=max_latency_ms)
-    files = export_generation(rec["best"], out, name)
-    echo(rec["text"])
-    for rel in files:
-        echo(f"Wrote {out / rel}")
+    export_generation_study(study, db, out, name, ["ovms-llm"], max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms,
+                            max_latency_ms=max_latency_ms)

@@ -46,6 +46,9 @@ def declared(name: str) -> ExportFormat:
     for f in DECLARED:
         if f.name == name:
             return f
+    if name in GENERATION_FORMATS:
+        raise ConfigError(f"'{name}' exports a text-generation study, and this study measured a model: choose from "
+                          f"{', '.join(FORMATS)} or all.")
     raise ConfigError(f"Unknown export format '{name}'; choose from {', '.join(FORMATS)} or all.")
 
 
@@ -100,6 +103,22 @@ def parse_formats(text: str) -> list[str]:
         return list(FORMATS)
     for n in names:
         declared(n)
+    return list(dict.fromkeys(names))
+
+
+def parse_generation_formats(text: str) -> list[str]:
+    """`ovms-llm` or `all` for a text-generation study; a model study's format gets one sentence."""
+    names = [t.strip().lower() for t in str(text).replace(";", ",").split(",") if t.strip()]
+    choices = f"{', '.join(GENERATION_FORMATS)} or all"
+    if not names:
+        raise ConfigError(f"Give an export format: {choices}.")
+    if "all" in names:
+        return list(GENERATION_FORMATS)
+    for n in names:
+        if n in FORMATS:
+            raise ConfigError(f"'{n}' exports a model study, and this study measured text generation: choose {choices}.")
+        if n not in GENERATION_FORMATS:
+            raise ConfigError(f"Unknown text-generation export format '{n}'; choose {choices}.")
     return list(dict.fromkeys(names))
 
 
