@@ -446,7 +446,7 @@ API_VERBS = {
     # share
     "export", "render", "deployment_for_study", "with_capacity", "export_formats", "model_files", "zip_bundle",
     "write_report", "build_report", "host_type_bars", "host_type_scatter", "plots", "pipeline_plots",
-    "training_plots", "export_generation", "is_generation_study", "generation_run",
+    "training_plots", "export_generation", "is_generation_study", "generation_run", "is_generation_model",
     # write what a face keeps with a study
     "save_study_settings", "save_layer_profile",
     # demos and example inputs

@@ -809,6 +809,13 @@ def recommend_generation(study: str, db: str | Path | None = None, *, max_ttft_m
                 max_latency_ms=max_latency_ms)
 
 
+def is_generation_model(model: str | Path | None) -> bool:
+    """Whether a model (a path or a demo name) is a text-generation folder, measured by `generate_profile`."""
+    from wb_core.generation.folder import looks_like_generation
+
+    return bool(model) and (str(model) == "text-generator" or looks_like_generation(Path(model)))
+
+
 def is_generation_study(study: str, db: str | Path | None = None) -> bool:
     """Whether a stored study measured text generation (so recommend and export take its own path)."""
     from wb_core.analysis.generation import is_generation_study as _is
@@ -875,6 +882,6 @@ __all__ = sorted([
     "stored_runs", "point_row", "study_record", "save_study_settings", "save_layer_profile", "check_database",
     "export_formats", "convert_to_ir", "cluster_hosts", "precision_losses",
     "generate_profile", "recommend_generation", "generation_quality", "export_generation", "is_generation_study",
-    "generation_run",
+    "generation_run", "is_generation_model",
     *_REEXPORTS, *_MODULES,
 ])

@@ -21,6 +21,7 @@ import time
 import ipywidgets as w
 
 from wb_core.ui.data_section import DEMO_DATA, NO_DATA, DataSection
+from wb_core.ui.generation_panel import GenerationSection
 from wb_core.ui.state import DashboardState, guard_failed
 from wb_core.ui.sweep_sections import SMART, ScenarioSection, SearchSection
 from wb_core.ui.widgets import (
@@ -297,6 +298,8 @@ class SweepPanel(w.VBox):
                         self.data.upload, *self.backends.boxes, *self.precisions.boxes, *self.axis_boxes.values()):
             control.observe(self.messages.clear_error, "value")
         self._opening = False  # a study being opened sets its own model
+        self.generation = GenerationSection(session, self.study)  # in place of the above for a generation model
+        self.model_sweep = w.VBox()
         session.observe(self._on_model, "model_path")
         self._on_model()
         self.refresh_studies()
@@ -310,10 +313,9 @@ class SweepPanel(w.VBox):
             with_help(self.onednn, "TensorFlow's oneDNN kernels: on, off or auto."),
             *[with_help(self.axis_boxes[a.spec], field_help(a.spec)) for a in other_axes]])],
                                titles=("More settings",))
-        super().__init__([
-            w.HTML(CSS + WARN_CSS), section("Sweep"), self.model_line,
-            with_help(self.study, "Results are kept under this name; running it again measures only what is "
-                                  "missing."),
+        study_box = with_help(self.study, "Results are kept under this name; running it again measures only what "
+                                          "is missing.")
+        self.model_sweep = w.VBox([
             with_help(self.backends, "The runtimes to measure the model with; tick more than one to compare them."),
             with_help(self.precisions, "FP32 is the model as it is; BF16 runs at half width where the CPU has it; "
                                        "INT8 is quantized here (give data below to check its accuracy)."),
@@ -328,7 +330,11 @@ class SweepPanel(w.VBox):
             with_help(self.max_time, "How long each configuration is measured; short is quick, long is steadier."),
             advanced, section("Data for accuracy and INT8"), self.data, section("How to search"), self.search,
             self.scenario, self.warnings, self.estimate,
-            w.HBox([self.run, self.cancel_button, self.remeasure]), w.HBox([self.progress, self.progress_text]), self.messages,
+            w.HBox([self.run, self.cancel_button, self.remeasure]), w.HBox([self.progress, self.progress_text]),
+            self.messages])
+        self._show_generation()
+        super().__init__([
+            w.HTML(CSS + WARN_CSS), section("Sweep"), self.model_line, study_box, self.model_sweep, self.generation,
             w.HBox([self.studies, self.open_button]), self.plot, section("Runs"), self.table])
         self.add_class("wb-sweep-panel")
         self.update_warnings()
@@ -346,8 +352,18 @@ class SweepPanel(w.VBox):
 
         return demo_name_of(self.session.model_path) if self.session.model_path else None
 
+    def _show_generation(self) -> None:
+        """A text-generation model gets the generation sweep; any other model the model sweep."""
+        from wb_core.api import is_generation_model
+
+        generation = is_generation_model(self.session.model_path)
+        self.generation.layout.display = None if generation else "none"
+        self.model_sweep.layout.display = "none" if generation else None
+
     def _on_model(self, *_):
         from wb_core.api import default_study_name
+
+        self._show_generation()
 
         if not self._opening and self.session.study and not self.session.measuring:
             # Another model: the old study's message, plot and table go with it.

@@ -1,0 +1,104 @@
+"""The Sweep tab's text-generation section: a generation sweep of the chosen GenAI folder in the
+background, the tokens/s vs p99 TPOT plot, and the recommended configuration in words.
+
+Shown in place of the model sweep when the chosen model is a text-generation folder (the demo
+`text-generator` among them); the settings are the generation axes as the axes table declares them.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import ipywidgets as w
+
+from wb_core.ui.widgets import MessageArea, PlotArea, button, guarded, section, text, with_help
+
+# The generation axes this section offers (the rest keep their declared defaults).
+OFFERED = ("threads", "concurrency", "weight_format", "prompt_len", "output_len")
+REQUESTS = 4  # requests measured per point: a quick sweep from the page
+
+
+class GenerationSection(w.VBox):
+    """Runs `api.generate_profile` on DashboardState.model_path into `study_box.value`."""
+
+    def __init__(self, session, study_box: w.Text):
+        from wb_core.api import generation_axes
+
+        self.session = session
+        self.study_box = study_box
+        self.messages = MessageArea()
+        axes = {a.name: a for a in generation_axes()}
+        self.boxes = {axes[n].spec: text(axes[n].label, axes[n].text_default, axes[n].help) for n in OFFERED}
+        self.run = button("Run generation sweep", "success", "play")
+        self.run.add_class("wb-generation-run")
+        self.plot = PlotArea()
+        self.answer = w.HTML("")
+        self.answer.add_class("wb-generation-answer")
+        self._thread: threading.Thread | None = None
+        self.run.on_click(guarded(self.messages)(self._on_run))
+        for box in self.boxes.values():
+            box.observe(self.messages.clear_error, "value")
+        super().__init__([section("Text generation"),
+                          w.HTML("A text-generation model is measured by time to first token (TTFT), time per "
+                                 "output token (TPOT) and output tokens/s."),
+                          *[with_help(box, axes[n].help) for n, box in zip(OFFERED, self.boxes.values())],
+                          self.run, self.messages, self.plot, self.answer])
+        self.add_class("wb-generation")
+
+    def values(self) -> dict:
+        return {spec: box.value.strip() for spec, box in self.boxes.items()}
+
+    def _on_run(self, *_):
+        if self._thread is not None and self._thread.is_alive():
+            self.messages.show("A generation sweep is still running; wait for it.", "info")
+            return
+        study = self.study_box.value.strip()
+        if not study:
+            self.messages.show("Give the study a name.", "error")
+            return
+        self.run.disabled = True
+        self.messages.show(f"Profiling text generation into study '{study}'. Building compressed variants and "
+                           f"starting the workers takes a while.")
+        self.session.measuring = study
+        self._thread = threading.Thread(target=self._sweep, args=(self.session.model_path, study, self.values()),
+                                        daemon=True, name="wb-generation")
+        self._thread.start()
+
+    def _sweep(self, model, study, values) -> None:
+        from wb_core.api import generate_profile
+
+        try:
+            summary = generate_profile(model, db=self.session.db, study=study, requests=REQUESTS,
+                                       return_frame=False, **values)
+            self.show(study)
+            kind = "error" if summary.failed and not summary.ok else "ok"
+            self.messages.show(summary.line(), kind)
+        except Exception as e:  # shown inline; the thread must not die silently
+            self.messages.error(e)
+        finally:
+            self.session.measuring = ""
+            self.session.refresh()
+            self.run.disabled = False
+
+    def show(self, study: str) -> None:
+        """The study's plot and its recommendation in words."""
+        from wb_core.api import NoRunMeetsConstraints, load_results, plots, recommend_generation
+
+        df = load_results(self.session.db, study)
+        if df.empty:
+            self.answer.value = ""
+            return
+        self.plot.show(plots.generation_pareto(df))
+        try:
+            rec = recommend_generation(study, self.session.db)
+        except NoRunMeetsConstraints as e:
+            self.answer.value = f"<p>No recommendation: {_e(str(e))}</p>"
+            return
+        notes = "".join(f"<p>{_e(n)}</p>" for n in rec["notes"])
+        self.answer.value = f"<p><b>Recommended:</b> {_e(rec['text'])}</p>{notes}"
+
+
+def _e(s: str) -> str:
+    import html
+
+    return html.escape(s)

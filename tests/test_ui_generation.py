@@ -1,0 +1,61 @@
+"""The Sweep tab with a text-generation model: its own settings, a generation sweep in the background,
+the tokens/s vs p99 TPOT plot and the recommendation in words (widgets, no browser)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("ipywidgets", reason="the ui extra is not installed (pip install -e '.[ui]')")
+
+from wb_core.ui.state import DashboardState
+
+
+@pytest.fixture(scope="module")
+def generator():
+    from wb_core.api import ensure_demo
+
+    return ensure_demo("text-generator")
+
+
+def test_a_generation_model_gets_the_generation_sweep(tmp_path, generator, lenet_savedmodel):
+    from wb_core.ui.sweep_panel import SweepPanel
+
+    session = DashboardState(tmp_path / "ui.db")
+    panel = SweepPanel(session)
+    session.model_path = str(lenet_savedmodel)
+    assert panel.generation.layout.display == "none" and panel.model_sweep.layout.display != "none"
+    session.model_path = str(generator)
+    assert panel.generation.layout.display != "none" and panel.model_sweep.layout.display == "none"
+    gen = panel.generation
+    # the offered settings are the generation axes, by their declared flags' spec names
+    assert set(gen.boxes) == {"threads", "concurrency", "weight_formats", "prompt_lens", "output_lens"}
+    gen.boxes["threads"].value, gen.boxes["prompt_lens"].value, gen.boxes["output_lens"].value = "1", "8", "4"
+    panel.study.value = "gen-ui"
+    gen.run.click()
+    gen._thread.join(240)
+    assert not gen._thread.is_alive()
+    assert "wb-msg-error" not in gen.messages.text.value, gen.messages.text.value
+    fig = gen.plot.figure
+    assert fig is not None and "time per output token" in fig.layout.title.text, gen.messages.text.value
+    assert [t.name for t in fig.data if t.name == "none"] == ["none"]  # one point, the model's own weights
+    assert "Recommended:" in gen.answer.value and "none weights" in gen.answer.value
+    assert "output tokens/s" in gen.answer.value and not gen.run.disabled and session.measuring == ""
+    from wb_core.api import is_generation_study, load_results
+
+    assert is_generation_study("gen-ui", session.db)  # stored as a generation study, one point
+    assert len(load_results(session.db, "gen-ui")) == 1
+
+
+def test_a_bad_generation_setting_is_one_sentence(tmp_path, generator):
+    from wb_core.ui.sweep_panel import SweepPanel
+
+    session = DashboardState(tmp_path / "ui.db")
+    session.model_path = str(generator)
+    panel = SweepPanel(session)
+    gen = panel.generation
+    gen.boxes["output_lens"].value = "0"
+    panel.study.value = "bad"
+    gen.run.click()
+    gen._thread.join(120)
+    assert gen.plot.figure is None and not gen.run.disabled
+    assert "wb-msg-error" in gen.messages.text.value and "Output length" in gen.messages.text.value, gen.messages.text.value
