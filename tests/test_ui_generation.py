@@ -59,3 +59,17 @@ def test_a_bad_generation_setting_is_one_sentence(tmp_path, generator):
     gen._thread.join(120)
     assert gen.plot.figure is None and not gen.run.disabled
     assert "wb-msg-error" in gen.messages.text.value and "Output length" in gen.messages.text.value, gen.messages.text.value
+
+
+def test_tune_on_a_generation_model_opens_its_sweep(tmp_path, generator, monkeypatch):
+    from wb_core.ui.app import TAB_TITLES, dashboard
+
+    monkeypatch.chdir(tmp_path)  # the page's database, ./wb.db, is this test's
+    tabs = dashboard(tmp_path / "ui.db", demo="text-generator")
+    start, sweep = tabs.children[TAB_TITLES.index("Start")], tabs.children[TAB_TITLES.index("Sweep")]
+    start.tune_button.click()
+    start._thread.join(120)
+    assert "text-generation sweep in the Sweep tab" in start.messages.text.value, start.messages.text.value
+    assert tabs.selected_index == TAB_TITLES.index("Sweep")
+    assert tabs.session.model_path and sweep.generation.layout.display != "none"
+    assert start.result is None and not start.tune_button.disabled  # no tune of model calls ran

@@ -171,7 +171,7 @@ class StartPanel(w.VBox):
 
     # ---- tuning ----
     def _on_tune(self, *_):
-        from wb_core.api import ConfigError, parse_time
+        from wb_core.api import ConfigError, is_generation_model, parse_time
 
         if self._thread is not None and self._thread.is_alive():
             self.messages.show("A tune is running; wait for it, or cancel it.", "info")
@@ -184,6 +184,13 @@ class StartPanel(w.VBox):
             return
         data = self.tune_data()
         model, label, uploaded = self.model.chosen()
+        if is_generation_model(model):  # measured per token by its own sweep, not tuned as model calls
+            self.messages.show(f"{label} generates text: its speed is time to first token and per output token, "
+                               "measured by the text-generation sweep in the Sweep tab.")
+            self._thread = threading.Thread(target=self._to_generation_sweep, args=(model, label, uploaded),
+                                            daemon=True, name="wb-generation-model")
+            self._thread.start()
+            return
         self._cancel = threading.Event()
         self._phase = 0
         self.result = None
@@ -200,6 +207,14 @@ class StartPanel(w.VBox):
         self._thread = threading.Thread(target=self._tune, args=(model, label, uploaded, data), daemon=True,
                                         name="wb-tune")
         self._thread.start()
+
+    def _to_generation_sweep(self, model: str, label: str, uploaded) -> None:
+        """Make the generation model the one in use, then open the Sweep tab, where its sweep is."""
+        try:
+            self.model.select_chosen(model, label, uploaded)
+            self.goto("Sweep")
+        except Exception as e:  # said inline; the thread must not die silently
+            self.messages.error(e)
 
     def tune_data(self) -> dict:
         """data, text and tokenizer for tune() from the data choice (one sentence when it is unusable)."""
