@@ -294,3 +294,16 @@ def uncompilable_ir(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     ov.save_model(ov.Model([y], [x], "strings"), str(path), compress_to_fp16=False)
     return path
+
+
+# ---- the inputs of text generation: folders and prompt files ----
+
+def generation_cases(out: Path) -> dict[str, Path]:
+    """A folder that is not a generation model, and prompt files that are empty, binary or missing."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config_only").mkdir(exist_ok=True)
+    (out / "config_only" / "config.json").write_text("{}")
+    (out / "empty.txt").write_text("")
+    (out / "binary.txt").write_bytes(bytes(range(128, 256)) * 4)
+    return {"config_only": out / "config_only", "empty.txt": out / "empty.txt", "binary.txt": out / "binary.txt",
+            "missing.txt": out / "missing.txt"}

@@ -896,3 +896,79 @@ def test_an_image_folder_the_parent_cannot_hold_is_refused_before_an_image_is_de
     line = one_error_line(r)  # 80 images of 1024x1024 float32, twice: 640 MiB
     assert "(80 images at 1024x1024) needs 640 MiB of memory to load, more than this process can take" in line, line
     assert not db.exists()
+
+
+def test_generation_settings_refused_before_a_worker_starts(generator, tmp_path):
+    """Each bad setting of a generation study is one sentence, and no point is stored."""
+    from wb_core import api
+
+    c = bad_corpus.generation_cases(tmp_path / "gen")
+    db = tmp_path / "g.db"
+    for args, needle in (
+            ([c["config_only"]], "is not a text-generation model folder"),
+            ([generator, "--output-len", "0"], "Output length must be at least 1; got 0."),
+            ([generator, "--output-len", "-4"], "Output length must be at least 1; got -4."),
+            ([generator, "--output-len", "100000000"], "is beyond the supported maximum"),
+            ([generator, "--prompt-len", "100000"], "more than the model's context of 1024"),
+            ([generator, "--weight-format", "int4_sym", "--group-size", "7"],
+             "INT4 group size 7 does not divide the model's hidden size 64"),
+            ([generator, "--weight-format", "int4_sym", "--ratio", "0"], "above 0 and at most 1"),
+            ([generator, "--weight-format", "int4_sym", "--ratio", "1.5"], "above 0 and at most 1"),
+            ([generator, "--kv-cache-precision", "fp3"], "Unknown KV-cache precision 'fp3'; choose from"),
+            ([generator, "--concurrency", "0"], "Concurrency must be at least 1; got 0."),
+            ([generator, "--requests", "0"], "Requests per point must be a whole number of at least 1"),
+            ([generator, "--text", c["empty.txt"]], "holds no lines of text"),
+            ([generator, "--text", c["binary.txt"]], "is not UTF-8 text"),
+            ([generator, "--text", c["missing.txt"]], "does not exist")):
+        line = one_error_line(wb_here("generate", *args, "--db", db, "--quiet"))
+        assert needle in line, (args, line)
+    assert count_runs(db) == 0
+    for kwargs, needle in ((dict(output_lens="0"), "Output length must be at least 1"),
+                           (dict(kv_cache_precisions="fp3"), "Unknown KV-cache precision"),
+                           (dict(requests=0), "Requests per point"),
+                           (dict(weight_formats="int4_sym", group_sizes="7"), "does not divide")):
+        with pytest.raises(api.ConfigError) as e:
+            api.generate_profile(generator, db=db, study="g", **kwargs)
+        assert needle in str(e.value), (kwargs, str(e.value))
+    assert count_runs(db) == 0
+    for cmd in ("generate-recommend", "generate-export"):
+        extra = ["--out", tmp_path / "exp"] if cmd == "generate-export" else []
+        line = one_error_line(wb_here(cmd, "--study", "nope", "--db", db, *extra))
+        assert "nope" in line or "does not exist" in line, line
+    assert not (tmp_path / "exp").exists()
+
+
+def test_comparison_settings_refused_before_any_block(small_store, lenet_ir, tmp_path):
+    """`wb confirm --design/--time/--margin` and compare_configs check their settings before measuring."""
+    from wb_core import api
+    from wb_core.config import RunConfig
+
+    for args, needle in (
+            (["--design", "bogus"], "The comparison design must be one of auto, paired, rounds; got 'bogus'."),
+            (["--margin", "0"], "must be above 0 and below 1; got 0.0."),
+            (["--margin", "1"], "must be above 0 and below 1; got 1.0."),
+            (["--margin", "-0.1"], "must be above 0 and below 1; got -0.1."),
+            (["--time", "0"], "The time budget must be more than 0 seconds"),
+            (["--time", "-3"], "is not a duration"),
+            (["--time", "forever"], "is not a duration")):
+        before = count_runs(small_store)
+        line = one_error_line(wb_here("confirm", "--study", "s", "--db", small_store, *args))
+        assert needle in line, (args, line)
+        assert count_runs(small_store) == before
+    db = tmp_path / "c.db"
+    a, b = RunConfig("openvino", "fp32", batch_size=1), RunConfig("openvino", "fp32", batch_size=2)
+    for kwargs, needle in (
+            (dict(design="bogus"), "The comparison design must be one of"),
+            (dict(margin=0), "must be above 0 and below 1; got 0."),
+            (dict(margin=1.0), "must be above 0 and below 1; got 1.0."),
+            (dict(margin="0.03"), "must be above 0 and below 1; got '0.03'."),
+            (dict(max_s=0), "must be more than 0 seconds and at most a week; got 0."),
+            (dict(max_s=-1.0), "must be more than 0 seconds and at most a week; got -1.0."),
+            (dict(max_s=1e12), "at most a week"),
+            (dict(a={"batch": 1}), "Configuration a to compare must be a RunConfig; got a dict."),
+            (dict(b=a), "are one and the same")):
+        args = {"a": a, "b": b, **kwargs}
+        with pytest.raises(api.ConfigError) as e:
+            api.compare_configs(lenet_ir, args.pop("a"), args.pop("b"), db=db, **args)
+        assert needle in str(e.value), (kwargs, str(e.value))
+    assert count_runs(db) == 0
