@@ -307,3 +307,24 @@ def generation_cases(out: Path) -> dict[str, Path]:
     (out / "binary.txt").write_bytes(bytes(range(128, 256)) * 4)
     return {"config_only": out / "config_only", "empty.txt": out / "empty.txt", "binary.txt": out / "binary.txt",
             "missing.txt": out / "missing.txt"}
+
+
+USER_FUNCTIONS = textwrap.dedent("""
+    def decode_raises(outputs):
+        raise RuntimeError("the decoder broke")
+    def decode_int(outputs):
+        return 42
+    def metric_raises(outputs, labels):
+        raise RuntimeError("the metric broke")
+    def metric_text(outputs, labels):
+        return "good"
+    def metric_nan(outputs, labels):
+        return float("nan")
+""")
+
+
+def user_functions(out: Path, module: str = "wb_bad_user_functions") -> Path:
+    """A module of decodings and metrics that raise or return the wrong thing; `out` goes on the path."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{module}.py").write_text(USER_FUNCTIONS)
+    return out

@@ -972,3 +972,38 @@ def test_comparison_settings_refused_before_any_block(small_store, lenet_ir, tmp
             api.compare_configs(lenet_ir, args.pop("a"), args.pop("b"), db=db, **args)
         assert needle in str(e.value), (kwargs, str(e.value))
     assert count_runs(db) == 0
+
+
+def test_a_decoding_or_metric_that_raises_or_returns_the_wrong_thing_is_one_sentence(tmp_path, monkeypatch, fast):
+    """Users' functions named by import path: each failure names the function and what it did; no point stored."""
+    import numpy as np
+
+    from test_output_guard import _classifier
+    from wb_core.errors import ConfigError
+    from wb_core.variants.planner import PrecisionOptions
+
+    mods = bad_corpus.user_functions(tmp_path / "mods")
+    monkeypatch.syspath_prepend(str(mods))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(mods), os.environ.get("PYTHONPATH", "")]))
+    model, broken = _classifier(tmp_path / "cls.onnx", 0.0), _classifier(tmp_path / "cls8.onnx", 0.5)
+    np.savez(tmp_path / "d.npz", x=np.random.default_rng(3).normal(size=(16, 8)).astype(np.float32))
+    m = "wb_bad_user_functions"
+    for opts, needle in (
+            (dict(decode=f"{m}:decode_raises"), f"The decoding '{m}:decode_raises' failed on output 'logits'"),
+            (dict(decode=f"{m}:decode_int"), "must return one item per sample (a list); on output 'logits' it "
+                                             "returned int."),
+            (dict(decode="math:pi"), "names nothing callable in module 'math'"),
+            (dict(metric=f"{m}:metric_raises"), f"The metric '{m}:metric_raises' failed: RuntimeError: the "
+                                                "metric broke."),
+            (dict(metric=f"{m}:metric_text"), f"The metric '{m}:metric_text' must return one number; it returned "
+                                              "a str."),
+            (dict(metric=f"{m}:metric_nan"), f"The metric '{m}:metric_nan' must return a finite number; it "
+                                             "returned nan.")):
+        db = tmp_path / f"{sorted(opts.values())[0].replace(':', '_')}.db"
+        with pytest.raises(ConfigError) as e:
+            run_sweep(model, SweepSpec(precisions="fp32,int8"), db, "g", settings=fast,
+                      precision=PrecisionOptions(data=str(tmp_path / "d.npz"), variants={"openvino/int8": str(broken)},
+                                                 **opts))
+        assert needle in str(e.value), (opts, str(e.value))
+        assert "\n" not in str(e.value)
+        assert count_runs(db) == 0
