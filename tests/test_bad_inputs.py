@@ -1007,3 +1007,32 @@ def test_a_decoding_or_metric_that_raises_or_returns_the_wrong_thing_is_one_sent
         assert needle in str(e.value), (opts, str(e.value))
         assert "\n" not in str(e.value)
         assert count_runs(db) == 0
+
+
+@pytest.mark.parametrize("name", ["a\nb", "a\x1b[31mred", "tab\there", "   "])
+def test_a_study_name_with_control_characters_is_refused_before_any_worker(generator, lenet_ir, tmp_path, name):
+    """A line break or escape code in a study name would split or recolour every listing of the store."""
+    from wb_core import api
+
+    db = tmp_path / "r.db"
+    for args in (["generate", generator, "--output-len", "2", "--requests", "1"],
+                 ["profile", lenet_ir, *FAST_FLAGS]):
+        line = one_error_line(wb_here(*args, "--study", name, "--db", db, "--quiet"))
+        assert line.startswith("Error: --study ") and "\x1b" not in line, line
+        assert ("holds control characters" if name.strip() else "must be a name with a visible character") in line
+    with pytest.raises(api.ConfigError, match="study name (must be a name|'.*' holds control)"):
+        api.generate_profile(generator, db=db, study=name, output_lens="2", requests=1)
+    assert count_runs(db) == 0
+
+
+def test_a_study_name_that_reads_as_a_path_is_only_a_name(generator, tmp_path, monkeypatch):
+    """'../x' names a study in the store; nothing is written outside the folder of the database."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here").mkdir()
+    db = tmp_path / "here" / "g.db"
+    before = set(tmp_path.iterdir())
+    r = wb_here("generate", generator, "--study", "../x", "--output-len", "2", "--requests", "1", "--db", db,
+                "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert set(tmp_path.iterdir()) == before
+    assert load_results(db, "../x").status.tolist() == ["ok"]
