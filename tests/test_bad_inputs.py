@@ -1036,3 +1036,18 @@ def test_a_study_name_that_reads_as_a_path_is_only_a_name(generator, tmp_path, m
     assert r.returncode == 0, r.stderr
     assert set(tmp_path.iterdir()) == before
     assert load_results(db, "../x").status.tolist() == ["ok"]
+
+
+def test_layers_and_outputs_asked_of_a_study_that_has_none_say_so(tmp_path, fast):
+    """`wb recommend --layers` on a study without OpenVINO runs and `wb results --outputs` without guard
+    figures: a sentence saying there is nothing to show, not silence; nothing is measured."""
+    db = tmp_path / "o.db"
+    run_sweep(bad_corpus.matmul_onnx(tmp_path / "mm.onnx"), SweepSpec(backends="onnxruntime"), db, "o", settings=fast)
+    before = count_runs(db)
+    r = wb_here("recommend", "--study", "o", "--db", db, "--layers")
+    assert r.returncode == 0, r.stderr
+    assert ("note: --layers found nothing to explain: no INT8 or BF16 run of study 'o' ran slower than its FP32 "
+            "twin.") in r.stdout, r.stdout
+    r = wb_here("results", "--study", "o", "--db", db, "--outputs")
+    assert r.returncode == 0 and "no INT8 or BF16 run has per-output figures" in r.stdout, r.stderr
+    assert count_runs(db) == before
