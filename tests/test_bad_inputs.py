@@ -902,10 +902,11 @@ def test_generation_settings_refused_before_a_worker_starts(generator, tmp_path)
     """Each bad setting of a generation study is one sentence, and no point is stored."""
     from wb_core import api
 
-    c = bad_corpus.generation_cases(tmp_path / "gen")
+    c = bad_corpus.generation_cases(tmp_path / "gen", generator)
     db = tmp_path / "g.db"
     for args, needle in (
             ([c["config_only"]], "is not a text-generation model folder"),
+            ([c["bigger_tokenizer"]], "has 1032 tokens but the model's vocabulary has 1024: they do not belong"),
             ([generator, "--output-len", "0"], "Output length must be at least 1; got 0."),
             ([generator, "--output-len", "-4"], "Output length must be at least 1; got -4."),
             ([generator, "--output-len", "100000000"], "is beyond the supported maximum"),
