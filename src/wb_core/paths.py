@@ -144,17 +144,3 @@ def check_path_component(name: str, flag: str, folder: str | None = None, instea
         made = "" if folder is None else f", which names the folder '{one_line(folder)}',"
         raise ConfigError(f"{flag} '{one_line(name)}'{made} {why}; {instead}.")
     return text
-
-
-def check_study_name(name) -> str:
-    """A study name as the store keeps it: text with a visible character and no control character (a
-    line break or escape code would split or recolour every listing that prints it). Returns it."""
-    from wb_core.errors import ConfigError, one_line, setting
-
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigError(f"{setting('study', 'The study name')} must be a name with a visible character; "
-                          f"got {one_line(repr(name))}.")
-    if any(ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029" for c in name):
-        raise ConfigError(f"{setting('study', 'The study name')} '{one_line(name)}' holds control characters "
-                          f"(a line break, an escape code); choose a name without them.")
-    return name

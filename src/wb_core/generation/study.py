@@ -202,10 +202,8 @@ def run_generation(model: str | Path, spec: GenerationSpec, db: str | Path, stud
     """Measure every point of `spec` not yet stored in `study` (one fresh worker each)."""
     from wb_core import hardware
     from wb_core.models import InputSpec
-    from wb_core.paths import check_study_name
     from wb_core.proc.parent import run_child
 
-    check_study_name(study)
     if not isinstance(requests, int) or requests < 1:
         raise ConfigError(f"Requests per point must be a whole number of at least 1; got {requests!r}.")
     points = spec.expand()

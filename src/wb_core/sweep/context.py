@@ -267,10 +267,8 @@ class SweepContext:
                  memory_limit_mb: int | None = None, timeout_s: float | None = None,
                  summary: SweepSummary | None = None, repeats: int = 1, remeasure_busy: bool = False,
                  input_specs: list | None = None, random_inputs: bool = True):
-        from wb_core.paths import check_study_name
-
         self.model = model.path if isinstance(model, ModelDescription) else Path(model)
-        self.db, self.study = db, check_study_name(study)
+        self.db, self.study = db, study
         self.settings = settings or MeasureSettings()
         self.inputs = inputs or InputOptions()
         self.on_point, self.cancel = on_point, cancel

@@ -50,9 +50,7 @@ def run_sweep(model, spec: SweepSpec, db: str | Path, study: str,
     summary says which leaders reached it, and `summary.ci` holds the outcome.
     """
     from wb_core.config import check_ci_target, check_max_rounds
-    from wb_core.paths import check_study_name
 
-    check_study_name(study)
     ci_target = check_ci_target(ci_target)
     if ci_target is not None:
         max_rounds = check_max_rounds(max_rounds)
