@@ -294,3 +294,49 @@ def uncompilable_ir(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     ov.save_model(ov.Model([y], [x], "strings"), str(path), compress_to_fp16=False)
     return path
+
+
+# ---- the inputs of text generation: folders and prompt files ----
+
+def generation_cases(out: Path, generator: Path) -> dict[str, Path]:
+    """A folder that is not a generation model, a copy of the demo generator whose tokenizer.json knows more
+    tokens than the model has embeddings, and prompt files that are empty, binary or missing."""
+    import json
+
+    out.mkdir(parents=True, exist_ok=True)
+    big = out / "bigger_tokenizer"
+    if not big.exists():
+        shutil.copytree(generator, big, ignore=shutil.ignore_patterns("hf"))
+        tok = json.loads((big / "tokenizer.json").read_text())
+        vocab = json.loads((big / "config.json").read_text())["vocab_size"]
+        tok["added_tokens"] += [{"id": vocab + i, "content": f"<extra_{i}>", "single_word": False, "lstrip": False,
+                                 "rstrip": False, "normalized": False, "special": True} for i in range(8)]
+        (big / "tokenizer.json").write_text(json.dumps(tok))
+    (out / "config_only").mkdir(exist_ok=True)
+    (out / "config_only" / "config.json").write_text("{}")
+    (out / "empty.txt").write_text("")
+    (out / "binary.txt").write_bytes(bytes(range(128, 256)) * 4)
+    return {"config_only": out / "config_only", "bigger_tokenizer": big, "empty.txt": out / "empty.txt",
+            "binary.txt": out / "binary.txt",
+            "missing.txt": out / "missing.txt"}
+
+
+USER_FUNCTIONS = textwrap.dedent("""
+    def decode_raises(outputs):
+        raise RuntimeError("the decoder broke")
+    def decode_int(outputs):
+        return 42
+    def metric_raises(outputs, labels):
+        raise RuntimeError("the metric broke")
+    def metric_text(outputs, labels):
+        return "good"
+    def metric_nan(outputs, labels):
+        return float("nan")
+""")
+
+
+def user_functions(out: Path, module: str = "wb_bad_user_functions") -> Path:
+    """A module of decodings and metrics that raise or return the wrong thing; `out` goes on the path."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{module}.py").write_text(USER_FUNCTIONS)
+    return out

@@ -69,6 +69,14 @@ def lenet_ir_copy(lenet_ir, tmp_path_factory) -> Path:
     return d / "lenet.xml"
 
 
+@pytest.fixture(scope="session")
+def generator() -> Path:
+    """The demo text generator (an OpenVINO GenAI folder), built once per session."""
+    from wb_core.demo import ensure_demo
+
+    return ensure_demo("text-generator")
+
+
 @pytest.fixture
 def db(tmp_path) -> Path:
     return tmp_path / "results.db"

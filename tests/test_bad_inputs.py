@@ -896,3 +896,157 @@ def test_an_image_folder_the_parent_cannot_hold_is_refused_before_an_image_is_de
     line = one_error_line(r)  # 80 images of 1024x1024 float32, twice: 640 MiB
     assert "(80 images at 1024x1024) needs 640 MiB of memory to load, more than this process can take" in line, line
     assert not db.exists()
+
+
+def test_generation_settings_refused_before_a_worker_starts(generator, tmp_path):
+    """Each bad setting of a generation study is one sentence, and no point is stored."""
+    from wb_core import api
+
+    c = bad_corpus.generation_cases(tmp_path / "gen", generator)
+    db = tmp_path / "g.db"
+    for args, needle in (
+            ([c["config_only"]], "is not a text-generation model folder"),
+            ([c["bigger_tokenizer"]], "has 1032 tokens but the model's vocabulary has 1024: they do not belong"),
+            ([generator, "--output-len", "0"], "Output length must be at least 1; got 0."),
+            ([generator, "--output-len", "-4"], "Output length must be at least 1; got -4."),
+            ([generator, "--output-len", "100000000"], "is beyond the supported maximum"),
+            ([generator, "--prompt-len", "100000"], "more than the model's context of 1024"),
+            ([generator, "--weight-format", "int4_sym", "--group-size", "7"],
+             "INT4 group size 7 does not divide the model's hidden size 64"),
+            ([generator, "--weight-format", "int4_sym", "--ratio", "0"], "above 0 and at most 1"),
+            ([generator, "--weight-format", "int4_sym", "--ratio", "1.5"], "above 0 and at most 1"),
+            ([generator, "--kv-cache-precision", "fp3"], "Unknown KV-cache precision 'fp3'; choose from"),
+            ([generator, "--concurrency", "0"], "Concurrency must be at least 1; got 0."),
+            ([generator, "--requests", "0"], "Requests per point must be a whole number of at least 1"),
+            ([generator, "--text", c["empty.txt"]], "holds no lines of text"),
+            ([generator, "--text", c["binary.txt"]], "is not UTF-8 text"),
+            ([generator, "--text", c["missing.txt"]], "does not exist")):
+        line = one_error_line(wb_here("generate", *args, "--db", db, "--quiet"))
+        assert needle in line, (args, line)
+    assert count_runs(db) == 0
+    for kwargs, needle in ((dict(output_lens="0"), "Output length must be at least 1"),
+                           (dict(kv_cache_precisions="fp3"), "Unknown KV-cache precision"),
+                           (dict(requests=0), "Requests per point"),
+                           (dict(weight_formats="int4_sym", group_sizes="7"), "does not divide")):
+        with pytest.raises(api.ConfigError) as e:
+            api.generate_profile(generator, db=db, study="g", **kwargs)
+        assert needle in str(e.value), (kwargs, str(e.value))
+    assert count_runs(db) == 0
+    for cmd in ("generate-recommend", "generate-export"):
+        extra = ["--out", tmp_path / "exp"] if cmd == "generate-export" else []
+        line = one_error_line(wb_here(cmd, "--study", "nope", "--db", db, *extra))
+        assert "nope" in line or "does not exist" in line, line
+    assert not (tmp_path / "exp").exists()
+
+
+def test_comparison_settings_refused_before_any_block(small_store, lenet_ir, tmp_path):
+    """`wb confirm --design/--time/--margin` and compare_configs check their settings before measuring."""
+    from wb_core import api
+    from wb_core.config import RunConfig
+
+    for args, needle in (
+            (["--design", "bogus"], "The comparison design must be one of auto, paired, rounds; got 'bogus'."),
+            (["--margin", "0"], "must be above 0 and below 1; got 0.0."),
+            (["--margin", "1"], "must be above 0 and below 1; got 1.0."),
+            (["--margin", "-0.1"], "must be above 0 and below 1; got -0.1."),
+            (["--time", "0"], "The time budget must be more than 0 seconds"),
+            (["--time", "-3"], "is not a duration"),
+            (["--time", "forever"], "is not a duration")):
+        before = count_runs(small_store)
+        line = one_error_line(wb_here("confirm", "--study", "s", "--db", small_store, *args))
+        assert needle in line, (args, line)
+        assert count_runs(small_store) == before
+    db = tmp_path / "c.db"
+    a, b = RunConfig("openvino", "fp32", batch_size=1), RunConfig("openvino", "fp32", batch_size=2)
+    for kwargs, needle in (
+            (dict(design="bogus"), "The comparison design must be one of"),
+            (dict(margin=0), "must be above 0 and below 1; got 0."),
+            (dict(margin=1.0), "must be above 0 and below 1; got 1.0."),
+            (dict(margin="0.03"), "must be above 0 and below 1; got '0.03'."),
+            (dict(max_s=0), "must be more than 0 seconds and at most a week; got 0."),
+            (dict(max_s=-1.0), "must be more than 0 seconds and at most a week; got -1.0."),
+            (dict(max_s=1e12), "at most a week"),
+            (dict(a={"batch": 1}), "Configuration a to compare must be a RunConfig; got a dict."),
+            (dict(b=a), "are one and the same")):
+        args = {"a": a, "b": b, **kwargs}
+        with pytest.raises(api.ConfigError) as e:
+            api.compare_configs(lenet_ir, args.pop("a"), args.pop("b"), db=db, **args)
+        assert needle in str(e.value), (kwargs, str(e.value))
+    assert count_runs(db) == 0
+
+
+def test_a_decoding_or_metric_that_raises_or_returns_the_wrong_thing_is_one_sentence(tmp_path, monkeypatch, fast):
+    """Users' functions named by import path: each failure names the function and what it did; no point stored."""
+    import numpy as np
+
+    from test_output_guard import _classifier
+    from wb_core.errors import ConfigError
+    from wb_core.variants.planner import PrecisionOptions
+
+    mods = bad_corpus.user_functions(tmp_path / "mods")
+    monkeypatch.syspath_prepend(str(mods))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(mods), os.environ.get("PYTHONPATH", "")]))
+    model, broken = _classifier(tmp_path / "cls.onnx", 0.0), _classifier(tmp_path / "cls8.onnx", 0.5)
+    np.savez(tmp_path / "d.npz", x=np.random.default_rng(3).normal(size=(16, 8)).astype(np.float32))
+    m = "wb_bad_user_functions"
+    for opts, needle in (
+            (dict(decode=f"{m}:decode_raises"), f"The decoding '{m}:decode_raises' failed on output 'logits'"),
+            (dict(decode=f"{m}:decode_int"), "must return one item per sample (a list); on output 'logits' it "
+                                             "returned int."),
+            (dict(decode="math:pi"), "names nothing callable in module 'math'"),
+            (dict(metric=f"{m}:metric_raises"), f"The metric '{m}:metric_raises' failed: RuntimeError: the "
+                                                "metric broke."),
+            (dict(metric=f"{m}:metric_text"), f"The metric '{m}:metric_text' must return one number; it returned "
+                                              "a str."),
+            (dict(metric=f"{m}:metric_nan"), f"The metric '{m}:metric_nan' must return a finite number; it "
+                                             "returned nan.")):
+        db = tmp_path / f"{sorted(opts.values())[0].replace(':', '_')}.db"
+        with pytest.raises(ConfigError) as e:
+            run_sweep(model, SweepSpec(precisions="fp32,int8"), db, "g", settings=fast,
+                      precision=PrecisionOptions(data=str(tmp_path / "d.npz"), variants={"openvino/int8": str(broken)},
+                                                 **opts))
+        assert needle in str(e.value), (opts, str(e.value))
+        assert "\n" not in str(e.value)
+        assert count_runs(db) == 0
+
+
+def test_a_generation_study_named_with_control_characters_is_listed_clean_on_one_line(generator, tmp_path):
+    """A line break or escape code in a study name is kept as the name, never printed: each study
+    listed on one line, no escape code reaching the terminal."""
+    db = tmp_path / "r.db"
+    for name in ("a\nb", "c\x1b[31mred\x07"):
+        r = wb_here("generate", generator, "--study", name, "--output-len", "2", "--requests", "1", "--db", db)
+        assert r.returncode == 0, r.stderr
+        assert "\x1b" not in r.stdout + r.stderr and "\x07" not in r.stdout + r.stderr
+    listing = wb_here("studies", "--db", db).stdout
+    lines = [ln for ln in listing.splitlines() if ln.strip()]
+    assert "\x1b" not in listing and len(lines) == 2, listing
+    assert lines[0].startswith("a b ") and lines[1].startswith("cred "), lines
+
+
+def test_a_study_name_that_reads_as_a_path_is_only_a_name(generator, tmp_path, monkeypatch):
+    """'../x' names a study in the store; nothing is written outside the folder of the database."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here").mkdir()
+    db = tmp_path / "here" / "g.db"
+    before = set(tmp_path.iterdir())
+    r = wb_here("generate", generator, "--study", "../x", "--output-len", "2", "--requests", "1", "--db", db,
+                "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert set(tmp_path.iterdir()) == before
+    assert load_results(db, "../x").status.tolist() == ["ok"]
+
+
+def test_layers_and_outputs_asked_of_a_study_that_has_none_say_so(tmp_path, fast):
+    """`wb recommend --layers` on a study without OpenVINO runs and `wb results --outputs` without guard
+    figures: a sentence saying there is nothing to show, not silence; nothing is measured."""
+    db = tmp_path / "o.db"
+    run_sweep(bad_corpus.matmul_onnx(tmp_path / "mm.onnx"), SweepSpec(backends="onnxruntime"), db, "o", settings=fast)
+    before = count_runs(db)
+    r = wb_here("recommend", "--study", "o", "--db", db, "--layers")
+    assert r.returncode == 0, r.stderr
+    assert ("note: --layers found nothing to explain: no INT8 or BF16 run of study 'o' ran slower than its FP32 "
+            "twin.") in r.stdout, r.stdout
+    r = wb_here("results", "--study", "o", "--db", db, "--outputs")
+    assert r.returncode == 0 and "no INT8 or BF16 run has per-output figures" in r.stdout, r.stderr
+    assert count_runs(db) == before

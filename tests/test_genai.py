@@ -21,13 +21,6 @@ from wb_core.api import ConfigError, ModelError, generate_profile, generation_qu
 
 
 @pytest.fixture(scope="session")
-def generator() -> Path:
-    from wb_core.api import ensure_demo
-
-    return ensure_demo("text-generator")
-
-
-@pytest.fixture(scope="session")
 def generator_copy(generator, tmp_path_factory) -> Path:
     """The demo's GenAI files in a private folder (tests may damage the copy)."""
     d = tmp_path_factory.mktemp("gen") / "model"

@@ -13,12 +13,13 @@ form is what NNCF's accuracy-aware quantization ranks layers by.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from wb_core.errors import ConfigError
+from wb_core.errors import ConfigError, one_line
 
 
 def _top_k(k: int):
@@ -56,6 +57,22 @@ def _targets(out: np.ndarray, y: np.ndarray) -> np.ndarray:
     return b
 
 
+def _metric_value(name: str, value) -> float:
+    """A user's metric's result as a float: one finite real number (a NumPy scalar or 0-d array too)."""
+    number = None
+    if not isinstance(value, (str, bytes, bool, np.bool_)):
+        try:  # a NumPy scalar, a 0-d array or a framework's one-element tensor converts too
+            number = float(value)
+        except (TypeError, ValueError):
+            pass
+    if number is None:
+        raise ConfigError(f"The metric '{one_line(name)}' must return one number; it returned a "
+                          f"{type(value).__name__}.")
+    if not math.isfinite(number):
+        raise ConfigError(f"The metric '{one_line(name)}' must return a finite number; it returned {number}.")
+    return number
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str
@@ -68,11 +85,13 @@ class Metric:
             raise ConfigError(f"Got {len(outputs)} outputs for {len(labels)} labels.")
         if self.fn is not None:
             try:
-                return float(self.fn(outputs, labels))
+                value = self.fn(outputs, labels)
             except ConfigError:
                 raise
             except Exception as e:
-                raise ConfigError(f"The metric function failed: {type(e).__name__}: {e}.") from None
+                raise ConfigError(f"The metric '{one_line(self.name)}' failed: {type(e).__name__}: "
+                                  f"{one_line(str(e))}.") from None
+            return _metric_value(self.name, value)
         return float(self.per_sample(outputs, labels).mean())
 
     def drop(self, reference: float, value: float) -> float:

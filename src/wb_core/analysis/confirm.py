@@ -129,6 +129,7 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
     side-by-side worker takes what is left); `side_by_side_only`: the defaults that cannot share the
     pick's worker are left out for time (the verdict names them)."""
     from wb_core.analysis.recommend import recommend, with_efficiency
+    from wb_core.analysis.side_by_side import check_margin, check_max_s
     from wb_core.backends.registry import backend_formats, names
     from wb_core.store import Store, load_results
     from wb_core.sweep.context import MAX_REPEATS
@@ -136,6 +137,8 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
 
     if design not in DESIGNS:
         raise ConfigError(f"The comparison design must be one of {', '.join(DESIGNS)}; got {design!r}.")
+    check_margin(margin)
+    check_max_s(max_s)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 2 <= rounds <= MAX_REPEATS:
         raise ConfigError(f"{setting('rounds', 'The rounds')} of a confirmation must be a whole number from 2 (an "
                           f"interval needs two) to {MAX_REPEATS}; got {rounds!r}.")

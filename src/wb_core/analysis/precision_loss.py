@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from wb_core.analysis.precision import match_columns, vs_fp32
-from wb_core.errors import Sentence, setting
+from wb_core.errors import Sentence, one_line, setting
 from wb_core.precisions import baseline, reduced
 
 NAMED_TYPES = 3  # layer types a sentence names (the biggest losses)
@@ -135,8 +135,9 @@ def study_loss_notes(db: str | Path, study: str, df: pd.DataFrame | None = None,
         with Store(db, readonly=True) as s:
             df = s.to_frame(study)
     pairs = slow_pairs(df)
-    if not pairs:
-        return []
+    if not pairs:  # asked to measure, say there was nothing to explain rather than nothing at all
+        return [Sentence(f"{setting('precision_layers', 'Layer profiling')} found nothing to explain: no INT8 or "
+                         f"BF16 run of study '{one_line(study)}' ran slower than its FP32 twin.")] if measure else []
     wanted = {k for p in pairs for k in (p.key, p.fp32_key)}
     with Store(db, readonly=True) as s:
         stored = {k: s.layer_profile(study, k) for k in wanted}
@@ -147,4 +148,9 @@ def study_loss_notes(db: str | Path, study: str, df: pd.DataFrame | None = None,
                 for k in (p.key, p.fp32_key):
                     if k not in profiles:
                         profiles[k] = study_layer_profile(db, study, k, iterations=iterations, reuse=True)
-    return loss_notes(df, profiles.get)
+    notes = loss_notes(df, profiles.get)
+    if measure:
+        for backend in sorted({p.backend for p in pairs if not get(p.backend).layer_profiling}):
+            notes.append(Sentence(f"{setting('precision_layers', 'Layer profiling')} cannot say why runs on "
+                                  f"{backend} were slower: {backend} keeps no per-layer timings (OpenVINO runs do)."))
+    return notes

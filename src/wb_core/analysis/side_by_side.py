@@ -13,6 +13,26 @@ import time
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import ConfigError
 
+WEEK_S = 7 * 24 * 3600.0  # the longest comparison budget taken, as for every other time budget
+
+
+def check_margin(margin) -> None:
+    """The stopping rule's equivalence band: a fraction above 0 and below 1 (0.03: +-3%); None: the default."""
+    if margin is None:
+        return
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < 1:
+        raise ConfigError(f"The margin (the equivalence band, as a fraction such as 0.03 for +-3%) must be above 0 "
+                          f"and below 1; got {margin!r}.")
+
+
+def check_max_s(max_s) -> None:
+    """Seconds a side-by-side comparison may take: above 0 and at most a week; None: the default."""
+    if max_s is None:
+        return
+    if isinstance(max_s, bool) or not isinstance(max_s, (int, float)) or not 0 < max_s <= WEEK_S:
+        raise ConfigError(f"The comparison's time (max_s) must be more than 0 seconds and at most a week; "
+                          f"got {max_s!r}.")
+
 
 def compare_configs(model, a: RunConfig, b: RunConfig, *, db, study: str, objective: str = "throughput",
                     max_s: float = 30.0, margin: float | None = None, design: str = "auto", rounds: int = 5,
@@ -26,6 +46,11 @@ def compare_configs(model, a: RunConfig, b: RunConfig, *, db, study: str, object
 
     if design not in ("auto", "paired", "rounds"):
         raise ConfigError(f"The comparison design must be one of auto, paired, rounds; got {design!r}.")
+    for label, cfg in (("a", a), ("b", b)):
+        if not isinstance(cfg, RunConfig):
+            raise ConfigError(f"Configuration {label} to compare must be a RunConfig; got a {type(cfg).__name__}.")
+    check_margin(margin)
+    check_max_s(max_s)
     if a.key == b.key:
         raise ConfigError("The two configurations to compare are one and the same; give two that differ.")
     margin = margin or MARGIN

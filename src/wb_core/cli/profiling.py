@@ -299,8 +299,9 @@ def studies(db: Optional[Path] = typer.Option(None, "--db")):
     from wb_core.api import printable
     from wb_core.api import studies as list_studies
 
+    breaks = str.maketrans({c: " " for c in "\n\r\t\v\f\u2028\u2029"})  # one study, one line
     for row in list_studies(db):
-        echo(f"{printable(row['name']):24} {row['runs'] or 0:4} runs ({row['ok'] or 0} ok, "
+        echo(f"{printable(row['name']).translate(breaks):24} {row['runs'] or 0:4} runs ({row['ok'] or 0} ok, "
                    f"{row['failed'] or 0} failed)  {printable(row['model_path'])}")
 
 
