@@ -1,6 +1,6 @@
 """How long the dashboard takes to become usable: `wb dashboard` started to the page in chromium.
 
-    python benchmarks/dashboard_start.py [--repeats 2] [--db wb.db]
+    python benchmarks/dashboard_start.py [--repeats 2] [--db wb.db] [--baseline OTHER_CHECKOUT/src]
 
 For a fresh database and for one holding a small study (or `--db`), each row times, from the
 moment `wb dashboard` starts: the first HTTP answer, the Start tab's model controls visible in the
@@ -8,6 +8,8 @@ browser ("Use this model" on screen), and the tabs responding (Explore then Expo
 their panels on screen). A separate column times the dashboard notebook's code alone in a fresh
 Python process (imports and panel construction, what the Voila kernel does before the page shows
 anything). The machine's load average is printed too: on a shared 2-core machine it moves these.
+With `--baseline SRC` each row is timed for that source tree too, the two alternating run by run
+(the same load falls on both), so a change can be measured against the code before it.
 
 Needs chromium and playwright (as the browser tests do). The demo model is not built here: the
 page must not build it at start.
@@ -47,9 +49,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def env() -> dict:
+def env(src: Path = ROOT / "src") -> dict:
     e = dict(os.environ)
-    e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), e.get("PYTHONPATH")]))
+    e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), e.get("PYTHONPATH")]))
     e["WB_DASHBOARD_TOKEN"] = TOKEN
     return e
 
@@ -67,22 +69,22 @@ def study_db(folder: Path) -> Path:
     return db
 
 
-def in_process(db: Path) -> float:
+def in_process(db: Path, src: Path = ROOT / "src") -> float:
     """Seconds for the dashboard notebook's code (what the Voila kernel runs) in a fresh process."""
     from wb_core.cli.dashboard import FALLBACK_SOURCE
 
     code = FALLBACK_SOURCE.replace("dashboard()", f"dashboard({str(db)!r})")
     code = f"import time\nt = time.perf_counter()\n{code}\nprint(time.perf_counter() - t)"
-    out = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], env=env(src), capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def page_times(browser, db: Path, workdir: Path) -> tuple[float, float, float]:
+def page_times(browser, db: Path, workdir: Path, src: Path = ROOT / "src") -> tuple[float, float, float]:
     port = free_port()
     url = f"http://127.0.0.1:{port}/?token={TOKEN}"
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "wb_core.cli", "dashboard", "--db", str(db), "--port", str(port)],
-                            cwd=workdir, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=workdir, env=env(src), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
         while True:
@@ -121,7 +123,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--db", type=Path, help="also time the dashboard on this database")
+    ap.add_argument("--baseline", type=Path, help="another checkout's src folder, timed in turn with this one")
     args = ap.parse_args()
+    trees = [("this", ROOT / "src")] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
     from playwright.sync_api import sync_playwright
 
     work = Path(tempfile.mkdtemp(prefix="wb-dashboard-start-"))
@@ -133,11 +137,17 @@ def main() -> None:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             for name, db in cases:
-                runs = [page_times(browser, db, work) for _ in range(args.repeats)]
-                build = [in_process(db) for _ in range(args.repeats)]
-                med = [median_spread([r[i] for r in runs])[0] for i in range(3)]
-                rows.append([name, *(f"{m:.1f}" for m in med), f"{median_spread(build)[0]:.1f}",
-                             f"{min(r[2] for r in runs):.1f}-{max(r[2] for r in runs):.1f}"])
+                runs = {tree: [] for tree, _ in trees}
+                build = {tree: [] for tree, _ in trees}
+                for _ in range(args.repeats):  # the trees in turn: one load for both
+                    for tree, src in trees:
+                        runs[tree].append(page_times(browser, db, work, src))
+                        build[tree].append(in_process(db, src))
+                for tree, _ in trees:
+                    med = [median_spread([r[i] for r in runs[tree]])[0] for i in range(3)]
+                    label = f"{name} ({tree})" if args.baseline else name
+                    rows.append([label, *(f"{m:.1f}" for m in med), f"{median_spread(build[tree])[0]:.1f}",
+                                 f"{min(r[2] for r in runs[tree]):.1f}-{max(r[2] for r in runs[tree]):.1f}"])
             browser.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)

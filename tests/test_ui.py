@@ -219,7 +219,7 @@ def test_dashboard_reopens_the_latest_study(tmp_path, lenet_ir, fast):
     tabs = dashboard(db)
     assert tabs.session.study == "earlier"
     assert tabs.session.model_path == str(lenet_ir.resolve())
-    assert "ok" in tabs.children[1].table.value
+    assert "ok" in tabs.panel("Sweep").table.value
 
 
 def test_explore_and_export_follow_the_limits(tmp_path, lenet_ir, fast):
@@ -232,7 +232,7 @@ def test_explore_and_export_follow_the_limits(tmp_path, lenet_ir, fast):
     db = tmp_path / "ui.db"
     df = profile(lenet_ir, db=db, study="s", batch_sizes="1,8", settings=fast)
     tabs = dashboard(db)
-    explore, export = tabs.children[2], tabs.children[3]
+    explore, export = tabs.panel("Explore"), tabs.panel("Export")
     assert explore.recommendation.value == "" and export.preview.value == ""  # nothing drawn until opened
     tabs.selected_index = 2
     fastest = df.loc[df["throughput"].idxmax()]
@@ -395,6 +395,79 @@ def test_a_bad_time_budget_is_said_under_its_box_and_nothing_is_stored(tmp_path,
     assert "too small for one round" in said and "Time budget" in said and "\n" not in said, said
     assert "wb-msg-error" not in start.messages.text.value
     assert not start.tune_button.disabled
+    from wb_core.api import studies
+
+    assert not db.exists() or studies(db) == []
+
+
+def test_only_the_start_tab_is_built_before_the_page_shows(tmp_path):
+    from wb_core.ui.app import TAB_TITLES, dashboard
+
+    tabs = dashboard(tmp_path / "fresh.db")  # no study to reopen
+    slots = dict(zip(TAB_TITLES, tabs.children))
+    assert type(slots["Start"].children[0]).__name__ == "StartPanel"
+    assert all(not slots[t].children for t in TAB_TITLES[1:])  # nothing else built yet
+    tabs.selected_index = TAB_TITLES.index("Export")
+    assert type(slots["Export"].children[0]).__name__ == "ExportPanel"  # built when first opened
+    assert not slots["Sweep"].children and tabs.panel("Sweep") is tabs.panel("Sweep")  # built once
+
+
+def test_missing_or_bad_data_is_said_under_the_data_box_before_anything_runs(tmp_path, lenet_ir):
+    from wb_core.ui.data_section import NO_DATA, SERVER_PATH, UPLOAD
+    from wb_core.ui.model_panel import SOURCES
+    from wb_core.ui.start_panel import StartPanel
+
+    db = tmp_path / "tune.db"
+    start = StartPanel(DashboardState(db))
+    start.model.source.value = SOURCES[1]
+    start.model.path.value = str(lenet_ir)
+    start.data.source.value = UPLOAD  # chosen, nothing uploaded
+    start.tune_button.click()
+    assert "Upload an .npz file first" in start.data_messages.text.value
+    assert "wb-msg-error" in start.data_messages.text.value and start.messages.text.value == ""
+    assert start._thread is None and not start.tune_button.disabled
+    start.data.source.value = SERVER_PATH
+    assert start.data_messages.text.value == ""  # went with the choice it was about
+    start.data.path.value = str(tmp_path / "nowhere.npz")
+    start.tune_button.click()
+    assert "nowhere.npz" in start.data_messages.text.value and start.messages.text.value == ""
+    assert start._thread is None
+    start.data.source.value = NO_DATA
+    assert start.data_messages.text.value == ""
+    from wb_core.api import studies
+
+    assert not db.exists() or studies(db) == []
+
+
+@pytest.mark.parametrize("failure", ["worker", "other"])
+def test_a_tune_broken_off_says_one_sentence_by_its_progress(tmp_path, lenet_ir, monkeypatch, failure):
+    """A worker that died (or anything else breaking the tune off) in the tune's thread: one sentence
+    beside the progress, the bar red, Tune usable again, the store without a study."""
+    import wb_core.api as api
+    from wb_core.ui.data_section import NO_DATA
+    from wb_core.ui.model_panel import SOURCES
+    from wb_core.ui.start_panel import StartPanel
+
+    def broken_tune(*_a, **_k):
+        if failure == "worker":
+            raise api.WorkerError("Failed while measuring: the worker process was killed by signal 9.")
+        raise RuntimeError("the kernel lost its worker pipe")
+
+    monkeypatch.setattr(api, "tune", broken_tune, raising=False)
+    db = tmp_path / "tune.db"
+    start = StartPanel(DashboardState(db))
+    start.model.source.value = SOURCES[1]
+    start.model.path.value = str(lenet_ir)
+    start.data.source.value = NO_DATA
+    start.budget.value = "1m"
+    start.tune_button.click()
+    start._thread.join(120)
+    said = html.unescape(re.sub(r"<[^>]+>", "", start.tune_failed.text.value)).strip()
+    assert ("killed by signal 9" if failure == "worker" else "lost its worker pipe") in said
+    assert "wb-msg-error" in start.tune_failed.text.value and "\n" not in said
+    assert start.messages.text.value == "" and start.data_messages.text.value == ""
+    assert start.progress.bar_style == "danger" and not start.tune_button.disabled and start.cancel_button.disabled
+    assert "No answer" in start.answer.value and start.session.measuring == ""
     from wb_core.api import studies
 
     assert not db.exists() or studies(db) == []

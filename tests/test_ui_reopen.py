@@ -15,8 +15,8 @@ def test_the_last_opened_study_reopens_with_explores_limits(tmp_path):
     make_study_db(db, [{**r, "study": "second"} for r in rows], name="second")
 
     page = dashboard(db)
-    sweep = page.children[TAB_TITLES.index("Sweep")]
-    explore = page.children[TAB_TITLES.index("Explore")]
+    sweep = page.panel("Sweep")
+    explore = page.panel("Explore")
     assert page.session.study == "second"  # nothing opened yet: the newest
     sweep.studies.value = "first"
     sweep._on_open()
@@ -29,13 +29,13 @@ def test_the_last_opened_study_reopens_with_explores_limits(tmp_path):
 
     again = dashboard(db)  # the page loaded anew
     assert again.session.study == "first"
-    explore = again.children[TAB_TITLES.index("Explore")]
+    explore = again.panel("Explore")
     again.selected_index = TAB_TITLES.index("Explore")
     assert explore.objective.value == "latency"
     assert explore.constraints().max_p99_ms == limit
     assert explore.constraints().max_memory_mb is None  # a limit never set stays open
     # Another study opened in it starts with its own (none kept: open).
-    sweep = again.children[TAB_TITLES.index("Sweep")]
+    sweep = again.panel("Sweep")
     sweep.studies.value = "second"
     sweep._on_open()
     assert explore.constraints().max_p99_ms is None

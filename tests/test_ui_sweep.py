@@ -229,7 +229,7 @@ def test_the_live_plot_is_sent_whole_to_the_page_with_every_point(tmp_path, lene
     db = tmp_path / "ui.db"
     profile(lenet_ir, db=db, study="old", batch_sizes="1", threads="1", settings=fast)
     tabs = dashboard(db)  # opens on the old study
-    panel = tabs.children[1]
+    panel = tabs.panel("Sweep")
     drawn = []
     panel.plot.observe(lambda ch: drawn.append(ch["new"]), "outputs")
 
@@ -237,6 +237,8 @@ def test_the_live_plot_is_sent_whole_to_the_page_with_every_point(tmp_path, lene
         (out,) = outputs
         return sum(len(t["x"]) for t in out["data"][PLOTLY_MIME]["data"])
 
+    assert panel.plot.outputs == () and panel.plot.figure is None  # drawn once the tab is opened
+    tabs.selected_index = 1
     assert points(panel.plot.outputs) == 1
     panel.study.value = "new"
     panel.batch.value, panel.threads.value, panel.max_time.value = "1,2", "1", 0.3
@@ -247,7 +249,7 @@ def test_the_live_plot_is_sent_whole_to_the_page_with_every_point(tmp_path, lene
     assert sum(len(t.x) for t in panel.plot.figure.data) == 2
     # Reopened (a new page opens the latest study), the study comes back with its settings and the
     # model's name, not its cache path.
-    again = dashboard(db).children[1]
+    again = dashboard(db).panel("Sweep")
     assert again.study.value == "new" and again.batch.value == "1,2" and again.max_time.value == 0.3
     assert str(lenet_ir) not in again.model_line.value and again.session.model_label in again.model_line.value
 

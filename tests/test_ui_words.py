@@ -75,8 +75,8 @@ def test_no_tab_shows_a_column_name_or_a_runtime_code(study_db):
     tabs = dashboard(study_db)
     for i in range(len(TAB_TITLES)):
         tabs.selected_index = i  # a tab draws what it shows when first opened
-    tabs.children[0].model.wait(60)  # the CPU's table fills in after the page is up
-    for title, panel in zip(TAB_TITLES, tabs.children):
+    tabs.panel("Start").model.wait(60)  # the CPU's table fills in after the page is up
+    for title, panel in zip(TAB_TITLES, tabs.panels()):
         text = visible_text(panel)
         assert text.strip(), f"the {title} tab shows nothing"
         assert offending(text) == [], f"the {title} tab: {offending(text)}"

@@ -36,6 +36,8 @@ DEFAULT_BUDGET = "3m"
 TICK_S = 0.5  # how often the bar and the time left move while a tune runs
 # Data sources a tune takes (metric and accuracy-drop limit are the Sweep tab's expert settings).
 TUNE_SOURCES = (DEMO_DATA, NO_DATA, SERVER_PATH, UPLOAD, TEXT)
+# Settings of the data box: an error about one is said under that box, not under Tune.
+DATA_FIELDS = ("data", "text", "tokenizer", "calib_size", "metric", "max_accuracy_drop")
 
 HEADER_CSS = """<style>
 .wb-hero { background: linear-gradient(90deg, #1f4e79, #2f6fa8); color: white; border-radius: 6px;
@@ -116,6 +118,10 @@ class StartPanel(w.VBox):
         self.messages.add_class("wb-tune-messages")
         self.budget_messages = MessageArea()  # what is wrong with the budget, said under its box
         self.budget_messages.add_class("wb-budget-messages")
+        self.data_messages = MessageArea()  # what is wrong with the data, said under the data box
+        self.data_messages.add_class("wb-data-messages")
+        self.tune_failed = MessageArea()  # a tune that broke off (a worker that died), said by its progress
+        self.tune_failed.add_class("wb-tune-failed")
         self.progress = w.FloatProgress(value=0, min=0, max=1, description="Progress", bar_style="info",
                                         layout=w.Layout(width="520px", display="none"))
         self.progress.add_class("wb-tune-progress")
@@ -145,6 +151,9 @@ class StartPanel(w.VBox):
         for control in (self.budget, self.data.source, self.data.path, self.data.text_path):
             control.observe(self.messages.clear_error, "value")
         self.budget.observe(self.budget_messages.clear_error, "value")
+        for control in (self.data.source, self.data.path, self.data.text_path, self.data.tokenizer_path,
+                        self.data.upload):
+            control.observe(self.data_messages.clear_error, "value")
         session.observe(self._on_model, "model_path")
         super().__init__([
             w.HTML(CSS + HEADER_CSS + header_html()), self.model,
@@ -154,8 +163,8 @@ class StartPanel(w.VBox):
                    "precisions and confirms the pick against what the runtime does untouched.</div>"),
             with_help(self.budget, "How long the whole tune may take, e.g. 3m (three minutes), 90s or 300 "
                                    "(seconds). Longer budgets measure more configurations and more rounds."),
-            self.budget_messages, self.data, w.HBox([self.tune_button, self.cancel_button]), self.messages,
-            w.HBox([self.progress, self.time_left]), self.phases, self.lines,
+            self.budget_messages, self.data, self.data_messages, w.HBox([self.tune_button, self.cancel_button]),
+            self.messages, w.HBox([self.progress, self.time_left]), self.tune_failed, self.phases, self.lines,
             section("3. Deploy"), self.answer, self.downloads, self.more])
         self.add_class("wb-start-panel")
 
@@ -177,12 +186,18 @@ class StartPanel(w.VBox):
             self.messages.show("A tune is running; wait for it, or cancel it.", "info")
             return
         self.budget_messages.clear()
+        self.data_messages.clear()
+        self.tune_failed.clear()
         try:
             parse_time(self.budget.value.strip() or DEFAULT_BUDGET)  # one sentence now, not after the model is read
         except ConfigError as e:
             self.budget_messages.error(e)
             return
-        data = self.tune_data()
+        try:
+            data = self.tune_data()
+        except ConfigError as e:  # missing or unreadable data: said under the data box, before anything runs
+            self.data_messages.error(e)
+            return
         model, label, uploaded = self.model.chosen()
         if is_generation_model(model):  # measured per token by its own sweep, not tuned as model calls
             self.messages.show(f"{label} generates text: its speed is time to first token and per output token, "
@@ -236,7 +251,7 @@ class StartPanel(w.VBox):
                            "rests on it (a confirmation already under way finishes its rounds first).")
 
     def _tune(self, model: str, label: str, uploaded, data: dict) -> None:
-        from wb_core.api import WorkbenchError, parse_time, tune
+        from wb_core.api import WorkbenchError, WorkerError, parse_time, tune
 
         budget = parse_time(self.budget.value.strip() or DEFAULT_BUDGET)
         started = time.monotonic()
@@ -255,17 +270,28 @@ class StartPanel(w.VBox):
             ticking.set()
             ticker.join(2 * TICK_S)  # its last tick must not overwrite how long the tune took
             self._show(result)
+        except WorkerError as e:  # a worker that died: the tune stopped where its progress shows
+            self.tune_failed.error(e)
+            self._failed()
         except WorkbenchError as e:  # one sentence, next to the control it is about
-            (self.budget_messages if getattr(e, "field", None) == "time_budget" else self.messages).error(e)
-            self.answer.value = "<i>No answer: see the message above.</i>"
-            self.progress.bar_style = "danger"
-        except Exception as e:  # the button works again
-            self.messages.error(e)
-            self.progress.bar_style = "danger"
+            field = getattr(e, "field", None)
+            (self.budget_messages if field == "time_budget" else self.data_messages if field in DATA_FIELDS
+             else self.messages).error(e)
+            self._failed()
+        except Exception as e:  # anything else broke the tune off: said by the progress; the button works again
+            self.tune_failed.show(f"The tune stopped: {said(str(e)) or type(e).__name__}. What was measured "
+                                  "before it is kept; press Tune to try again.", "error")
+            self._failed()
         finally:
             ticking.set()
             self.session.measuring = ""
             self.tune_button.disabled, self.cancel_button.disabled = False, True
+
+    def _failed(self) -> None:
+        self.messages.clear()  # "Tuning…: starting the workers" no longer holds
+        self.answer.value = "<i>No answer: see the message above.</i>"
+        self.progress.bar_style = "danger"
+        self.phases.value = phases_html(self._phase)
 
     def _export_dir(self, model: str):
         from wb_core.api import default_study_name

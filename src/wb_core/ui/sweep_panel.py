@@ -218,7 +218,9 @@ def runs_table(df) -> str:
 class SweepPanel(w.VBox):
     """Runs sweeps of DashboardState.model_path into DashboardState.study."""
 
-    def __init__(self, session: DashboardState):
+    def __init__(self, session: DashboardState, plot_when_shown: bool = False):
+        """`plot_when_shown`: draw the plot only once `shown()` is called (the dashboard builds this tab
+        before it is on screen to reopen a study: plotly is imported when the tab is opened)."""
         from wb_core.api import available_cpus, backend_title, field_help, list_backends, sweep_axes
         from wb_core.api import setting_label as label  # the axes table's: errors and notes use the same words
 
@@ -268,7 +270,8 @@ class SweepPanel(w.VBox):
         self.studies = w.Dropdown(description="Previous study", style={"description_width": "150px"},
                                   layout=w.Layout(width="520px"))
         self.open_button = button("Open", icon="folder-open")
-        self.plot = PlotArea(live_figure())
+        self._plot_wanted = not plot_when_shown
+        self.plot = PlotArea(live_figure() if self._plot_wanted else None)
         self._drawn_at = 0.0
         self.table = w.HTML()
         self._cancel = threading.Event()
@@ -530,6 +533,8 @@ class SweepPanel(w.VBox):
     def _on_run(self, *_):
         from wb_core.api import MeasureSettings, SweepSpec, preview_sweep
 
+        self._plot_wanted = True  # pressed on screen: the points are drawn as they come
+
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout=2)  # a thread in its last statement is given a moment
             if self._thread.is_alive():
@@ -691,4 +696,11 @@ class SweepPanel(w.VBox):
         if not force and now - self._drawn_at < REDRAW_S:
             return  # the next point, or the sweep's end, draws it
         self._drawn_at = now
-        self.plot.show(live_figure(df))
+        if self._plot_wanted:
+            self.plot.show(live_figure(df))
+
+    def shown(self) -> None:
+        """The tab is on screen: its plot is drawn if it was left for now."""
+        if not self._plot_wanted:
+            self._plot_wanted = True
+            self._redraw()
