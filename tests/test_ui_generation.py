@@ -66,10 +66,11 @@ def test_tune_on_a_generation_model_opens_its_sweep(tmp_path, generator, monkeyp
 
     monkeypatch.chdir(tmp_path)  # the page's database, ./wb.db, is this test's
     tabs = dashboard(tmp_path / "ui.db", demo="text-generator")
-    start, sweep = tabs.children[TAB_TITLES.index("Start")], tabs.children[TAB_TITLES.index("Sweep")]
+    start = tabs.panel("Start")
     start.tune_button.click()
     start._thread.join(120)
     assert "text-generation sweep in the Sweep tab" in start.messages.text.value, start.messages.text.value
     assert tabs.selected_index == TAB_TITLES.index("Sweep")
+    sweep = tabs.panel("Sweep")  # built when the tab opened
     assert tabs.session.model_path and sweep.generation.layout.display != "none"
     assert start.result is None and not start.tune_button.disabled  # no tune of model calls ran
