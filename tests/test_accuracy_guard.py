@@ -137,6 +137,7 @@ def test_a_guard_that_guards_nothing_and_unknown_recipes_are_refused(db, lenet_i
 
 # ---- recipes and fallbacks end to end ----
 
+@pytest.mark.slow  # long; `make test-all` runs it
 def test_plain_int8_fails_the_guard_and_the_transformer_recipe_passes(outlier_encoder, db, fast):
     model, data, feeds = outlier_encoder
     plain = _plain_nncf_cosine(model, feeds)

@@ -26,6 +26,7 @@ def _header_of_highlighted(page, panel: str) -> list[str]:
                           ? head[i] : null).filter(h => h); }""", panel)
 
 
+@pytest.mark.slow  # long; `make test-all` runs it
 def test_layers_and_compare(server, page):
     from cpu_flags import int8_native
     from wb_core import api

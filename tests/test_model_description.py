@@ -28,6 +28,7 @@ def test_an_ir_is_described_as_openvino_reads_it(lenet_ir):
     assert ModelDescription.from_dict(d.to_dict()) == d
 
 
+@pytest.mark.slow  # long; `make test-all` runs it
 def test_a_keras_file_is_described_by_keras(tmp_path):
     import subprocess
     import sys

@@ -357,6 +357,7 @@ def test_a_decoding_that_returns_the_wrong_count_or_fails_is_one_sentence():
 
 # ---- memory ----
 
+@pytest.mark.slow  # long; `make test-all` runs it
 def test_the_accumulators_keep_one_batch_whatever_the_data_size():
     """400 batches of [8, 128, 1000] logits (400 MB in all): the running sums' peak stays near one batch."""
     from wb_core.variants.agreement import OutputAgreement, read_kind

@@ -106,6 +106,7 @@ def test_wrong_data_is_one_sentence(lenet5, tmp_path):
     assert not (tmp_path / "t.db").exists()
 
 
+@pytest.mark.slow  # long; `make test-all` runs it
 def test_an_uncompiled_model_is_one_sentence_on_the_command_line(tmp_path):
     model = write_lenet5(tmp_path / "raw.keras", compile=False)
     r = subprocess.run([sys.executable, "-m", "wb_core.cli", "train-profile", str(model), "--db", str(tmp_path / "t.db")],

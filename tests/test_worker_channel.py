@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 
 import pandas as pd
+import pytest
 
 from wb_core.config import SweepSpec
 from wb_core.store import load_results
@@ -44,6 +45,7 @@ def _sweep(model, db, study, fast, lenet_dir):
     return s, df
 
 
+@pytest.mark.slow  # long; `make test-all` runs it
 def test_noisy_kernel_environment_gives_the_same_results(lenet_savedmodel, lenet_dir, db, fast, tmp_path,
                                                          monkeypatch):
     clean_summary, clean = _sweep(lenet_savedmodel, db, "clean", fast, lenet_dir)
