@@ -166,7 +166,8 @@ def test_preview_counts_the_points_already_stored(tmp_path, lenet_ir, fast):
 
 
 def test_cancel_then_run_again_counts_stored_points_and_label_agrees_with_bar(tmp_path, lenet_ir):
-    session, panel = _panel(tmp_path, lenet_ir, batch="1,2,4")
+    session, panel = _panel(tmp_path, lenet_ir, batch="1,2,4,8,16,32,64,128")
+    total = 8  # enough points that a cancel after the first lands before the worker has measured them all
     panel.study.value = "resume"
     original = panel._on_point
 
@@ -179,18 +180,18 @@ def test_cancel_then_run_again_counts_stored_points_and_label_agrees_with_bar(tm
     panel._thread.join(120)
     assert "Cancelled" in panel.messages.text.value
     done = panel.progress.value
-    assert 1 <= done < 3 and panel.progress_text.value == f"{done} / 3"
+    assert 1 <= done < total and panel.progress_text.value == f"{done} / {total}"
     panel._on_point = original
     panel.run.click()
     # Before anything is measured, the bar already stands at the stored points, and says so.
-    assert panel.progress.value == done and panel.progress.max == 3
-    assert panel.progress_text.value.startswith(f"{done} / 3")
+    assert panel.progress.value == done and panel.progress.max == total
+    assert panel.progress_text.value.startswith(f"{done} / {total}")
     assert f"resuming: {done} already measured" in panel.progress_text.value
     panel._thread.join(120)
-    assert panel.progress.value == panel.progress.max == 3
-    assert panel.progress_text.value == "3 / 3" and panel.progress.bar_style == "success"
+    assert panel.progress.value == panel.progress.max == total
+    assert panel.progress_text.value == f"{total} / {total}" and panel.progress.bar_style == "success"
     panel.run.click()  # nothing left: said at once, without a thread
-    assert "already stored" in panel.messages.text.value and panel.progress_text.value == "3 / 3"
+    assert "already stored" in panel.messages.text.value and panel.progress_text.value == f"{total} / {total}"
 
 
 def test_run_stays_disabled_until_the_sweep_thread_has_finished(tmp_path, lenet_ir):
