@@ -45,6 +45,10 @@ LIVENESS_EVERY_S = 0.5
 # A host running a group that sends no point for 1.5 worker timeouts plus this is hung (points take
 # at most the worker timeout each; the margin covers starting the group's worker).
 HANG_MARGIN_S = 10.0
+# A finished group's result is gathered from its host; a host that died after finishing leaves Dask
+# waiting for a worker that never comes back (its job was pinned there), so gathering gives up after
+# this and the host's liveness decides what happens to the group.
+GATHER_TIMEOUT_S = 10.0
 
 log = logging.getLogger("wb_core.fleet")
 
@@ -273,12 +277,15 @@ class _FleetRun:
                         self.new_job(job.fingerprint, job.path, rest, attempt=job.attempt))
                 continue
             try:
-                result = fut.result()
+                result = fut.result(timeout=GATHER_TIMEOUT_S)
             except BaseException as e:
                 if isinstance(e, (KeyboardInterrupt, SystemExit)):
                     raise
                 if job.host.id not in self.executor.live_hosts():
                     self.host_lost(job.host, extra_job=job)
+                elif isinstance(e, TimeoutError):  # a live host slow to hand its result over: look again
+                    self.running[fut] = job
+                    self.busy.add(job.host.id)
                 else:
                     self.fail_pending(job, job.members, f"The group failed on host {job.host.name}: "
                                       f"{type(e).__name__}: {e}".rstrip(": "))
