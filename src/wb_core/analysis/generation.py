@@ -61,8 +61,8 @@ def generation_run(df: pd.DataFrame, key: str) -> dict:
     found = ok[ok["key"].astype(str).str.startswith(str(key))] if not ok.empty else ok
     if len(found) != 1:
         raise ConfigError(f"Run '{key}' names {'no' if found.empty else 'more than one'} successful run of the study; "
-                          "see `wb results --study ...` for the keys.")
+                          "the study's results list every run's key.")
     if bool(guard_failed_runs(found).iloc[0]):
         raise ConfigError(f"Run '{found.iloc[0]['key']}' failed the quality guard against the uncompressed model "
-                          "and is not exported; choose another run or --best.")
+                          "and is not exported; choose another run, or the recommended one.")
     return found.iloc[0].to_dict()

@@ -38,12 +38,21 @@ class GenerationSection(w.VBox):
         self.run.on_click(guarded(self.messages)(self._on_run))
         for box in self.boxes.values():
             box.observe(self.messages.clear_error, "value")
-        super().__init__([section("Text generation"),
-                          w.HTML("A text-generation model is measured by time to first token (TTFT), time per "
-                                 "output token (TPOT) and output tokens/s."),
-                          *[with_help(box, axes[n].help) for n, box in zip(OFFERED, self.boxes.values())],
-                          self.run, self.messages, self.plot, self.answer])
+        # Shown only for a text-generation model; hidden, it holds no widgets, so that the page (and a
+        # person reading it) sees one box per setting label, the model sweep's.
+        self._content = [section("Text generation"),
+                         w.HTML("A text-generation model is measured by time to first token (TTFT), time per "
+                                "output token (TPOT) and output tokens/s."),
+                         *[with_help(box, axes[n].help) for n, box in zip(OFFERED, self.boxes.values())],
+                         self.run, self.messages, self.plot, self.answer]
+        super().__init__([])
         self.add_class("wb-generation")
+        self.display(False)
+
+    def display(self, on: bool) -> None:
+        """Show the section (a text-generation model is in use) or hide it, widgets and all."""
+        self.children = self._content if on else []
+        self.layout.display = None if on else "none"
 
     def values(self) -> dict:
         return {spec: box.value.strip() for spec, box in self.boxes.items()}

@@ -360,7 +360,7 @@ class SweepPanel(w.VBox):
         from wb_core.api import is_generation_model
 
         generation = is_generation_model(self.session.model_path)
-        self.generation.layout.display = None if generation else "none"
+        self.generation.display(generation)
         self.model_sweep.layout.display = "none" if generation else None
 
     def _on_model(self, *_):
