@@ -154,10 +154,10 @@ def task_pipeline_pre(task: dict) -> None:
 
 def task_pipeline_infer(task: dict) -> None:
     """The inference side: pin and set threads, import the runtime, then run K consumers (or the serial loop)."""
-    from wb_core.proc.worker import _apply_process_settings
+    from wb_core.proc.worker import apply_process_settings
 
     group = dict(task["group"])
-    _apply_process_settings(group, task.get("memory_limit_mb"))
+    apply_process_settings(group, task.get("memory_limit_mb"))
 
     import numpy as np
 

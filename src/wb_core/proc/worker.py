@@ -19,8 +19,9 @@ from wb_core.limits import within_p99
 from wb_core.proc.channel import emit, flush, open_channel, receive, watch_parent
 
 
-def _apply_process_settings(cfg: dict, memory_limit_mb: int | None) -> None:
-    """Affinity, memory limit and thread variables, before any runtime is imported."""
+def apply_process_settings(cfg: dict, memory_limit_mb: int | None) -> None:
+    """Affinity, memory limit and thread variables, before any runtime is imported (a worker task of
+    another package calls it too, with its configuration as a dict)."""
 
     if cfg.get("cores"):
         from wb_core.proc.pinning import pin
@@ -43,7 +44,7 @@ def _open(task: dict, cores=None):
     group = dict(task["group"])
     if cores is not None:
         group["cores"] = list(cores)
-    _apply_process_settings(group, task.get("memory_limit_mb"))
+    apply_process_settings(group, task.get("memory_limit_mb"))
 
     from wb_core.backends.registry import open_session
     from wb_core.config import InputOptions, MeasureSettings, RunConfig
@@ -274,7 +275,7 @@ def convert_model_file(task: dict) -> None:
 
 def task_layers(task: dict) -> None:
     """Per-layer performance counters of one OpenVINO configuration (see wb_core.analysis.layers)."""
-    _apply_process_settings(task["config"], task.get("memory_limit_mb"))
+    apply_process_settings(task["config"], task.get("memory_limit_mb"))
     from wb_core.proc.layer_tasks import collect_layer_times
 
     emit({"type": "result", **collect_layer_times(task["model_path"], task["config"], task.get("inputs"),

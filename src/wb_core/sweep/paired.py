@@ -222,25 +222,16 @@ class _Runner:
         wall = (w1 - w0) / 1e9
         n = len(done)
         cpu_s = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
-        lat = np.asarray([v / 1e6 for _, v in done]) if done else np.asarray([float("nan")])
+        lat = [v / 1e6 for _, v in done]
         edges = np.linspace(w0, w1, sub_windows + 1)
         counts = np.histogram([e for e, _ in done], bins=edges)[0] if done else np.zeros(sub_windows)
         sub = [float(c) * self.batch_size / (wall / sub_windows) for c in counts]
-        return {"throughput": n * self.batch_size / wall if wall > 0 else float("nan"),
-                "cpu_ms_per_sample": 1e3 * cpu_s / (n * self.batch_size) if n else float("nan"),
-                "cpu_throughput": n * self.batch_size / cpu_s if cpu_s > 0 and n else float("nan"),
-                "latency_ms_mean": float(np.mean(lat)), "latency_ms_p99": float(np.percentile(lat, 99)),
-                "requests": n, "measure_s": wall, "cpu_util": cpu_s / wall if wall > 0 else float("nan"),
-                "sub_throughput": sub, "trimmed_throughput": float(np.mean(sorted(sub)[1:-1])) if sub_windows > 2
-                else float(np.mean(sub)), **machine_load(load0, load1)}
-
+        return _block_figures(n, self.batch_size, wall, cpu_s, lat, sub, machine_load(load0, load1))
 
     def _loop_block(self, block_s: float, discard_s: float, sub_windows: int) -> dict:
         """A block through the runtime's request loop: the discarded start run and drained, then
         `sub_windows` slices measured back to back and drained at the end (throughput counts the
         requests started over the time until they all finished, as a sweep's point does)."""
-        import numpy as np
-
         from wb_core.measure import load_snapshot, machine_load
 
         perf, loop = time.perf_counter_ns, self.loop
@@ -260,32 +251,24 @@ class _Runner:
         wall = (w1 - w0) / 1e9
         n = loop.started
         cpu_s = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
-        lat = np.asarray(lat if lat else [float("nan")], dtype=float)
         sub = [float(c) * self.batch_size / (slice_ns / 1e9) for c in started]
-        return {"throughput": n * self.batch_size / wall if wall > 0 else float("nan"),
-                "cpu_ms_per_sample": 1e3 * cpu_s / (n * self.batch_size) if n else float("nan"),
-                "cpu_throughput": n * self.batch_size / cpu_s if cpu_s > 0 and n else float("nan"),
-                "latency_ms_mean": float(np.mean(lat)), "latency_ms_p99": float(np.percentile(lat, 99)),
-                "requests": n, "measure_s": wall, "cpu_util": cpu_s / wall if wall > 0 else float("nan"),
-                "sub_throughput": sub, "trimmed_throughput": float(np.mean(sorted(sub)[1:-1])) if sub_windows > 2
-                else float(np.mean(sub)), **machine_load(load0, load1)}
+        return _block_figures(n, self.batch_size, wall, cpu_s, lat, sub, machine_load(load0, load1))
 
-def _process_settings(cfg: RunConfig, memory_limit_mb: int | None) -> None:
-    """Cores, memory limit and the backend's environment, before the runtime is imported."""
-    from wb_core.backends.registry import get
 
-    if cfg.cores:
-        from wb_core.proc.pinning import pin
+def _block_figures(n: int, batch_size: int, wall: float, cpu_s: float, lat_ms: list, sub: list, load: dict) -> dict:
+    """One block's figures from its `n` requests over `wall` seconds: wall throughput, the worker's
+    CPU time per sample, mean and p99 latency, each sub-window's throughput and their trimmed mean,
+    and the load of other processes on our cores."""
+    import numpy as np
 
-        pin(list(cfg.cores))
-    if memory_limit_mb:
-        import resource
-
-        limit = int(memory_limit_mb) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    os.environ.update(get(cfg.backend).process_env(cfg.to_dict()))
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
+    lat = np.asarray(lat_ms if lat_ms else [float("nan")], dtype=float)
+    return {"throughput": n * batch_size / wall if wall > 0 else float("nan"),
+            "cpu_ms_per_sample": 1e3 * cpu_s / (n * batch_size) if n else float("nan"),
+            "cpu_throughput": n * batch_size / cpu_s if cpu_s > 0 and n else float("nan"),
+            "latency_ms_mean": float(np.mean(lat)), "latency_ms_p99": float(np.percentile(lat, 99)),
+            "requests": n, "measure_s": wall, "cpu_util": cpu_s / wall if wall > 0 else float("nan"),
+            "sub_throughput": sub, "trimmed_throughput": float(np.mean(sorted(sub)[1:-1])) if len(sub) > 2
+            else float(np.mean(sub)), **load}
 
 def task_paired(task: dict) -> None:
     """Worker: open every configuration of `task["configs"]` side by side, warm each up, then run
@@ -296,10 +279,11 @@ def task_paired(task: dict) -> None:
     from wb_core.measure import warm_up
     from wb_core.models import make_batches
     from wb_core.proc.channel import emit
+    from wb_core.proc.worker import apply_process_settings
 
     began = time.perf_counter()
     configs = [RunConfig.from_dict(c["config"]) for c in task["configs"]]
-    _process_settings(configs[0], task.get("memory_limit_mb"))
+    apply_process_settings(configs[0].to_dict(), task.get("memory_limit_mb"))
     settings = MeasureSettings(**task["settings"])
     runners = []
     request_s = 0.0  # the slowest configuration's request, warm
