@@ -21,13 +21,10 @@ MODEL_XML = "openvino_model.xml"
 
 
 def _apply(task: dict) -> None:
-    if task.get("cores"):
-        from wb_core.proc.pinning import pin
+    """Affinity and memory limit, as every worker sets them, before openvino_genai is imported."""
+    from wb_core.proc.worker import apply_process_settings
 
-        pin(task["cores"])
-    if task.get("memory_limit_mb"):
-        limit = int(task["memory_limit_mb"]) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    apply_process_settings({"cores": task.get("cores")}, task.get("memory_limit_mb"))
 
 
 def plugin_properties(task: dict) -> dict:

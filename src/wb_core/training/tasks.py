@@ -16,14 +16,9 @@ from wb_core.proc.channel import emit
 
 
 def _apply(task: dict) -> None:
+    from wb_core.proc.worker import apply_process_settings
 
-    if task.get("cores"):
-        from wb_core.proc.pinning import pin
-
-        pin(task["cores"])
-    if task.get("memory_limit_mb"):
-        limit = int(task["memory_limit_mb"]) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    apply_process_settings({"cores": task.get("cores")}, task.get("memory_limit_mb"))
     env = {"TF_NUM_INTRAOP_THREADS": task.get("threads"), "TF_NUM_INTEROP_THREADS": task.get("inter_op_threads"),
            "OMP_NUM_THREADS": task.get("omp_threads")}
     for k, v in env.items():
