@@ -48,19 +48,9 @@ KNOWN: dict[tuple[str, str], tuple[int, str]] = {
                                            "study's keys hash, which must not change with the table"),
     ("ui/sweep_panel.py", "settings"): (7, "the Sweep tab's hand-placed controls and its results table: to read "
                                            "the axes table as compare_panel does"),
-    ("analysis/recommend.py", "precisions"): (1, "PEAK_KEY: the peak model's name of each precision"),
     ("hardware.py", "precisions"): (1, "the peak model of each precision: to read the precisions' CPU flags"),
-    ("tune.py", "precisions"): (1, "PRECISION_ORDER: the order tune measures the variants in"),
-    ("analysis/confirm.py", "precision-compare"): (3, "the untouched default's precision and the INT8 data rule"),
-    ("analysis/recommend.py", "precision-compare"): (1, "reduced precisions (to read precisions.baseline)"),
-    ("export/servecheck.py", "precision-compare"): (2, "a reduced-precision run's tolerance"),
-    ("export/tfserving.py", "precision-compare"): (1, "TensorFlow Serving's bf16 note"),
-    ("export/triton.py", "precision-compare"): (2, "Triton's bf16 settings"),
-    ("hardware.py", "precision-compare"): (3, "which CPU flags run a precision (to read Precision.cpu_flags)"),
-    ("plots.py", "precision-compare"): (1, "the baseline's line style"),
-    ("tune.py", "precision-compare"): (1, "INT8 needs calibration data (to read Precision.needs_data)"),
-    ("export/triton.py", "backend-compare"): (3, "Triton's own backend names (the serving runtime, which shares the "
-                                                 "words of ours)"),
+    ("export/triton.py", "precision-compare"): (1, "Triton's openvino backend's HINT_BF16, a parameter that names bf16 "
+                                                   "itself"),
     ("variants/convert.py", "backend-compare"): (1, "'openvino' there is the IR model format's name"),
     ("variants/quantize.py", "backend-compare"): (2, "'openvino' there is the IR model format's name"),
     ("ui/capacity_panel.py", "plotly"): (1, "the capacity figure: to move to plots.py"),

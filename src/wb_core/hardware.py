@@ -404,18 +404,15 @@ class Hardware:
 
     def supports(self, precision: str) -> tuple[bool, str]:
         """Whether a precision runs natively here, and why not if it doesn't."""
-        f = self.flags
-        if precision == "fp32":
+        from wb_core.precisions import precision as declared
+
+        try:
+            p = declared(precision)
+        except KeyError:
+            return False, f"unknown precision {precision}"
+        if not p.cpu_flags or any(self.flags.get(flag) for flag in p.cpu_flags):
             return True, ""
-        if precision == "bf16":
-            if f.get("amx_bf16") or f.get("avx512_bf16"):
-                return True, ""
-            return False, "this CPU has neither AMX-BF16 nor AVX512_BF16, so BF16 would be emulated"
-        if precision == "int8":
-            if f.get("amx_int8") or f.get("avx512_vnni") or f.get("avx_vnni") or f.get("avx2"):
-                return True, ""
-            return False, "this CPU lacks the vector instructions OpenVINO needs for INT8"
-        return False, f"unknown precision {precision}"
+        return False, p.without_flags
 
 
 def _peak_gflops(ops: dict[str, int], physical_cores: int, ghz: float | None) -> dict[str, float]:

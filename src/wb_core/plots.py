@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from wb_core.analysis.recommend import pareto_mask, successful, uses_accuracy
 from wb_core.analysis.words import rounded, run_name
+from wb_core.precisions import baseline
 from wb_core.variants.guard import FAILED_WORDS, guard_failed_runs
 
 # What a hover says about a run, in words: (column, how the line reads with the value in {}).
@@ -218,7 +219,7 @@ def seq_len_curves(df: pd.DataFrame) -> go.Figure:
     colours = _colours(order)
     for series in order:
         part = best[best["_series"] == series]
-        dash = "dot" if str(part["precision"].iloc[0]) != "fp32" else "solid"
+        dash = "dot" if str(part["precision"].iloc[0]) != baseline() else "solid"
         for i, (col, name) in enumerate(rows, start=1):
             fig.add_trace(go.Scatter(x=part["seq_len"], y=part[col], mode="lines+markers", name=series,
                                      legendgroup=series, showlegend=(i == 1), text=_hover(part), hoverinfo="text",

@@ -18,16 +18,20 @@ class Precision:
     baseline: bool = False  # the precision the others are measured against (vs_fp32, the guard's reference)
     needs_data: bool = False  # its variant is built from calibration data (NNCF post-training quantization)
     cpu_flags: tuple[str, ...] = ()  # CPU flags of which any one runs it natively (empty: every CPU)
+    without_flags: str = ""  # why a CPU with none of `cpu_flags` does not run it natively, in words
+    by_hint: bool = False  # it runs the baseline's model file, asked of the runtime (a hint or a graph rewrite)
     about: str = ""  # how it is reached, for the help text
 
 
 PRECISIONS: tuple[Precision, ...] = (
     Precision("fp32", "FP32", "f32", baseline=True),
-    Precision("bf16", "BF16", "bf16", cpu_flags=("amx_bf16", "avx512_bf16")),
+    Precision("bf16", "BF16", "bf16", cpu_flags=("amx_bf16", "avx512_bf16"), by_hint=True,
+              without_flags="this CPU has neither AMX-BF16 nor AVX512_BF16, so BF16 would be emulated"),
     # The INT8 IR holds its quantized layers itself: the hint keeps the rest at f32.
     Precision("int8", "INT8", "f32", needs_data=True, cpu_flags=("amx_int8", "avx512_vnni", "avx_vnni", "avx2"),
+              without_flags="this CPU lacks the vector instructions OpenVINO needs for INT8",
               about="OpenVINO INT8 variant by NNCF"),
-)
+)  # from the widest to the narrowest
 NAMES: tuple[str, ...] = tuple(p.name for p in PRECISIONS)
 
 
@@ -47,6 +51,22 @@ def baseline() -> str:
 def reduced() -> tuple[str, ...]:
     """The precisions other than the baseline, in the declared order."""
     return tuple(p.name for p in PRECISIONS if not p.baseline)
+
+
+def narrowest_first() -> tuple[str, ...]:
+    """The precisions from the narrowest to the widest (the declared order reversed): the order the
+    quickest variants are measured first in."""
+    return tuple(reversed(NAMES))
+
+
+def from_data() -> tuple[str, ...]:
+    """The precisions whose variant is built from calibration data (`needs_data`)."""
+    return tuple(p.name for p in PRECISIONS if p.needs_data)
+
+
+def hinted() -> tuple[str, ...]:
+    """The precisions that run the baseline's model file, asked of the runtime (`by_hint`)."""
+    return tuple(p.name for p in PRECISIONS if p.by_hint)
 
 
 def ov_hint(name: str) -> str:

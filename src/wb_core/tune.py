@@ -34,6 +34,7 @@ from pathlib import Path
 from wb_core.backends.registry import get, ir_backend
 from wb_core.config import MeasureSettings, RunConfig, SweepSpec, available_cpus
 from wb_core.errors import ConfigError, Sentence, joined, setting
+from wb_core.precisions import from_data, narrowest_first
 
 WORKER_START_S = 1.5  # an OpenVINO worker's start, model load and compile, on a small model
 DEFAULT_SEQ_LEN = 128  # a text model's length when none is given
@@ -45,7 +46,6 @@ MAX_CONFIRM_ROUNDS = 5
 LOAD_S = 1.0  # one configuration's load, compile and warm-up in the side-by-side worker
 PAIRED_ROUND_S = 8.0  # side-by-side measuring a confirmation plans for each round it is given
 CONFIRM_OVERRUN = 0.1  # of the budget: how far the confirmation may run past it
-PRECISION_ORDER = ("int8", "bf16", "fp32")  # the variants, in the order they are measured
 PROBE_HINT = "throughput"
 
 
@@ -165,14 +165,14 @@ def _ladder(n: int) -> list[int]:
 
 
 def plan_variants(fmt: str, hw, has_data: bool) -> tuple[list[str], dict[str, str]]:
-    """The precision variants measured first, in PRECISION_ORDER: those this CPU runs natively (read
+    """The precision variants measured first, narrowest first (`precisions.narrowest_first`): those this CPU runs natively (read
     from `hw`, a `wb_core.hardware.Hardware`) and, for INT8, only with calibration data; and each
     one left out, with why."""
     from wb_core.sweep.context import infeasible_reason
 
     planned, left_out = [], {}
-    for precision in PRECISION_ORDER:
-        if precision == "int8" and not has_data:
+    for precision in narrowest_first():
+        if precision in from_data() and not has_data:
             left_out[precision] = Sentence(
                 f"quantizing needs calibration data ({setting('data', 'Data')}, or {setting('text', 'Text file')} "
                 f"with {setting('tokenizer', 'Tokenizer')})")
@@ -230,7 +230,7 @@ def variant_outcomes(df, planned: list[str], left_out: dict[str, str]) -> dict[s
     from wb_core.variants.guard import FAILED
 
     out: dict[str, dict] = {}
-    for precision in PRECISION_ORDER:
+    for precision in narrowest_first():
         if precision in left_out:
             out[precision] = {"state": "not planned", "why": left_out[precision], "best": None}
             continue

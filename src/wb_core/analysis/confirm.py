@@ -19,6 +19,8 @@ from pathlib import Path
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import ConfigError, setting
+from wb_core.precisions import baseline, from_data, hinted
+from wb_core.precisions import precision as declared
 from wb_core.stats import Ratio, ratio
 
 SAME_VARIANT = "the same variant under OpenVINO's THROUGHPUT hint"
@@ -44,7 +46,7 @@ def same_variant_with_hint(tuned: RunConfig) -> RunConfig | None:
     if not chosen:
         return None
     # Untouched, a BF16 run is the FP32 model left to the runtime: one and the same config.
-    precision = "fp32" if tuned.precision == "bf16" and chosen.get("untouched") else tuned.precision
+    precision = baseline() if tuned.precision in hinted() and chosen.get("untouched") else tuned.precision
     return RunConfig(tuned.backend, precision=precision, batch_size=tuned.batch_size, seq_len=tuned.seq_len,
                      shape=tuned.shape, **chosen)
 
@@ -91,8 +93,8 @@ def study_precision_options(spec: dict, frame, keys: list[str]):
         if k in rows.index and "variant_path" in rows.columns:
             row = rows.loc[k]
             path = row.get("variant_path")
-            if isinstance(path, str) and path and Path(path).exists() and row.get("precision") == "int8":
-                variants[f"{row['backend']}/int8"] = path
+            if isinstance(path, str) and path and Path(path).exists() and row.get("precision") in from_data():
+                variants[f"{row['backend']}/{row['precision']}"] = path
     kw = {"data": rec.get("data"), "output": rec.get("output"), "input_map": rec.get("input_map") or {},
           "max_accuracy_drop": rec.get("max_accuracy_drop"), "accuracy": rec.get("accuracy", True),
           "variants": variants}
@@ -181,10 +183,11 @@ def confirm_study(study: str, db, *, rounds: int = 5, objective: str = "throughp
     prec, rec_opts = study_precision_options(spec, df, [c.key for c in configs.values()])
     if precision_options is not None:
         prec = dataclasses.replace(precision_options, variants={**prec.variants, **precision_options.variants})
-    if tuned.precision == "int8" and not prec.variants and prec.data is None and rec_opts.get("data_in_memory") \
-            and not inputs.text:
-        raise ConfigError(f"The INT8 model study '{study}' measured is no longer in the cache and its data was given "
-                          f"in memory; pass the same data again (precision_options=PrecisionOptions(data=...)).")
+    if tuned.precision in from_data() and not prec.variants and prec.data is None \
+            and rec_opts.get("data_in_memory") and not inputs.text:
+        raise ConfigError(f"The {declared(tuned.precision).label} model study '{study}' measured is no longer in the "
+                          f"cache and its data was given in memory; pass the same data again "
+                          f"(precision_options=PrecisionOptions(data=...)).")
     name = f"{study}-confirm"
     shared, fresh_why = split_by_worker(configs, design)
     if len({configs[label].key for label in shared}) < 2:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from wb_core.errors import ConfigError, Sentence, WorkbenchError, joined, setting
+from wb_core.precisions import NAMES, baseline
 from wb_core.stats import Ratio, ratio
 from wb_core.variants.guard import guard_failed_runs
 
@@ -24,9 +25,6 @@ OBJECTIVES = ("throughput", "latency", "throughput_per_core")
 EQUIVALENCE = 0.03  # runs whose ratio's 95% interval lies within +-3% are equivalent: simplicity decides
 OBJECTIVE_WORDS = {"throughput": "the highest throughput", "latency": "the lowest p99 latency",
                    "throughput_per_core": "the highest throughput per core"}
-# Precision names used by the runs -> keys of Hardware.peak_gflops.
-PEAK_KEY = {"fp32": "fp32", "bf16": "bf16", "int8": "int8"}
-
 
 class NoRunMeetsConstraints(WorkbenchError):
     """Every successful run breaks at least one constraint."""
@@ -153,7 +151,8 @@ def with_efficiency(df: pd.DataFrame, hardware: dict | None = None,
     physical = float(hardware.get("physical_cores") or available)
     if flops_per_sample:
         out["gflops"] = _col(out, "throughput") * flops_per_sample / 1e9
-        peak_per_core = out["precision"].map(lambda p: (peak_total.get(PEAK_KEY.get(str(p), "fp32")) or 0) / physical)
+        peak_per_core = out["precision"].map(
+            lambda p: (peak_total.get(str(p) if str(p) in NAMES else baseline()) or 0) / physical)
         peak = peak_per_core.astype(float) * used
         out["pct_peak_flops"] = (100 * out["gflops"] / peak).where(peak > 0)
     else:
@@ -406,7 +405,7 @@ def _busy_words(ranked: pd.DataFrame, tied: list) -> tuple[list[str], str | None
 
 def _accuracy_unknown(df: pd.DataFrame) -> pd.Series:
     """Runs of a reduced precision whose accuracy was never measured."""
-    reduced = df["precision"].astype(str).str.lower() != "fp32"
+    reduced = df["precision"].astype(str).str.lower() != baseline()
     return reduced & _col(df, "accuracy").isna() & _col(df, "accuracy_drop").isna()
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from wb_core.errors import ConfigError, WorkbenchError, setting
+from wb_core.precisions import baseline, ov_hint
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS serve_checks (
@@ -518,7 +519,9 @@ def _same_outputs(server, dep, specs, batch, properties: dict) -> bool:
     compiled = ov.Core().compile_model(model, "CPU", {k: v for k, v in properties.items()
                                                        if k != "ENABLE_CPU_PINNING"})
     local = compiled([batch[s.name] for s in specs])
-    low = str(properties.get("INFERENCE_PRECISION_HINT", "")).lower() in ("bf16", "f16") or dep.precision == "int8"
+    hint = str(properties.get("INFERENCE_PRECISION_HINT", "")).lower()
+    # Activations below f32 (a hint other than the baseline's), or a reduced-precision model file.
+    low = bool(hint and hint != ov_hint(baseline())) or dep.precision != baseline()
     tol = 5e-2 if low else 1e-3
     for i, port in enumerate(compiled.outputs):
         name = port.get_any_name()

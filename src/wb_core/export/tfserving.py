@@ -20,6 +20,7 @@ from wb_core.export.common import (
     shell_line,
 )
 from wb_core.export.deployment import DeploymentConfig
+from wb_core.precisions import baseline, hinted, precision
 
 FORMAT = "tfserving"
 DESCRIPTION = "TensorFlow Serving: run_tfserving.sh (intra/inter-op parallelism, docker run) and batching_parameters.txt"
@@ -73,9 +74,10 @@ def render(dep: DeploymentConfig) -> ExportResult:
         notes.append(f"OpenVINO streams ({dep.streams}) have no TensorFlow Serving equivalent.")
     if not dep.threads:
         notes.append("Threads were left to the runtime; 0 lets TensorFlow Serving choose.")
-    if dep.precision == "bf16":
-        notes.append("BF16 auto mixed precision is a graph-rewrite option of the measured run with no TensorFlow "
-                     "Serving flag; export the SavedModel in BF16 or serve it in FP32.")
+    if dep.precision in hinted():
+        label, base = precision(dep.precision).label, precision(baseline()).label
+        notes.append(f"{label} auto mixed precision is a graph-rewrite option of the measured run with no TensorFlow "
+                     f"Serving flag; export the SavedModel in {label} or serve it in {base}.")
     if dep.instances > 1:
         notes.append(f"The run used {dep.instances} instances; TensorFlow Serving runs one model, with "
                      f"num_batch_threads={requests_in_flight(dep)} batches in parallel.")

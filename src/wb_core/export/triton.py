@@ -58,6 +58,8 @@ from wb_core.export.common import (
 )
 from wb_core.export.deployment import DeploymentConfig
 from wb_core.export.ovms import plugin_config
+from wb_core.precisions import hinted
+from wb_core.precisions import precision as declared
 
 FORMAT = "triton"
 DESCRIPTION = "Triton: model_repository/NAME/config.pbtxt (instance_group, dynamic_batching) and run_triton.sh"
@@ -273,9 +275,9 @@ def tensorflow_parameters(dep: DeploymentConfig, notes: list[str]) -> dict[str, 
     if dep.onednn is not None:
         notes.append(f"TF_ENABLE_ONEDNN_OPTS={'1' if dep.onednn else '0'} is an environment variable, not a "
                      "model parameter: set it on the tritonserver process (run_triton.sh does).")
-    if dep.precision == "bf16":
-        notes.append("TensorFlow's oneDNN BF16 auto mixed precision has no Triton model parameter; the "
-                     "tensorflow backend runs the SavedModel as exported.")
+    if dep.precision in hinted():
+        notes.append(f"TensorFlow's oneDNN {declared(dep.precision).label} auto mixed precision has no Triton model "
+                     "parameter; the tensorflow backend runs the SavedModel as exported.")
     if dep.concurrency > 1:
         notes.append(f"The run called one TensorFlow session from {dep.concurrency} threads at once; a Triton model "
                      "instance runs one batch at a time, so the export keeps its instance count and the requests "
@@ -292,15 +294,17 @@ def onnxruntime_parameters(dep: DeploymentConfig, notes: list[str]) -> dict[str,
     return out
 
 
+# Triton's own runtime names (the words it shares with ours are its, not the registry's) -> their parameters.
+RUNTIME_PARAMETERS = {"openvino": openvino_parameters,
+                      "tensorflow": lambda dep, lay, notes: tensorflow_parameters(dep, notes),
+                      "onnxruntime": lambda dep, lay, notes: onnxruntime_parameters(dep, notes)}
+
+
 def _parameters(dep: DeploymentConfig, lay: Layout, notes: list[str]) -> dict[str, str]:
     """config.pbtxt parameters in the words of the Triton runtime that serves the run."""
     name = served_runtime(dep).runtime
-    if name == "openvino":
-        return openvino_parameters(dep, lay, notes)
-    if name == "tensorflow":
-        return tensorflow_parameters(dep, notes)
-    if name == "onnxruntime":
-        return onnxruntime_parameters(dep, notes)
+    if name in RUNTIME_PARAMETERS:
+        return RUNTIME_PARAMETERS[name](dep, lay, notes)
     notes.append(f"Triton's {name} backend gets no parameters from this export; set its threads by hand.")
     return {}
 
