@@ -51,8 +51,6 @@ KNOWN: dict[tuple[str, str], tuple[int, str]] = {
     ("hardware.py", "precisions"): (1, "the peak model of each precision: to read the precisions' CPU flags"),
     ("export/triton.py", "precision-compare"): (1, "Triton's openvino backend's HINT_BF16, a parameter that names bf16 "
                                                    "itself"),
-    ("variants/convert.py", "backend-compare"): (1, "'openvino' there is the IR model format's name"),
-    ("variants/quantize.py", "backend-compare"): (2, "'openvino' there is the IR model format's name"),
     ("ui/capacity_panel.py", "plotly"): (1, "the capacity figure: to move to plots.py"),
     ("ui/compare_panel.py", "plotly"): (1, "the layer comparison's bars: to move to plots.py"),
     ("ui/layers_panel.py", "plotly"): (1, "the layer profile's bars: to move to plots.py"),

@@ -29,6 +29,7 @@ from wb_core.model_inputs import (  # noqa: F401 - first_line and ov_inputs are 
 FORMAT_TITLES = {"savedmodel": "TensorFlow SavedModel", "keras": "Keras", "onnx": "ONNX", "openvino": "OpenVINO IR",
                  "tflite": "TensorFlow Lite", "paddle": "PaddlePaddle"}
 FORMATS = tuple(FORMAT_TITLES)
+IR_FORMAT = "openvino"  # the OpenVINO IR files the variant step makes and reads
 
 
 def format_title(fmt: str) -> str:
@@ -70,7 +71,7 @@ def detect_format(path: str | Path) -> str:
     if suffix == ".xml":
         if not p.with_suffix(".bin").is_file():
             raise ModelError(f"OpenVINO IR '{p}' has no weights file '{p.with_suffix('.bin').name}' beside it.")
-        return "openvino"
+        return IR_FORMAT
     if suffix == ".bin" and p.with_suffix(".xml").is_file():
         raise ModelError(f"'{p}' is the weights half of an OpenVINO IR; pass '{p.with_suffix('.xml')}' instead.")
     if suffix in (".h5", ".hdf5"):

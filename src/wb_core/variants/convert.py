@@ -20,7 +20,7 @@ from pathlib import Path
 
 from wb_core.backends.registry import backend_formats, get, loaders, names
 from wb_core.errors import ModelError
-from wb_core.models import detect_format, fingerprint
+from wb_core.models import IR_FORMAT, detect_format, fingerprint
 from wb_core.paths import cache_dir
 from wb_core.proc.parent import run_task
 
@@ -45,7 +45,7 @@ def ensure_ir(path: str | Path, fmt: str | None = None, fp: str | None = None) -
     """Path of an OpenVINO IR `.xml` for the model (the model itself if it is one)."""
     path = Path(path)
     fmt = fmt or detect_format(path)
-    if fmt == "openvino":
+    if fmt == IR_FORMAT:
         return path
     fp = fp or fingerprint(path)
 

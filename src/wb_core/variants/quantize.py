@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from wb_core.models import IR_FORMAT
 from wb_core.proc.parent import run_task
 from wb_core.variants.convert import _cached, ensure_ir
 
@@ -70,9 +71,9 @@ def ensure_int8_ir(model: str | Path, fmt: str, model_fp: str, data_path: Path, 
     from wb_core.variants.convert import ir_facts
 
     fp32_ir = ensure_ir(model, fmt, model_fp)
-    facts = ir_facts(fp32_ir) if fmt != "openvino" or family is None else {}
+    facts = ir_facts(fp32_ir) if fmt != IR_FORMAT or family is None else {}
     family = family or (facts.get("family"), facts.get("family_reason"))
-    content = facts.get("graph") if fmt != "openvino" else None  # a user's IR is its own content: its fingerprint
+    content = facts.get("graph") if fmt != IR_FORMAT else None  # a user's IR is its own content: its fingerprint
     content = f"graph:{content}" if content else model_fp
 
     built = []
