@@ -47,35 +47,35 @@ GENERIC: tuple[Axis, ...] = (
     Axis("backend", "backends", one_of("backend", registry.names), "Backends to measure with (comma-separated): "
          "{backends}.", "Backends", "--backend", default=dataclasses.MISSING, sweep_default=(registry.default_backend(),),
          text_default=registry.default_backend(), annotation="str", stage="backend", every_backend=True,
-         in_name="{title}", name_rank=0, header="Runtime"),
+         in_name="{title}", name_rank=0, header="Runtime", column_rank=0, legacy_key=True),
     Axis("precision", "precisions", one_of("precision", PRECISIONS), precisions.help_text() + ".", "Precisions",
          "--precision", default=precisions.baseline(), sweep_default=(precisions.baseline(),),
          text_default=precisions.baseline(), annotation="str", choices=PRECISIONS, stage="variant", every_backend=True,
          in_name="{VALUE}", unset_name=precisions.precision(precisions.baseline()).label, name_rank=1,
-         header="Precision"),
+         header="Precision", column_rank=1, legacy_key=True),
     Axis("cores", "cores", _cores, "Pinning: none, all, firstK, or CPU lists like 0, 0-1, 0+2 (values "
          "comma-separated).", "Cores", "--cores", text_default="none", annotation="tuple[int, ...] | None",
          becomes="the worker's CPU affinity", stage="placement", every_backend=True, unparse=format_cores,
          canonical=lambda v: [int(c) for c in v], in_name="cores {value}",
-         unset_name="not pinned", name_rank=40, header="Cores pinned"),
+         unset_name="not pinned", name_rank=40, header="Cores pinned", column_rank=6, legacy_key=True),
     Axis("instances", "instances", whole_numbers("Instances", 4096, auto=False), "Instances started together, "
          "e.g. 1,2.", "Instances", "--instances", default=1, sweep_default=(1,), text_default="1", annotation="int",
          ordered=True, stage="placement", every_backend=True, in_name="{value} instances", name_over=1,
-         name_rank=41),
+         name_rank=41, column_rank=7, legacy_key=True),
     Axis("cores_per_instance", "cores_per_instance", whole_numbers("Cores per instance", 4096), "Cores pinned to "
          "each instance (disjoint), e.g. 1,2.", "Cores per instance", "--cores-per-instance", ordered=True,
-         stage="placement", every_backend=True, roles=("serving", "compare", "identity")),
+         stage="placement", every_backend=True, roles=("serving", "compare", "identity"), legacy_key=True),
     Axis("threads", "threads", whole_numbers("Threads", MAX_THREADS), "Intra-op / inference threads, e.g. 1,2 or "
          "auto.", "Threads", "--threads", ordered=True, becomes="the runtime's intra-op / inference threads",
-         in_name="{value} thread{s}", unset_name="auto threads", name_rank=20),
+         in_name="{value} thread{s}", unset_name="auto threads", name_rank=20, column_rank=3, legacy_key=True),
     Axis("concurrency", "concurrency", whole_numbers("Concurrency", 4096), "Requests in flight, e.g. 1,4; auto: as "
          "many as the OpenVINO streams (1 without streams).", "Requests in flight", "--concurrency", default=1,
          annotation="int", ordered=True, stage="point", every_backend=True, in_name="{value} in flight",
-         name_over=1, name_rank=42),
+         name_over=1, name_rank=42, column_rank=8, legacy_key=True),
     Axis("rate", "rates", parse_rates, "Poisson arrival rates in requests/s (server scenario).", "Arrival rate (req/s)", "--rate",
          text_default="none", annotation="float | None", ordered=True, stage="point", every_backend=True,
          canonical=float, in_name="{value} req/s",
-         roles=("serving", "compare", "name")),  # a Poisson point of a configuration, not another one
+         roles=("serving", "compare", "name"), legacy_key=True),  # a Poisson point of a configuration, not another one
     Axis("seq_len", "seq_lens", whole_numbers("Sequence length", 10**7), "Sequence lengths: sizes of the dynamic "
          "non-batch dimensions, e.g. 32,128,384 (one sweep axis).", "Sequence lengths", "--dynamic-size",
          generated_option=False, text_default="", ordered=True, stage="point", every_backend=True, searched=False,
@@ -87,7 +87,8 @@ GENERIC: tuple[Axis, ...] = (
          roles=("compare",), header="Input shape", name_rank=3),
     Axis("batch_size", "batch_sizes", whole_numbers("Batch size", MAX_BATCH, auto=False), "Batch sizes, e.g. "
          "1,8,32.", "Batch sizes", "--batch", default=1, sweep_default=(1,), text_default="1", annotation="int",
-         ordered=True, stage="point", every_backend=True, in_name="batch {value}", name_rank=10, header="Batch"),
+         ordered=True, stage="point", every_backend=True, in_name="batch {value}", name_rank=10, header="Batch",
+         column_rank=2, legacy_key=True),
 )
 
 
@@ -154,6 +155,17 @@ def with_role(role: str) -> tuple[str, ...]:
     if role not in ROLES:
         raise KeyError(role)
     return tuple(a.name for a in sorted(all_axes(), key=lambda a: a.name_rank) if role in a.roles)
+
+
+def result_columns() -> tuple[str, ...]:
+    """The settings every results frame starts with, in their public order (`Axis.column_rank`)."""
+    ranked = sorted((a for a in all_axes() if a.column_rank is not None), key=lambda a: a.column_rank)
+    return tuple(a.name for a in ranked)
+
+
+def legacy_fields() -> tuple[str, ...]:
+    """The settings databases written before stable keys hashed (`Axis.legacy_key`)."""
+    return tuple(a.name for a in all_axes() if a.legacy_key)
 
 
 def run_settings() -> tuple[str, ...]:

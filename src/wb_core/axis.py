@@ -65,6 +65,8 @@ class Axis:
     unparse: Callable[[Any], Any] | None = None  # a value as a spec file writes it (None: as it is)
     canonical: Callable[[Any], Any] | None = None  # a non-default value as its run key hashes it
     roles: tuple[str, ...] = ROLES  # what it is beyond a key of every point (every axis is one): see ROLES
+    column_rank: int | None = None  # its place among the settings every results frame starts with (None: not one)
+    legacy_key: bool = False  # hashed by the keys databases written before stable keys used (history: never changes)
     # How a run's name says a value: {value} (shown as text), {VALUE} (upper case), {s} (plural of the
     # value); empty: the label and the value. `unset_name`: what the name says when the value is unset
     # (empty: nothing); `name_over`: said only above this value; `name_rank`: its place in the name.

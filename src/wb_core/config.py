@@ -350,12 +350,10 @@ def _text_range(value):
 
 
 # Fields of RunConfig that identify a point; their order is the public column order.
-CONFIG_COLUMNS = ("backend", "precision", "batch_size", "threads", "inter_op_threads", "streams",
-                  "cores", "instances", "concurrency")
+CONFIG_COLUMNS = axes.result_columns()
 # The fields databases written before stable keys hashed (every field then); later ones are left
 # out of the legacy key while they hold their default.
-LEGACY_FIELDS = ("backend", "precision", "batch_size", "threads", "inter_op_threads", "streams", "cores",
-                 "instances", "concurrency", "hint", "onednn", "cpu_pinning", "cores_per_instance", "rate")
+LEGACY_FIELDS = axes.legacy_fields()
 
 
 def _axis_fields(kind: str):
