@@ -151,7 +151,7 @@ def _sweep_panel(tmp_path, model, batch="1,8", threads="1"):
     session = DashboardState(tmp_path / "ui.db")
     session.model_path = str(model)
     panel = SweepPanel(session)
-    panel.batch.value, panel.threads.value, panel.max_time.value = batch, threads, 0.3
+    panel.axis_boxes["batch_sizes"].value, panel.axis_boxes["threads"].value, panel.max_time.value = batch, threads, 0.3
     return session, panel
 
 
@@ -200,10 +200,10 @@ def test_bad_sweep_values_and_failing_models_show_messages(tmp_path):
     bad = tmp_path / "broken.onnx"
     bad.write_bytes(b"garbage")
     session, panel = _sweep_panel(tmp_path, bad)
-    panel.cores.value = "0-999"
+    panel.axis_boxes["cores"].value = "0-999"
     panel.run.click()
     assert "does not offer" in panel.messages.text.value
-    panel.cores.value = "none"
+    panel.axis_boxes["cores"].value = "none"
     panel.run.click()
     panel._thread.join(120)
     assert "wb-msg-error" in panel.messages.text.value and "broken.onnx" in panel.messages.text.value

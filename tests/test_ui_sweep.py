@@ -23,7 +23,7 @@ def _panel(tmp_path, model=None, batch="1", threads="1"):
     if model is not None:
         session.model_path = str(model)
     panel = SweepPanel(session)
-    panel.batch.value, panel.threads.value, panel.max_time.value = batch, threads, 0.3
+    panel.axis_boxes["batch_sizes"].value, panel.axis_boxes["threads"].value, panel.max_time.value = batch, threads, 0.3
     return session, panel
 
 
@@ -38,8 +38,8 @@ def test_spec_and_run_values_carry_scenario_search_and_data(tmp_path, lenet_save
 
     _, panel = _panel(tmp_path, lenet_savedmodel)
     sc = panel.scenario
-    sc.instances.value, sc.cores_per_instance.value, sc.concurrency.value = "1,2", "1", "1,4"
-    sc.rates.value, sc.repeats.value = "50", 2
+    panel.axis_boxes["instances"].value, panel.axis_boxes["cores_per_instance"].value, panel.axis_boxes["concurrency"].value = "1,2", "1", "1,4"
+    panel.axis_boxes["rates"].value, sc.repeats.value = "50", 2
     values = panel.spec_values()
     assert (values["instances"], values["cores_per_instance"], values["concurrency"], values["rates"],
             values["repeats"]) == ("1,2", "1", "1,4", "50", 2)
@@ -51,7 +51,7 @@ def test_spec_and_run_values_carry_scenario_search_and_data(tmp_path, lenet_save
     panel.search.budget.value, panel.search.p99.value = 5, "3.5"
     assert panel.run_values() == {"data": "demo:lenet-digits", "metric": "top1", "calib_size": 100,
                                   "max_accuracy_drop": 0.02, "search": "smart", "budget": 5, "p99_ms": 3.5}
-    sc.cores_per_instance.value = "0"
+    panel.axis_boxes["cores_per_instance"].value = "0"
     with pytest.raises(ConfigError, match="Cores per instance"):
         panel.spec_values()
 
@@ -79,14 +79,14 @@ def test_threads_beyond_the_cpus_are_warned_about_before_measuring(tmp_path):
     n = len(available_cpus())
     _, panel = _panel(tmp_path)
     assert panel.warnings.value == ""
-    panel.threads.value = "1,99"
+    panel.axis_boxes["threads"].value = "1,99"
     assert f"Threads = 99 is more than the {n} CPU" in panel.warnings.value
     assert "oversubscribe" in panel.warnings.value
-    panel.threads.value = "1"
-    panel.scenario.instances.value, panel.scenario.cores_per_instance.value = "2", str(n)
+    panel.axis_boxes["threads"].value = "1"
+    panel.axis_boxes["instances"].value, panel.axis_boxes["cores_per_instance"].value = "2", str(n)
     assert f"2 instances × {n} cores = {2 * n} cores" in panel.warnings.value
-    panel.scenario.instances.value = "1"
-    panel.threads.value = "nonsense"  # said when Run is pressed, not as a warning
+    panel.axis_boxes["instances"].value = "1"
+    panel.axis_boxes["threads"].value = "nonsense"  # said when Run is pressed, not as a warning
     assert panel.warnings.value == ""
 
 
@@ -242,7 +242,7 @@ def test_the_live_plot_is_sent_whole_to_the_page_with_every_point(tmp_path, lene
     tabs.selected_index = 1
     assert points(panel.plot.outputs) == 1
     panel.study.value = "new"
-    panel.batch.value, panel.threads.value, panel.max_time.value = "1,2", "1", 0.3
+    panel.axis_boxes["batch_sizes"].value, panel.axis_boxes["threads"].value, panel.max_time.value = "1,2", "1", 0.3
     panel.run.click()
     panel._thread.join(120)
     assert "2 ok" in panel.messages.text.value, panel.messages.text.value
@@ -251,7 +251,7 @@ def test_the_live_plot_is_sent_whole_to_the_page_with_every_point(tmp_path, lene
     # Reopened (a new page opens the latest study), the study comes back with its settings and the
     # model's name, not its cache path.
     again = dashboard(db).panel("Sweep")
-    assert again.study.value == "new" and again.batch.value == "1,2" and again.max_time.value == 0.3
+    assert again.study.value == "new" and again.axis_boxes["batch_sizes"].value == "1,2" and again.max_time.value == 0.3
     assert str(lenet_ir) not in again.model_line.value and again.session.model_label in again.model_line.value
 
 
@@ -269,12 +269,12 @@ def test_a_reopened_study_gets_back_every_setting_it_ran_with(tmp_path):
     first = SweepPanel(DashboardState(db))
     for box in first.precisions.boxes:
         box.value = box.option in ("fp32", "bf16")
-    first.batch.value, first.threads.value, first.max_time.value = "1,4", "2", 0.7
+    first.axis_boxes["batch_sizes"].value, first.axis_boxes["threads"].value, first.max_time.value = "1,4", "2", 0.7
     first.data.source.value = SERVER_PATH
     first.data.path.value = str(data)
     first.data.metric.value, first.data.drop.value = "top1", "0.01"
     first.search.how.value, first.search.budget.value, first.search.p99.value = SMART, 5, "7"
-    first.scenario.rates.value, first.scenario.concurrency.value = "50,200", "2"
+    first.axis_boxes["rates"].value, first.axis_boxes["concurrency"].value = "50,200", "2"
     first.session.study = "kept"
     first.session.model_label = "resnet"
     kept = first.settings()
@@ -291,9 +291,13 @@ def test_a_reopened_study_gets_back_every_setting_it_ran_with(tmp_path):
     spec = {"sweep": {"backends": ["openvino"], "precisions": ["fp32", "int8"], "batch_sizes": [1, 8],
                       "threads": [None, 2], "rates": [None, 100.0]}, "search": "grid",
             "settings": {"max_time_s": 1.5}}
-    assert settings_from_spec(spec) == {"batch": "1,8", "threads": "auto,2", "scenario_rates": "none,100.0",
+    assert settings_from_spec(spec) == {"axes": {"batch_sizes": "1,8", "threads": "auto,2", "rates": "none,100.0"},
                                         "backends": ["openvino"], "precisions": ["fp32", "int8"], "search": "grid",
                                         "max_time": 1.5}
+    # A study saved before the tab kept its boxes by SweepSpec field reopens with them.
+    fresh.restore({"batch": "2,4", "pinning": "off", "scenario_rates": "30", "threads": "1"})
+    assert [fresh.axis_boxes[f].value for f in ("batch_sizes", "cpu_pinning", "rates", "threads")] == [
+        "2,4", "off", "30", "1"]
 
 
 def test_runs_table_in_words_with_the_reason_of_a_skipped_run():
@@ -327,7 +331,7 @@ def test_a_text_model_sweeps_real_text_at_the_lengths_chosen(tmp_path):
     model = ensure_demo("text-encoder") / "model.xml"
     sample, tokenizer = demo_sample_text("text-encoder")
     session, panel = _panel(tmp_path, model, batch="1")
-    panel.seq_lens.value = "16,32"
+    panel.axis_boxes["seq_lens"].value = "16,32"
     panel.data.source.value = TEXT
     panel.data.text_path.value = str(tmp_path / "missing.txt")
     panel.data.tokenizer_path.value = str(tokenizer)
@@ -359,11 +363,11 @@ def test_out_of_range_numbers_are_refused_in_words_and_stale_errors_clear(tmp_pa
     panel.scenario.repeats.value = 0
     assert "Repeats" in panel.messages.text.value
     panel.scenario.repeats.value = 1
-    panel.batch.value = "-5"
+    panel.axis_boxes["batch_sizes"].value = "-5"
     panel.run.click()
-    assert panel.batch.value == "-5" and "Batch size must be at least 1; got -5" in panel.messages.text.value
+    assert panel.axis_boxes["batch_sizes"].value == "-5" and "Batch size must be at least 1; got -5" in panel.messages.text.value
     assert panel._thread is None  # nothing ran
-    panel.batch.value = "1"
+    panel.axis_boxes["batch_sizes"].value = "1"
     assert panel.messages.text.value == ""  # the stale error is gone once the field changed
 
 
@@ -410,9 +414,9 @@ def test_a_backend_setting_without_a_control_of_its_own_gets_one_from_the_axes_t
     from wb_core.api import SweepSpec, field_help, sweep_axes
 
     _, panel = _panel(tmp_path, lenet_savedmodel)
-    own = {"backend", "precision", "batch_size", "seq_len", "shape", "threads", "cores", "streams", "hint",
-           "cpu_pinning", "inter_op_threads", "onednn", "instances", "cores_per_instance", "concurrency", "rate"}
-    assert set(panel.axis_boxes) == {a.spec for a in sweep_axes() if a.name not in own}
+    # Every axis but the runtimes and precisions (checkboxes) and the input shape has a box.
+    unboxed = {"backend", "precision", "shape"}
+    assert set(panel.axis_boxes) == {a.spec for a in sweep_axes() if a.name not in unboxed}
     box = panel.axis_boxes["execution_modes"]
     assert box.description == "Execution mode (ONNX Runtime)" and box.tooltip == field_help("execution_modes")
     assert box.value == "auto"
@@ -442,13 +446,13 @@ def test_each_sweep_control_carries_the_label_errors_and_notes_use(tmp_path):
 
     _, panel = _panel(tmp_path)
     shown = {"backends": panel.backends.children[0].value, "precisions": panel.precisions.children[0].value,
-             "batch_sizes": panel.batch.description, "seq_lens": panel.seq_lens.description,
-             "threads": panel.threads.description, "cores": panel.cores.description,
-             "streams": panel.streams.description, "hints": panel.hints.description,
-             "cpu_pinning": panel.pinning.description, "inter_op_threads": panel.inter_op.description,
-             "onednn": panel.onednn.description, "instances": panel.scenario.instances.description,
-             "cores_per_instance": panel.scenario.cores_per_instance.description,
-             "concurrency": panel.scenario.concurrency.description, "rates": panel.scenario.rates.description,
+             "batch_sizes": panel.axis_boxes["batch_sizes"].description, "seq_lens": panel.axis_boxes["seq_lens"].description,
+             "threads": panel.axis_boxes["threads"].description, "cores": panel.axis_boxes["cores"].description,
+             "streams": panel.axis_boxes["streams"].description, "hints": panel.axis_boxes["hints"].description,
+             "cpu_pinning": panel.axis_boxes["cpu_pinning"].description, "inter_op_threads": panel.axis_boxes["inter_op_threads"].description,
+             "onednn": panel.axis_boxes["onednn"].description, "instances": panel.axis_boxes["instances"].description,
+             "cores_per_instance": panel.axis_boxes["cores_per_instance"].description,
+             "concurrency": panel.axis_boxes["concurrency"].description, "rates": panel.axis_boxes["rates"].description,
              **{spec: box.description for spec, box in panel.axis_boxes.items()}}
     expected = {"backends": "Backends", "precisions": "Precisions", "batch_sizes": "Batch sizes",
                 "seq_lens": "Sequence lengths", "threads": "Threads", "cores": "Cores",
@@ -472,14 +476,14 @@ def test_the_sweep_says_how_many_points_and_about_how_long_before_run(tmp_path):
     db = tmp_path / "est.db"
     make_study_db(db, [run(batch=1, threads=1, cores=None, p99=1.0, thr=100)], name="est")
     panel = SweepPanel(DashboardState(db))
-    panel.batch.value, panel.threads.value, panel.cores.value = "1,2,4", "1,2", "none"
+    panel.axis_boxes["batch_sizes"].value, panel.axis_boxes["threads"].value, panel.axis_boxes["cores"].value = "1,2,4", "1,2", "none"
     panel.max_time.value = 1.0
     assert "6 points to measure, about 20 seconds" in panel.estimate.value  # 6 × (1.5 start + 0.5 + 1 s)
     panel.max_time.value = 60.0
     assert "6 points to measure, about 6 minutes" in panel.estimate.value
-    panel.batch.value = "0"
+    panel.axis_boxes["batch_sizes"].value = "0"
     assert panel.estimate.value == ""  # Run says what is wrong with it
-    panel.batch.value = "1"
+    panel.axis_boxes["batch_sizes"].value = "1"
     panel.study.value = "est"
     assert "1 point to measure (1 stored already)" in panel.estimate.value
 
@@ -492,7 +496,7 @@ def test_after_a_sweep_the_estimate_says_what_is_left(tmp_path, lenet_ir, fast):
     session.model_path = str(lenet_ir)
     panel = SweepPanel(session)
     panel.study.value = "left"
-    panel.batch.value, panel.threads.value, panel.cores.value, panel.max_time.value = "1", "1", "none", 0.3
+    panel.axis_boxes["batch_sizes"].value, panel.axis_boxes["threads"].value, panel.axis_boxes["cores"].value, panel.max_time.value = "1", "1", "none", 0.3
     assert "1 point to measure" in panel.estimate.value
     panel.run.click()
     panel._thread.join(120)

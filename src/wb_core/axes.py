@@ -47,48 +47,63 @@ GENERIC: tuple[Axis, ...] = (
     Axis("backend", "backends", one_of("backend", registry.names), "Backends to measure with (comma-separated): "
          "{backends}.", "Backends", "--backend", default=dataclasses.MISSING, sweep_default=(registry.default_backend(),),
          text_default=registry.default_backend(), annotation="str", stage="backend", every_backend=True,
-         in_name="{title}", name_rank=0, header="Runtime", column_rank=0, legacy_key=True),
+         in_name="{title}", name_rank=0, header="Runtime", column_rank=0, legacy_key=True,
+         always_shown=True, place=""),
     Axis("precision", "precisions", one_of("precision", PRECISIONS), precisions.help_text() + ".", "Precisions",
          "--precision", default=precisions.baseline(), sweep_default=(precisions.baseline(),),
          text_default=precisions.baseline(), annotation="str", choices=PRECISIONS, stage="variant", every_backend=True,
          in_name="{VALUE}", unset_name=precisions.precision(precisions.baseline()).label, name_rank=1,
-         header="Precision", column_rank=1, legacy_key=True),
+         header="Precision", column_rank=1, legacy_key=True, always_shown=True, place=""),
     Axis("cores", "cores", _cores, "Pinning: none, all, firstK, or CPU lists like 0, 0-1, 0+2 (values "
          "comma-separated).", "Cores", "--cores", text_default="none", annotation="tuple[int, ...] | None",
          becomes="the worker's CPU affinity", stage="placement", every_backend=True, unparse=format_cores,
          canonical=lambda v: [int(c) for c in v], in_name="cores {value}",
-         unset_name="not pinned", name_rank=40, header="Cores pinned", column_rank=6, legacy_key=True),
+         unset_name="not pinned", name_rank=40, header="Cores pinned", column_rank=6, legacy_key=True,
+         always_shown=True, place="main", guide="Which CPUs the worker is pinned to: none, all, first2, or lists like "
+         "0-1; pinning keeps neighbours from sharing cores."),
     Axis("instances", "instances", whole_numbers("Instances", 4096, auto=False), "Instances started together, "
          "e.g. 1,2.", "Instances", "--instances", default=1, sweep_default=(1,), text_default="1", annotation="int",
          ordered=True, stage="placement", every_backend=True, in_name="{value} instances", name_over=1,
-         name_rank=41, column_rank=7, legacy_key=True),
+         name_rank=41, column_rank=7, legacy_key=True, place="scenario",
+         guide="Copies of the model serving side by side, each in its own process, e.g. 1,2. Instances started "
+         "together, e.g. 1,2."),
     Axis("cores_per_instance", "cores_per_instance", whole_numbers("Cores per instance", 4096), "Cores pinned to "
          "each instance (disjoint), e.g. 1,2.", "Cores per instance", "--cores-per-instance", ordered=True,
-         stage="placement", every_backend=True, roles=("serving", "compare", "identity"), legacy_key=True),
+         stage="placement", every_backend=True, roles=("serving", "compare", "identity"), legacy_key=True,
+         place="scenario", guide="CPUs pinned to each copy (they do not overlap), e.g. 1; auto: not pinned. Instances "
+         "× cores per instance must fit this machine."),
     Axis("threads", "threads", whole_numbers("Threads", MAX_THREADS), "Intra-op / inference threads, e.g. 1,2 or "
          "auto.", "Threads", "--threads", ordered=True, becomes="the runtime's intra-op / inference threads",
-         in_name="{value} thread{s}", unset_name="auto threads", name_rank=20, column_rank=3, legacy_key=True),
+         in_name="{value} thread{s}", unset_name="auto threads", name_rank=20, column_rank=3, legacy_key=True,
+         always_shown=True, place="main", guide="Threads one inference may use, e.g. 1,2,4; auto: the runtime's "
+         "default. More than the CPUs here gets a warning."),
     Axis("concurrency", "concurrency", whole_numbers("Concurrency", 4096), "Requests in flight, e.g. 1,4; auto: as "
          "many as the OpenVINO streams (1 without streams).", "Requests in flight", "--concurrency", default=1,
          annotation="int", ordered=True, stage="point", every_backend=True, in_name="{value} in flight",
-         name_over=1, name_rank=42, column_rank=8, legacy_key=True),
+         name_over=1, name_rank=42, column_rank=8, legacy_key=True, always_shown=True, place="scenario",
+         guide="Requests each copy works on at once, e.g. 1,4; auto: one per OpenVINO stream."),
     Axis("rate", "rates", parse_rates, "Poisson arrival rates in requests/s (server scenario).", "Arrival rate (req/s)", "--rate",
          text_default="none", annotation="float | None", ordered=True, stage="point", every_backend=True,
          canonical=float, in_name="{value} req/s",
-         roles=("serving", "compare", "name"), legacy_key=True),  # a Poisson point of a configuration, not another one
+         roles=("serving", "compare", "name"), legacy_key=True,  # a Poisson point of a configuration, not another one
+         place="scenario", guide="Requests arriving at random (Poisson) at this many per second, e.g. 50,200, as from "
+         "real users; none: each request starts as soon as the last one ends."),
     Axis("seq_len", "seq_lens", whole_numbers("Sequence length", 10**7), "Sequence lengths: sizes of the dynamic "
          "non-batch dimensions, e.g. 32,128,384 (one sweep axis).", "Sequence lengths", "--dynamic-size",
          generated_option=False, text_default="", ordered=True, stage="point", every_backend=True, searched=False,
          in_name="length {value}", roles=("compare", "name"), header="Sequence length",
-         name_rank=2),  # the workload first: what was measured, then how  # the workload, not the deployment
+         name_rank=2,  # the workload first: what was measured, then how  # the workload, not the deployment
+         place="main", guide="For text models: the token lengths to measure, e.g. 32,128,384 (each is a point of its "
+         "own). Leave empty for image models."),
     Axis("shape", "shapes", _shapes, "Input shapes as a sweep axis, each NAME=1x3x224x224 (several inputs joined by "
          "';'), e.g. image=1x3x224x224 and image=1x3x320x320.", "Shape", "--shape", generated_option=False,
          text_default="", annotation="str | None", stage="point", every_backend=True, searched=False,
-         roles=("compare",), header="Input shape", name_rank=3),
+         roles=("compare",), header="Input shape", name_rank=3, place=""),
     Axis("batch_size", "batch_sizes", whole_numbers("Batch size", MAX_BATCH, auto=False), "Batch sizes, e.g. "
          "1,8,32.", "Batch sizes", "--batch", default=1, sweep_default=(1,), text_default="1", annotation="int",
          ordered=True, stage="point", every_backend=True, in_name="batch {value}", name_rank=10, header="Batch",
-         column_rank=2, legacy_key=True),
+         column_rank=2, legacy_key=True, always_shown=True, place="main",
+         guide="Requests grouped into one inference, e.g. 1,8,32; bigger batches raise throughput and latency together."),
 )
 
 
@@ -372,7 +387,7 @@ def spec_schema(measure_ranges: dict) -> dict:
 
 WEIGHT_FORMATS = ("none", "int8_asym", "int4_sym", "int4_asym")  # "none": the model's own weights
 KV_CACHE_PRECISIONS = ("u8", "f16", "f32")
-GENERATION_PRECISIONS = tuple(p for p in PRECISIONS if p != "int8")  # INT8 weights are a weight format here
+GENERATION_PRECISIONS = tuple(p for p in PRECISIONS if p not in precisions.from_data())  # INT8 weights: a weight format here
 
 
 def _ratios(value) -> list:

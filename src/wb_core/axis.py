@@ -34,6 +34,14 @@ ROLES = (
     "name",  # said in a run's name
 )
 
+# Where the dashboard's Sweep tab puts an axis's text box (`Axis.place`), in `name_rank` order there:
+PLACES = (
+    "main",  # with the sweep's main settings
+    "more",  # under "More settings"
+    "scenario",  # in the serving scenario
+    "",  # no text box: the tab gives it a control of another kind (runtimes, precisions), or none
+)
+
 
 @dataclass(frozen=True)
 class Axis:
@@ -67,6 +75,9 @@ class Axis:
     roles: tuple[str, ...] = ROLES  # what it is beyond a key of every point (every axis is one): see ROLES
     column_rank: int | None = None  # its place among the settings every results frame starts with (None: not one)
     legacy_key: bool = False  # hashed by the keys databases written before stable keys used (history: never changes)
+    always_shown: bool = False  # a column of every table of runs (else shown only where some run sets it)
+    place: str = "more"  # where the dashboard's Sweep tab puts its box: see PLACES
+    guide: str = ""  # the line under its box there, in plain words (empty: `help`)
     # How a run's name says a value: {value} (shown as text), {VALUE} (upper case), {s} (plural of the
     # value); empty: the label and the value. `unset_name`: what the name says when the value is unset
     # (empty: nothing); `name_over`: said only above this value; `name_rank`: its place in the name.
@@ -79,6 +90,8 @@ class Axis:
     def __post_init__(self):
         if self.stage not in STAGES:
             raise ValueError(f"Axis {self.name}: unknown stage {self.stage!r}; one of {', '.join(STAGES)}.")
+        if self.place not in PLACES:
+            raise ValueError(f"Axis {self.name}: unknown place {self.place!r}; one of {', '.join(map(repr, PLACES))}.")
         unknown = set(self.roles) - set(ROLES)
         if unknown:
             raise ValueError(f"Axis {self.name}: unknown role {sorted(unknown)[0]!r}; one of {', '.join(ROLES)}.")

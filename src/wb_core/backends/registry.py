@@ -254,17 +254,21 @@ register(BackendInfo(
              "OpenVINO PERFORMANCE_HINT: none, latency, throughput.", "Hint (OpenVINO)", "--hint",
              text_default="none", annotation="str | None", choices=("none", "latency", "throughput"),
              becomes="PERFORMANCE_HINT", unparse=lambda h: h or "none", in_name="{VALUE} hint", header="OpenVINO hint",
-             legacy_key=True),
+             legacy_key=True, guide="OpenVINO's own tuning: latency or throughput, e.g. none,throughput (none: the "
+             "settings above decide)."),
         # NUM_STREAMS and PERFORMANCE_HINT are exclusive in OpenVINO; a stream needs a thread of its own.
         Axis("streams", "streams", whole_numbers("Streams", MAX_THREADS), "OpenVINO NUM_STREAMS values.",
              "Streams (OpenVINO)", "--streams", ordered=True, becomes="NUM_STREAMS", unless="hint",
              in_name="{value} stream{s}", name_rank=30, header="Streams", column_rank=5, legacy_key=True,
+             guide="OpenVINO streams: requests run side by side on separate groups of cores, e.g. 1,2; auto lets "
+             "OpenVINO choose.",
              at_most="threads", fills_auto="concurrency",
              at_most_note="{value} streams with {limit} thread{s} left out: OpenVINO gives each stream a thread of "
                           "its own, so it would run as fewer streams."),
         Axis("cpu_pinning", "cpu_pinning", on_off("CPU pinning"), "OpenVINO ENABLE_CPU_PINNING: on, off, auto.",
              "CPU pinning (OpenVINO)", "--ov-pinning", annotation="bool | None", choices=("on", "off", "auto"),
-             becomes="ENABLE_CPU_PINNING", legacy_key=True),
+             becomes="ENABLE_CPU_PINNING", legacy_key=True, guide="Whether OpenVINO ties its threads to cores: on, "
+             "off or auto."),
     ),
     serving={"ovms": "openvino",
              "triton": Serving("openvino", model_file="model.xml"),
@@ -296,10 +300,11 @@ register(BackendInfo(
              "Inter-op threads: TensorFlow's, and ONNX Runtime's under parallel execution.",
              "Inter-op threads (TensorFlow)", "--inter-op-threads", ordered=True, becomes="TF_NUM_INTEROP_THREADS",
              in_name="{value} inter-op thread{s}", header="Inter-op threads",
-             env=("TF_NUM_INTEROP_THREADS",), column_rank=4, legacy_key=True),
+             env=("TF_NUM_INTEROP_THREADS",), column_rank=4, legacy_key=True,
+             guide="TensorFlow threads that run independent operations at once, e.g. 1,2."),
         Axis("onednn", "onednn", on_off("oneDNN"), "TensorFlow oneDNN: on, off, auto.", "oneDNN (TensorFlow)",
              "--onednn", annotation="bool | None", choices=("on", "off", "auto"), becomes="TF_ENABLE_ONEDNN_OPTS",
-             env=("TF_ENABLE_ONEDNN_OPTS",), legacy_key=True),
+             env=("TF_ENABLE_ONEDNN_OPTS",), legacy_key=True, guide="TensorFlow's oneDNN kernels: on, off or auto."),
     ),
     serving={"tfserving": "tensorflow_model_server",
              "triton": Serving("tensorflow", platform="tensorflow_savedmodel", model_file="model.savedmodel"),

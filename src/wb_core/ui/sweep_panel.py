@@ -40,32 +40,30 @@ from wb_core.ui.widgets import (
 )
 from wb_core.ui.words import executed_words, results_table
 
-TABLE_COLUMNS = ["backend", "precision", "batch_size", "threads", "streams", "cores", "instances",
-                 "cores_per_instance", "concurrency", "rate", "latency_ms_p50", "latency_ms_p99", "throughput",
-                 "accuracy", "accuracy_drop", "accuracy_guard", "cpu_util", "rss_mb", "busy", "status", "error"]
-# Shown only when some run has a value there (a scenario column nobody used is noise).
-OPTIONAL_COLUMNS = {"streams", "instances", "cores_per_instance", "rate", "accuracy", "accuracy_drop"}
+# The runs table: every setting (the axes table's, `with_role("compare")`), then these figures.
+FIGURE_COLUMNS = ["latency_ms_p50", "latency_ms_p99", "throughput", "accuracy", "accuracy_drop", "accuracy_guard",
+                  "cpu_util", "rss_mb", "busy", "status", "error"]
+# Shown only when some run has a value there (a column nobody used is noise); so is every setting
+# not `always_shown`.
+OPTIONAL_COLUMNS = {"accuracy", "accuracy_drop"}
 # Shown only when some run says so: measured on a busy machine, accuracy guard failed.
 FLAG_COLUMNS = {"busy": (lambda v: v is True or v == 1, "busy", ""),
                 "accuracy_guard": (lambda v: v == "failed", "accuracy failed", "")}
 BUSY_WORDS = ("{n} measured while other programs used this machine's cores, so {its} figures may be low (the "
               "table marks {them}). Press “Measure busy points again” to measure {them} again, best when the "
               "machine is quieter.")
-AUTO_COLUMNS = {"threads": "auto", "streams": "auto", "concurrency": "auto", "cores_per_instance": "auto"}
 
-# Text boxes of the tab kept with a study (attribute names), and those of the scenario section.
-TEXT_SETTINGS = ("batch", "seq_lens", "threads", "cores", "streams", "hints", "pinning", "inter_op", "onednn")
-SCENARIO_SETTINGS = ("instances", "cores_per_instance", "concurrency", "rates")
-# A study's sweep (as `wb profile` records it) -> this tab's text boxes.
-SPEC_FIELDS = {"batch_sizes": "batch", "seq_lens": "seq_lens", "threads": "threads", "cores": "cores",
-               "streams": "streams", "hints": "hints", "inter_op_threads": "inter_op",
-               "instances": "scenario_instances", "cores_per_instance": "scenario_cores_per_instance",
-               "concurrency": "scenario_concurrency", "rates": "scenario_rates"}
-
-# Axes this tab words with a control of its own (RunConfig fields); every other axis of the table (a
-# backend's own setting) gets a text box under "More settings", made from its declaration.
-OWN_CONTROLS = {"backend", "precision", "batch_size", "seq_len", "shape", "threads", "cores", "streams", "hint",
-                "cpu_pinning", "inter_op_threads", "onednn", "instances", "cores_per_instance", "concurrency", "rate"}
+# Every axis with a place in the tab (`Axis.place`) gets a text box there, made from its declaration.
+# Where the tab starts from other values than the sweep default (a first sweep worth running), and
+# the examples it shows in an empty box, by SweepSpec field; each is given the CPUs this process may use.
+STARTS = {"batch_sizes": lambda cpus: "1,8", "threads": lambda cpus: thread_ladder(len(cpus))}
+PLACEHOLDERS = {"seq_lens": lambda cpus: "text models only, e.g. 32,128,384",
+                "cores": lambda cpus: f"none, all, first1 … first{len(cpus)}, 0-1"}
+# Where the tab kept its boxes before it kept them all under "axes" by SweepSpec field; a study saved
+# then reopens with them (keys the same as the field need no line).
+OLD_KEYS = {"batch": "batch_sizes", "pinning": "cpu_pinning", "inter_op": "inter_op_threads",
+            "scenario_instances": "instances", "scenario_cores_per_instance": "cores_per_instance",
+            "scenario_concurrency": "concurrency", "scenario_rates": "rates"}
 
 PLACEHOLDER = "runs"
 REDRAW_S = 1.5  # the least time between two live plots while a sweep runs
@@ -88,27 +86,41 @@ def model_name(path: str) -> str:
     return p.parent.name if p.name in ("saved_model.pb", "model.xml", "model.onnx") else p.name
 
 
+def boxed_axes() -> list:
+    """The axes the tab gives a text box (`Axis.place`), in the order a table shows them."""
+    from wb_core.api import sweep_axes
+
+    return [a for a in sorted(sweep_axes(), key=lambda a: a.name_rank) if a.place]
+
+
+def box_text(a, values) -> str:
+    """Values of axis `a` as its box writes them: unset as its sweep default says it (auto or none)."""
+    unset = "none" if a.text_default == "none" else "auto"
+
+    def one(v) -> str:
+        if isinstance(v, bool):
+            return "on" if v else "off"
+        return unset if v is None or (v == 0 and unset == "auto") else str(v)
+
+    return ",".join(one(v) for v in values)
+
+
 def settings_from_spec(spec: dict) -> dict:
     """The Sweep tab's settings from a study's recorded sweep (a study made with `wb profile`)."""
     sweep = spec.get("sweep") or {}
     out = {}
-    for field, key in SPEC_FIELDS.items():
-        values = sweep.get(field)
-        if field == "seq_lens":
-            values = [v for v in values or () if v]  # none: an image model (the box stays empty)
-        if values:
-            unset = "none" if field in ("rates", "hints", "cores") else "auto"  # how the tab writes "not set"
-            out[key] = ",".join(unset if v is None or (v == 0 and unset == "auto") else str(v) for v in values)
     for field in ("backends", "precisions"):
         if sweep.get(field):
             out[field] = list(sweep[field])
-    from wb_core.api import sweep_axes
-
-    boxes = {a.spec for a in sweep_axes() if a.name not in OWN_CONTROLS}  # the tab's boxes made from the table
-    axes = {field: ",".join("auto" if v is None else str(v) for v in values)
-            for field, values in sweep.items() if field in boxes and values}
-    if axes:
-        out["axes"] = axes
+    boxes = {}
+    for a in boxed_axes():
+        values = sweep.get(a.spec)
+        if not a.text_default:
+            values = [v for v in values or () if v]  # an empty box: unset (an image model's sequence lengths)
+        if values:
+            boxes[a.spec] = box_text(a, values)
+    if boxes:
+        out["axes"] = boxes
     if spec.get("search") in ("grid", "smart"):
         out["search"] = spec["search"]
     settings = spec.get("settings") or {}
@@ -194,12 +206,21 @@ def runs_table(df) -> str:
         if c in view.columns:
             marks = view[c].astype(object).map(lambda v, f=flagged: bool(f(v)))
             view[c] = marks.map(lambda m, y=yes, n=no: y if m else n) if marks.any() else None
-    cols = [c for c in TABLE_COLUMNS if c in view.columns
-            and (c not in OPTIONAL_COLUMNS or view[c].notna().any() and (view[c].astype(str) != "1").any())
-            and (c not in FLAG_COLUMNS or view[c].notna().any())]
-    for c, word in AUTO_COLUMNS.items():
-        if c in view.columns:
-            view[c] = view[c].astype(object).where(view[c].notna() & (view[c].astype(str) != "0"), word)
+    from wb_core.api import sweep_axes, with_role
+
+    axes = {a.name: a for a in sweep_axes()}
+    settings = [c for c in with_role("compare") if c in view.columns]
+
+    def used(c) -> bool:
+        return bool(view[c].notna().any() and (view[c].astype(str) != "1").any())
+
+    cols = [c for c in settings if axes[c].always_shown or used(c)]
+    cols += [c for c in FIGURE_COLUMNS if c in view.columns and (c not in OPTIONAL_COLUMNS or used(c))
+             and (c not in FLAG_COLUMNS or view[c].notna().any())]
+    for c in settings:
+        if axes[c].text_default == "auto":  # left to the runtime: said so, as the boxes write it
+            zero = (view[c].astype(str) == "0") & (not axes[c].annotation.startswith("bool"))  # a switch's 0 is off
+            view[c] = view[c].astype(object).where(view[c].notna() & ~zero, "auto")
     if "cores" in view.columns:
         view["cores"] = view["cores"].astype(object).where(
             view["cores"].notna() & ~view["cores"].astype(str).isin(["none", "None", ""]), "not pinned")
@@ -234,22 +255,18 @@ class SweepPanel(w.VBox):
         precision = next(a for a in sweep_axes() if a.name == "precision")  # its choices are the declared precisions
         self.precisions = choices(label("precisions"), list(precision.choices), [precision.default],
                                   field_help("precisions"), words=executed_words)
-        self.batch = text(label("batch_sizes"), "1,8", field_help("batch_sizes"))
-        self.seq_lens = text(label("seq_lens"), "", field_help("seq_lens"), "text models only, e.g. 32,128,384")
-        self.threads = text(label("threads"), thread_ladder(len(cpus)), field_help("threads"))
-        self.cores = text(label("cores"), "none", field_help("cores"), f"none, all, first1 … first{len(cpus)}, 0-1")
-        self.streams = text(label("streams"), "auto", field_help("streams"))
-        self.hints = text(label("hints"), "none", field_help("hints"))
-        self.pinning = text(label("cpu_pinning"), "auto", field_help("cpu_pinning"))
-        self.inter_op = text(label("inter_op_threads"), "auto", field_help("inter_op_threads"))
-        self.onednn = text(label("onednn"), "auto", field_help("onednn"))
-        other_axes = [a for a in sweep_axes() if a.name not in OWN_CONTROLS]
-        self.axis_boxes = {a.spec: text(a.label, a.text_default, field_help(a.spec)) for a in other_axes}
+        boxed = boxed_axes()
+        self._axes = {a.spec: a for a in boxed}
+        # One text box per axis with a place here, labelled as messages name it (`setting_label`).
+        self.axis_boxes = {a.spec: text(label(a.spec), STARTS[a.spec](cpus) if a.spec in STARTS else a.text_default,
+                                        field_help(a.spec), PLACEHOLDERS[a.spec](cpus) if a.spec in PLACEHOLDERS else "")
+                           for a in boxed}
+        placed = {where: [with_help(self.axis_boxes[a.spec], a.guide or field_help(a.spec)) for a in boxed
+                          if a.place == where] for where in ("main", "more", "scenario")}
         self.max_time = number_box("Seconds per point", 2.0)
         self.data = DataSection(self._demo_name)
         self.search = SearchSection()
-        self.scenario = ScenarioSection(field_help)
-        self.concurrency = self.scenario.concurrency
+        self.scenario = ScenarioSection(placed["scenario"])
         self.warnings = w.HTML("")
         self.warnings.add_class("wb-warnings")
         self.estimate = w.HTML("")
@@ -283,8 +300,7 @@ class SweepPanel(w.VBox):
         self.cancel_button.on_click(guarded(self.messages)(self._on_cancel))
         self.remeasure.on_click(guarded(self.messages)(self._on_remeasure))
         self.open_button.on_click(guarded(self.messages)(self._on_open))
-        for control in (self.threads, self.streams, self.inter_op, self.scenario.instances,
-                        self.scenario.cores_per_instance):
+        for control in self.axis_boxes.values():
             control.observe(guarded(self.messages)(self.update_warnings), "value")
         # A number out of range is said at once (never changed behind the user's back); an error about
         # a field goes away once any field changes.
@@ -294,10 +310,7 @@ class SweepPanel(w.VBox):
                         (self.data.calib, "The calibration size", 1, 100_000, True))
         for control, *_ in self.numbers:
             control.observe(guarded(self.messages)(self.check_numbers), "value")
-        for control in (self.study, self.batch, self.seq_lens, self.threads, self.cores, self.streams, self.hints,
-                        self.pinning, self.inter_op, self.onednn, self.scenario.instances,
-                        self.scenario.cores_per_instance, self.scenario.concurrency, self.scenario.rates,
-                        self.search.p99, self.search.how, self.data.source, self.data.path, self.data.drop,
+        for control in (self.study, self.search.p99, self.search.how, self.data.source, self.data.path, self.data.drop,
                         self.data.upload, *self.backends.boxes, *self.precisions.boxes, *self.axis_boxes.values()):
             control.observe(self.messages.clear_error, "value")
         self._opening = False  # a study being opened sets its own model
@@ -306,30 +319,14 @@ class SweepPanel(w.VBox):
         session.observe(self._on_model, "model_path")
         self._on_model()
         self.refresh_studies()
-        advanced = w.Accordion(children=[w.VBox([
-            with_help(self.streams, "OpenVINO streams: requests run side by side on separate groups of cores, "
-                                    "e.g. 1,2; auto lets OpenVINO choose."),
-            with_help(self.hints, "OpenVINO's own tuning: latency or throughput, e.g. none,throughput (none: "
-                                  "the settings above decide)."),
-            with_help(self.pinning, "Whether OpenVINO ties its threads to cores: on, off or auto."),
-            with_help(self.inter_op, "TensorFlow threads that run independent operations at once, e.g. 1,2."),
-            with_help(self.onednn, "TensorFlow's oneDNN kernels: on, off or auto."),
-            *[with_help(self.axis_boxes[a.spec], field_help(a.spec)) for a in other_axes]])],
-                               titles=("More settings",))
+        advanced = w.Accordion(children=[w.VBox(placed["more"])], titles=("More settings",))
         study_box = with_help(self.study, "Results are kept under this name; running it again measures only what "
                                           "is missing.")
         self.model_sweep = w.VBox([
             with_help(self.backends, "The runtimes to measure the model with; tick more than one to compare them."),
             with_help(self.precisions, "FP32 is the model as it is; BF16 runs at half width where the CPU has it; "
                                        "INT8 is quantized here (give data below to check its accuracy)."),
-            with_help(self.batch, "Requests grouped into one inference, e.g. 1,8,32; bigger batches raise "
-                                  "throughput and latency together."),
-            with_help(self.seq_lens, "For text models: the token lengths to measure, e.g. 32,128,384 (each is a "
-                                     "point of its own). Leave empty for image models."),
-            with_help(self.threads, "Threads one inference may use, e.g. 1,2,4; auto: the runtime's default. "
-                                    "More than the CPUs here gets a warning."),
-            with_help(self.cores, "Which CPUs the worker is pinned to: none, all, first2, or lists like 0-1; "
-                                  "pinning keeps neighbours from sharing cores."),
+            *placed["main"],
             with_help(self.max_time, "How long each configuration is measured; short is quick, long is steadier."),
             advanced, section("Data for accuracy and INT8"), self.data, section("How to search"), self.search,
             self.scenario, self.warnings, self.estimate,
@@ -341,11 +338,8 @@ class SweepPanel(w.VBox):
             w.HBox([self.studies, self.open_button]), self.plot, section("Runs"), self.table])
         self.add_class("wb-sweep-panel")
         self.update_warnings()
-        for control in (self.study, self.batch, self.seq_lens, self.threads, self.cores, self.streams, self.hints,
-                        self.pinning, self.inter_op, self.onednn, self.max_time, self.scenario.instances,
-                        self.scenario.cores_per_instance, self.scenario.concurrency, self.scenario.rates,
-                        self.scenario.repeats, self.search.how, self.search.budget, *self.backends.boxes,
-                        *self.precisions.boxes, *self.axis_boxes.values()):
+        for control in (self.study, self.max_time, self.scenario.repeats, self.search.how, self.search.budget,
+                        *self.backends.boxes, *self.precisions.boxes, *self.axis_boxes.values()):
             control.observe(self.update_estimate, "value")
         self.update_estimate()
 
@@ -424,14 +418,13 @@ class SweepPanel(w.VBox):
         data = self.data
         return {"model_label": self.session.model_label, "backends": self.backends.selected(),
                 "precisions": self.precisions.selected(),
-                **{k: getattr(self, k).value for k in TEXT_SETTINGS}, "max_time": float(self.max_time.value),
+                "max_time": float(self.max_time.value),
                 "data_source": data.source.value, "data_path": data.path.value,
                 "uploaded": str(data.uploaded) if data.uploaded else "", "text_path": data.text_path.value,
                 "tokenizer_path": data.tokenizer_path.value, "metric": data.metric.value,
                 "calib": int(data.calib.value), "drop": data.drop.value,
                 "search": self.search.how.value, "budget": int(self.search.budget.value),
                 "search_p99": self.search.p99.value,
-                **{f"scenario_{k}": getattr(self.scenario, k).value for k in SCENARIO_SETTINGS},
                 "repeats": int(self.scenario.repeats.value),
                 "axes": {spec: box.value for spec, box in self.axis_boxes.items()}}
 
@@ -443,15 +436,10 @@ class SweepPanel(w.VBox):
             if key in saved:
                 for box in row.boxes:
                     box.value = box.option in saved[key]
-        for key in TEXT_SETTINGS:
-            if key in saved:
-                getattr(self, key).value = str(saved[key])
-        for spec, value in (saved.get("axes") or {}).items():
+        older = {OLD_KEYS.get(key, key): value for key, value in saved.items() if OLD_KEYS.get(key, key) in self.axis_boxes}
+        for spec, value in {**older, **(saved.get("axes") or {})}.items():
             if spec in self.axis_boxes:
                 self.axis_boxes[spec].value = str(value)
-        for key in SCENARIO_SETTINGS:
-            if f"scenario_{key}" in saved:
-                getattr(self.scenario, key).value = str(saved[f"scenario_{key}"])
         plain = {"max_time": self.max_time, "budget": self.search.budget, "repeats": self.scenario.repeats,
                  "search_p99": self.search.p99, "search": self.search.how}
         for key, control in plain.items():
@@ -485,12 +473,12 @@ class SweepPanel(w.VBox):
         from wb_core.api import SweepSpec
 
         values = dict(backends=self.backends.selected(), precisions=self.precisions.selected(),
-                      batch_sizes=self.batch.value, threads=self.threads.value, cores=self.cores.value,
-                      streams=self.streams.value, hints=self.hints.value, cpu_pinning=self.pinning.value,
-                      inter_op_threads=self.inter_op.value, onednn=self.onednn.value, **self.scenario.values(),
-                      **{spec: box.value for spec, box in self.axis_boxes.items()})
-        if self.seq_lens.value.strip():
-            values["seq_lens"] = self.seq_lens.value.strip()
+                      repeats=self.scenario.repeat_count())
+        for spec, box in self.axis_boxes.items():
+            if self._axes[spec].text_default:
+                values[spec] = box.value
+            elif box.value.strip():  # an empty box without a default leaves the sweep's own (no sequence lengths)
+                values[spec] = box.value.strip()
         SweepSpec(**values)  # raises ConfigError naming the field
         return values
 
@@ -520,9 +508,13 @@ class SweepPanel(w.VBox):
         from wb_core.api import ConfigError, SweepSpec, oversubscription_warnings
 
         try:
-            spec = SweepSpec(threads=self.threads.value, streams=self.streams.value,
-                             inter_op_threads=self.inter_op.value, instances=self.scenario.instances.value,
-                             cores_per_instance=self.scenario.cores_per_instance.value, allow_oversubscribe=True)
+            parsed = {}
+            for spec, box in self.axis_boxes.items():  # the boxes that parse; the others are said at Run
+                try:
+                    parsed[spec] = self._axes[spec].values(box.value) if box.value.strip() else None
+                except ConfigError:
+                    continue
+            spec = SweepSpec(**{k: v for k, v in parsed.items() if v is not None}, allow_oversubscribe=True)
             found = oversubscription_warnings(spec)
         except ConfigError:
             found = []  # a value that does not parse is said when Run is pressed

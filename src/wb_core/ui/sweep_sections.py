@@ -65,32 +65,18 @@ class SearchSection(w.VBox):
 class ScenarioSection(w.VBox):
     """How the model is served while it is measured: instances, requests in flight, arrivals, rounds."""
 
-    def __init__(self, field_help):
-        from wb_core.api import setting_label as label  # the axes table's: errors and notes use the same words
-
-        self.instances = text(label("instances"), "1")
-        self.cores_per_instance = text(label("cores_per_instance"), "auto")
-        self.concurrency = text(label("concurrency"), "auto")
-        self.rates = text(label("rates"), "none")
+    def __init__(self, boxes: list):
+        """`boxes`: the scenario's settings, each with its line (the Sweep tab makes them from the axes table)."""
         self.repeats = number_box("Repeats", 1, integer=True)
         super().__init__([
-            section("Serving scenario"),
-            with_help(self.instances, "Copies of the model serving side by side, each in its own process, e.g. "
-                                      "1,2. " + field_help("instances")),
-            with_help(self.cores_per_instance, "CPUs pinned to each copy (they do not overlap), e.g. 1; auto: "
-                                               "not pinned. Instances × cores per instance must fit this machine."),
-            with_help(self.concurrency, "Requests each copy works on at once, e.g. 1,4; auto: one per OpenVINO "
-                                        "stream."),
-            with_help(self.rates, "Requests arriving at random (Poisson) at this many per second, e.g. 50,200, as "
-                                  "from real users; none: each request starts as soon as the last one ends."),
+            section("Serving scenario"), *boxes,
             with_help(self.repeats, "Rounds per configuration, each in a fresh process; more than 1 gives the "
                                     "median and a 95% interval, at that many times the time."),
         ])
         self.add_class("wb-scenario-section")
 
-    def values(self) -> dict:
+    def repeat_count(self) -> int:
+        """The rounds per configuration, checked (one sentence naming the box and its range otherwise)."""
         from wb_core.api import check_number
 
-        return dict(instances=self.instances.value, cores_per_instance=self.cores_per_instance.value,
-                    concurrency=self.concurrency.value, rates=self.rates.value,
-                    repeats=int(check_number(self.repeats.value, "Repeats", 1, 50, integer=True)))
+        return int(check_number(self.repeats.value, "Repeats", 1, 50, integer=True))
