@@ -48,10 +48,6 @@ KNOWN: dict[tuple[str, str], tuple[int, str]] = {
     ("hardware.py", "precisions"): (1, "the peak model of each precision: to read the precisions' CPU flags"),
     ("export/triton.py", "precision-compare"): (1, "Triton's openvino backend's HINT_BF16, a parameter that names bf16 "
                                                    "itself"),
-    ("ui/capacity_panel.py", "plotly"): (1, "the capacity figure: to move to plots.py"),
-    ("ui/compare_panel.py", "plotly"): (1, "the layer comparison's bars: to move to plots.py"),
-    ("ui/layers_panel.py", "plotly"): (1, "the layer profile's bars: to move to plots.py"),
-    ("ui/sweep_panel.py", "plotly"): (1, "the live plot: to move to plots.py"),
 }
 
 

@@ -7,11 +7,11 @@ import pytest
 
 from analysis_data import make_study_db, sample_frame
 from wb_core.api import ConfigError, capacity
+from wb_core.plots import rate_figure
 from wb_core.ui.capacity_panel import (
     CapacityPanel,
     number,
     plan_sentence,
-    rate_figure,
     run_options,
 )
 from wb_core.ui.state import DashboardState, Pick

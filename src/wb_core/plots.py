@@ -14,7 +14,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from wb_core.analysis.recommend import pareto_mask, successful, uses_accuracy
-from wb_core.analysis.words import rounded, run_name
+from wb_core.analysis.words import executed_words, rounded, run_name
+from wb_core.backends.registry import title
+from wb_core.limits import within_p99
 from wb_core.precisions import baseline
 from wb_core.variants.guard import FAILED_WORDS, guard_failed_runs
 
@@ -90,10 +92,8 @@ def log_axis(fig: go.Figure, values, unit: str = "", axis: str = "x", pad: float
 
 
 def _series_name(r) -> str:
-    from wb_core.backends.registry import title
-
     backend = title(str(r["backend"]))
-    return f"{backend} {str(r['precision'] or 'fp32').upper()}"
+    return f"{backend} {str(r['precision'] or baseline()).upper()}"
 
 
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
@@ -375,3 +375,127 @@ def generation_pareto(df: pd.DataFrame) -> go.Figure:
     fig.update_layout(title="Text generation: output tokens/s vs p99 time per output token",
                       xaxis_title="p99 TPOT (ms)", yaxis_title="output tokens/s", legend_title="weight format")
     return fig
+
+
+# ---- the dashboard's figures (each tab shows them; built here, with their data) ----
+
+LIVE_PLACEHOLDER = "runs"  # the legend of the live plot before any point is measured
+
+
+def _measured(df) -> pd.DataFrame:
+    if df is None or df.empty:
+        return pd.DataFrame()
+    return df[(df["status"] == "ok") & df["throughput"].notna() & df["latency_ms_p99"].notna()]
+
+
+def _live_series(df) -> list:
+    """(name, runs) per runtime and precision, named as every plot names them; guard-failed runs apart."""
+    ok = _measured(df)
+    if ok.empty:
+        return []
+    ok = ok[~guard_failed(ok)]
+    names = ok["backend"].astype(str).map(title) + " " + ok["precision"].astype(str).str.upper()
+    return [(n, ok[names == n]) for n in sorted(names.unique())]
+
+
+def _live_hovers(part) -> list[str]:
+    """A point's hover in words: its run, p99 latency and throughput, rounded (no 1.202e+04)."""
+    return [f"{run_name(r)}<br>p99 latency {rounded(r['latency_ms_p99'], 'latency')} ms<br>"
+            f"{rounded(r['throughput'], 'throughput')} samples/s" for r in part.to_dict("records")]
+
+
+def live_figure(df=None) -> go.Figure:
+    """The Sweep tab's live plot: p99 latency vs throughput, one trace per backend and precision."""
+    traces = [go.Scatter(x=list(part["latency_ms_p99"]), y=list(part["throughput"]), mode="markers", name=name,
+                         text=_live_hovers(part), hoverinfo="text", marker={"size": 10})
+              for name, part in _live_series(df)]
+    bad = _measured(df)
+    bad = bad[guard_failed(bad)] if not bad.empty else bad
+    if not bad.empty:  # as Explore and the report draw them: grey crosses, apart
+        traces.append(guard_failed_trace(bad))
+    traces = traces or [go.Scatter(x=[], y=[], mode="markers", name=LIVE_PLACEHOLDER, marker={"size": 10})]
+    return go.Figure(data=traces, layout=go.Layout(
+        title="Measured so far: p99 latency vs throughput", xaxis_title="p99 latency (ms)",
+        yaxis_title="throughput (samples/s, closed loop in process)", height=380,
+        margin={"t": 50, "b": 40, "l": 60, "r": 20},
+        # From zero: a single point must not sit on an axis reaching below it (no negative latency).
+        xaxis={"rangemode": "tozero"}, yaxis={"rangemode": "tozero"}))
+
+
+def layer_diff_bars(diff, name_a: str, name_b: str, top: int = 12) -> go.Figure:
+    """The Compare tab's grouped bars: time per layer type in each of two runs (a LayerDiff)."""
+    t = diff.by_type.head(top)
+    unit = "ms per sample" if diff.per_sample else "ms per inference"
+    traces = [go.Bar(x=list(t["type"]), y=list(t[col]), name=name, text=[executed_words(p) for p in t[prec]],
+                     hovertemplate="%{x}: %{y:.4f} " + unit + ", executed in %{text}<extra>" + name + "</extra>")
+              for col, prec, name in (("time_a_ms", "precisions_a", name_a), ("time_b_ms", "precisions_b", name_b))]
+    return go.Figure(data=traces, layout=go.Layout(
+        title="Time per layer type in each run", barmode="group", xaxis_title="layer type",
+        yaxis_title=f"time ({unit})", legend_title="run", height=420,
+        margin={"t": 50, "b": 80, "l": 60, "r": 20}))
+
+
+def layer_type_stack(profile, top: int) -> go.Figure:
+    """The Layers tab's horizontal bars of the slowest layer types of a LayerProfile, one colour per
+    set of precisions they executed in."""
+    t = profile.by_type()
+    t = t.assign(share_pct=t["share"] * 100).head(top).iloc[::-1]
+    traces = []
+    for prec in sorted(t["precisions"].unique()):
+        part = t[t["precisions"] == prec]
+        traces.append(go.Bar(y=list(part["type"]), x=list(part["time_ms"]), orientation="h", name=executed_words(prec),
+                             customdata=list(zip(part["layers"], part["share_pct"])),
+                             hovertemplate="%{y}: %{x:.4f} ms in %{customdata[0]} layers "
+                                           "(%{customdata[1]:.1f}%)<extra></extra>"))
+    return go.Figure(data=traces, layout=go.Layout(
+        title=f"Time per layer type (top {min(top, len(t))})", xaxis_title="time per inference (ms)",
+        yaxis_title="layer type", legend_title="executed in", barmode="stack",
+        yaxis={"categoryorder": "total ascending"}, height=max(300, 30 * len(t) + 140),
+        margin={"t": 50, "b": 40, "l": 170, "r": 20}))
+
+
+# The Capacity tab's rate plot: its traces, always all of them (empty ones stay out of the legend):
+# one figure layout whatever the search found.
+RATE_TRACES = (
+    ("kept p99 within the limit", {"mode": "markers", "marker": {"size": 11, "color": "#2ca02c"},
+                                   "hovertemplate": "%{x:,.4g} requests/s<br>p99 %{y:.3g} ms<extra></extra>"}),
+    ("p99 over the limit", {"mode": "markers", "marker": {"size": 11, "color": "#d62728"},
+                            "hovertemplate": "%{x:,.4g} requests/s<br>p99 %{y:.3g} ms<extra></extra>"}),
+    ("fell behind (queue kept growing)", {"mode": "markers",
+                                          "marker": {"size": 12, "color": "#d62728", "symbol": "x"},
+                                          "hovertemplate": "%{x:,.4g} requests/s: requests queued up<extra></extra>"}),
+    ("highest rate within", {"mode": "markers", "hoverinfo": "skip",
+                             "marker": {"size": 20, "symbol": "star", "color": "#ffbf00",
+                                        "line": {"width": 1, "color": "black"}}}),
+    ("p99 limit", {"mode": "lines", "hoverinfo": "skip", "line": {"dash": "dash", "color": "black", "width": 1.5}}),
+)
+
+
+def rate_points(probes: list[dict], p99_ms: float | None, best_rate: float | None = None):
+    """(x, y) of every trace in RATE_TRACES, and whether the p99 axis needs a log scale."""
+    measured = [p for p in probes if p.get("p99") is not None and p["p99"] == p["p99"]]
+    top = max([p["p99"] for p in measured] + [p99_ms or 0]) * 1.25 or 1.0
+    within = [p for p in measured if p99_ms is not None and within_p99(p["p99"], p99_ms, p.get("saturated"))]
+    over = [p for p in measured if p not in within]
+    behind = [p for p in probes if p not in measured]
+    best = [p for p in within if p["rate"] == best_rate]
+    rates = [p["rate"] for p in probes] or [1.0]
+    points = [([p["rate"] for p in pts], [p["p99"] for p in pts]) for pts in (within, over)]
+    points.append(([p["rate"] for p in behind], [top] * len(behind)))
+    points.append(([best_rate], [best[0]["p99"]]) if best else ([], []))
+    points.append(([0, max(rates) * 1.05], [p99_ms, p99_ms]) if p99_ms is not None else ([], []))
+    # A loose limit far above the measured p99s would flatten them onto the axis: a log scale shows both.
+    low = min([p["p99"] for p in measured if p["p99"] > 0] + [p99_ms or top])
+    return points, top / low > 30
+
+
+def rate_figure(probes: list[dict], p99_ms: float | None, best_rate: float | None = None) -> go.Figure:
+    """p99 latency against arrival rate of the probed rates, with the limit as a dashed line."""
+    points, log = rate_points(probes, p99_ms, best_rate)
+    traces = [go.Scatter(x=x, y=y, name=name, showlegend=bool(x), **style)
+              for (name, style), (x, y) in zip(RATE_TRACES, points)]
+    p99_axis = {"type": "log" if log else "linear", "rangemode": "tozero",
+                "title": {"text": "p99 latency (ms)" + (", log scale" if log else "")}}
+    return go.Figure(data=traces, layout=go.Layout(
+        title="Rates tried: p99 latency vs arrival rate", xaxis_title="arrival rate (requests/s)", height=360,
+        margin={"t": 50, "b": 40, "l": 60, "r": 20}, xaxis={"rangemode": "tozero"}, yaxis=p99_axis))

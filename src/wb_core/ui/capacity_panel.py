@@ -66,58 +66,6 @@ def run_options(df) -> list[tuple[str, str]]:
     return out
 
 
-# The rate plot's traces, always all of them (empty ones stay out of the legend): one figure layout
-# whatever the search found.
-RATE_TRACES = (
-    ("kept p99 within the limit", {"mode": "markers", "marker": {"size": 11, "color": "#2ca02c"},
-                                   "hovertemplate": "%{x:,.4g} requests/s<br>p99 %{y:.3g} ms<extra></extra>"}),
-    ("p99 over the limit", {"mode": "markers", "marker": {"size": 11, "color": "#d62728"},
-                            "hovertemplate": "%{x:,.4g} requests/s<br>p99 %{y:.3g} ms<extra></extra>"}),
-    ("fell behind (queue kept growing)", {"mode": "markers",
-                                          "marker": {"size": 12, "color": "#d62728", "symbol": "x"},
-                                          "hovertemplate": "%{x:,.4g} requests/s: requests queued up<extra></extra>"}),
-    ("highest rate within", {"mode": "markers", "hoverinfo": "skip",
-                             "marker": {"size": 20, "symbol": "star", "color": "#ffbf00",
-                                        "line": {"width": 1, "color": "black"}}}),
-    ("p99 limit", {"mode": "lines", "hoverinfo": "skip", "line": {"dash": "dash", "color": "black", "width": 1.5}}),
-)
-
-
-def rate_points(probes: list[dict], p99_ms: float | None, best_rate: float | None = None):
-    """(x, y) of every trace in RATE_TRACES, and whether the p99 axis needs a log scale."""
-    measured = [p for p in probes if p.get("p99") is not None and p["p99"] == p["p99"]]
-    top = max([p["p99"] for p in measured] + [p99_ms or 0]) * 1.25 or 1.0
-    within = [p for p in measured if p99_ms is not None and within_p99(p["p99"], p99_ms, p.get("saturated"))]
-    over = [p for p in measured if p not in within]
-    behind = [p for p in probes if p not in measured]
-    best = [p for p in within if p["rate"] == best_rate]
-    rates = [p["rate"] for p in probes] or [1.0]
-    points = [([p["rate"] for p in pts], [p["p99"] for p in pts]) for pts in (within, over)]
-    points.append(([p["rate"] for p in behind], [top] * len(behind)))
-    points.append(([best_rate], [best[0]["p99"]]) if best else ([], []))
-    points.append(([0, max(rates) * 1.05], [p99_ms, p99_ms]) if p99_ms is not None else ([], []))
-    # A loose limit far above the measured p99s would flatten them onto the axis: a log scale shows both.
-    low = min([p["p99"] for p in measured if p["p99"] > 0] + [p99_ms or top])
-    return points, top / low > 30
-
-
-def _axis(log: bool) -> dict:
-    return {"type": "log" if log else "linear", "rangemode": "tozero",
-            "title": {"text": "p99 latency (ms)" + (", log scale" if log else "")}}
-
-
-def rate_figure(probes: list[dict], p99_ms: float | None, best_rate: float | None = None):
-    """p99 latency against arrival rate of the probed rates, with the limit as a dashed line."""
-    import plotly.graph_objects as go
-
-    points, log = rate_points(probes, p99_ms, best_rate)
-    traces = [go.Scatter(x=x, y=y, name=name, showlegend=bool(x), **style)
-              for (name, style), (x, y) in zip(RATE_TRACES, points)]
-    return go.Figure(data=traces, layout=go.Layout(
-        title="Rates tried: p99 latency vs arrival rate", xaxis_title="arrival rate (requests/s)", height=360,
-        margin={"t": 50, "b": 40, "l": 60, "r": 20}, xaxis={"rangemode": "tozero"}, yaxis=_axis(log)))
-
-
 def probes_table(probes: list[dict]) -> str:
     """The rates tried so far, in the order tried, each with its p99 and whether it kept the limit."""
     rows = "".join(f"<tr><td>{i}</td><td>{html.escape(rounded(p['rate']))}</td>"
@@ -194,7 +142,7 @@ class CapacityPanel(w.VBox):
     """Max rate under a p99 limit for one run of DashboardState.study, and a capacity plan for a target rate."""
 
     def __init__(self, session: DashboardState):
-        from wb_core.api import available_cpus
+        from wb_core.api import available_cpus, plots
 
         self.session = session
         self.here = len(available_cpus())
@@ -220,7 +168,7 @@ class CapacityPanel(w.VBox):
         self.rate_answer.add_class("wb-rate-answer")
         self.rate_table = w.HTML()
         self.rate_table.add_class("wb-rate-table")
-        self.rate_plot = PlotArea(rate_figure([], None))
+        self.rate_plot = PlotArea(plots.rate_figure([], None))
         self.rate_plot.add_class("wb-rate-plot")
         self.rate_caption = caption(
             "Each dot is one arrival rate tried, requests arriving at random like real traffic. Dots under the dashed "
@@ -316,7 +264,7 @@ class CapacityPanel(w.VBox):
 
     # ---- max rate ----
     def _on_find(self, *_):
-        from wb_core.api import MeasureSettings, run_config
+        from wb_core.api import MeasureSettings, plots, run_config
 
         self.rate_messages.clear()
         if self._busy():
@@ -335,7 +283,7 @@ class CapacityPanel(w.VBox):
         name = dict((k, n) for n, k in self.run.control.options)[key].split(" — ")[0]
         self._probes = []
         self.rate_answer.value = self.rate_table.value = ""
-        self.rate_plot.show(rate_figure([], p99))
+        self.rate_plot.show(plots.rate_figure([], p99))
         self.find.disabled = True
         self.rate_progress.value = (f"<i>Working… measuring {html.escape(name)} with back-to-back requests first, "
                                     f"then up to {steps} arrival rates of {rounded(secs)} s each.</i>")
@@ -345,7 +293,7 @@ class CapacityPanel(w.VBox):
         self._searching.start()
 
     def _search(self, model, config, p99, settings, steps, name, key) -> None:
-        from wb_core.api import find_max_rate
+        from wb_core.api import find_max_rate, plots
 
         s = self.session
         try:
@@ -364,12 +312,14 @@ class CapacityPanel(w.VBox):
             self.find.disabled = False
             try:
                 if self._probes:
-                    self.rate_plot.show(rate_figure(list(self._probes), p99, self.best_so_far(p99)))
+                    self.rate_plot.show(plots.rate_figure(list(self._probes), p99, self.best_so_far(p99)))
                 # Probes are not runs: the other tabs (and the pick) have nothing new to show.
             except Exception as e:
                 self.rate_messages.error(e)
 
     def _on_probe(self, point: dict, p99_ms: float) -> None:
+        from wb_core.api import plots
+
         try:
             cfg, m = point["config"], point.get("metrics") or {}
             rate = getattr(cfg, "rate", None)
@@ -387,7 +337,7 @@ class CapacityPanel(w.VBox):
             self.rate_progress.value = (f"<i>Working… tried {len(self._probes)} rate(s); last: "
                                         f"{rounded(probe['rate'])} requests/s → {html.escape(how)}.</i>")
             self.rate_table.value = probes_table(self._probes)
-            self.rate_plot.show(rate_figure(list(self._probes), p99_ms, self.best_so_far(p99_ms)))
+            self.rate_plot.show(plots.rate_figure(list(self._probes), p99_ms, self.best_so_far(p99_ms)))
         except Exception as e:  # never break the search over a drawing problem
             self.rate_messages.error(e)
 
@@ -419,9 +369,11 @@ class CapacityPanel(w.VBox):
 
     def show_last_answer(self, *_):
         """The study's last rate search as it was answered (a reopened study shows it again), with its probes."""
+        from wb_core.api import plots
+
         self._probes = []
         self.rate_answer.value = self.rate_table.value = self.rate_progress.value = ""
-        self.rate_plot.show(rate_figure([], None))
+        self.rate_plot.show(plots.rate_figure([], None))
         last = ((self.session.study_record() or {}).get("spec") or {}).get("last_max_rate") or {}
         answer, key, p99 = last.get("answer"), last.get("run_key"), last.get("p99_ms")
         if not answer or not key or p99 is None:
@@ -442,7 +394,7 @@ class CapacityPanel(w.VBox):
         if self._probes:
             self.rate_table.value = probes_table(self._probes)
             best = answer.get("best") or {}
-            self.rate_plot.show(rate_figure(list(self._probes), float(p99), best.get("rate")))
+            self.rate_plot.show(plots.rate_figure(list(self._probes), float(p99), best.get("rate")))
 
     # ---- capacity plan ----
     def _on_plan(self, *_):
@@ -500,4 +452,4 @@ class CapacityPanel(w.VBox):
                 "cores; throughput is one copy's measured figure times the copies.</div>")
 
 
-__all__ = ["CapacityPanel", "number", "plan_sentence", "probes_table", "rate_figure", "run_options"]
+__all__ = ["CapacityPanel", "number", "plan_sentence", "probes_table", "run_options"]

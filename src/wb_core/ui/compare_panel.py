@@ -49,23 +49,6 @@ def side_names(frame) -> tuple[str, str]:
     return "the first run", "the second run"
 
 
-def layer_figure(diff, name_a: str, name_b: str, top: int = 12):
-    """Grouped bars: time per layer type in each run."""
-    import plotly.graph_objects as go
-
-    t = diff.by_type.head(top)
-    unit = "ms per sample" if diff.per_sample else "ms per inference"
-    from wb_core.api import executed_words
-
-    traces = [go.Bar(x=list(t["type"]), y=list(t[col]), name=name, text=[executed_words(p) for p in t[prec]],
-                     hovertemplate="%{x}: %{y:.4f} " + unit + ", executed in %{text}<extra>" + name + "</extra>")
-              for col, prec, name in (("time_a_ms", "precisions_a", name_a), ("time_b_ms", "precisions_b", name_b))]
-    return go.Figure(data=traces, layout=go.Layout(
-        title="Time per layer type in each run", barmode="group", xaxis_title="layer type",
-        yaxis_title=f"time ({unit})", legend_title="run", height=420,
-        margin={"t": 50, "b": 80, "l": 60, "r": 20}))
-
-
 class ComparePanel(w.VBox):
     """Compares runs of DashboardState.study, or the best runs of several studies of its database."""
 
@@ -259,6 +242,8 @@ class ComparePanel(w.VBox):
             self.layers_button.disabled = self.compare_button.disabled = False
 
     def show_layers(self, diff, frame) -> None:
+        from wb_core.api import plots
+
         name_a, name_b = side_names(frame)
         unit = "per sample (the batch sizes differ)" if diff.per_sample else "per inference"
         summary = diff.summary(name_b, name_a)
@@ -266,7 +251,7 @@ class ComparePanel(w.VBox):
             section("Layers: run 1 against run 2"),
             w.HTML(f"<div class='wb-msg wb-msg-info wb-layer-summary'>{html.escape(summary)}</div>"),
             w.HTML(results_table(diff.by_type, LAYER_COLUMNS)),
-            PlotArea(layer_figure(diff, name_a, name_b)),
+            PlotArea(plots.layer_diff_bars(diff, name_a, name_b)),
             caption(f"Each pair of bars is the time one kind of layer took {unit} in each run, summed over its "
                     f"layers. A shorter second bar is where the second run gained; a bar with no partner is a layer "
                     f"type only one run has (an INT8 model adds conversions and reorders). 'Second is faster by' "

@@ -14,7 +14,7 @@ import ipywidgets as w
 
 from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, section, with_help
-from wb_core.ui.words import executed_words, results_table, rounded, run_name
+from wb_core.ui.words import results_table, rounded, run_name
 
 TOP_TYPES = 12  # layer types in the bar chart
 TOP_LAYERS = 15  # layers in the table of the slowest
@@ -59,25 +59,6 @@ def type_table(profile):
 def layer_table(profile, n: int = TOP_LAYERS):
     top = profile.top(n)
     return top.assign(share_pct=top["share"] * 100, executed_precision=top["precision"])
-
-
-def type_figure(profile, top: int = TOP_TYPES):
-    """Horizontal bars of the slowest layer types, one colour per set of precisions they executed in."""
-    import plotly.graph_objects as go
-
-    t = type_table(profile).head(top).iloc[::-1]
-    traces = []
-    for prec in sorted(t["precisions"].unique()):
-        part = t[t["precisions"] == prec]
-        traces.append(go.Bar(y=list(part["type"]), x=list(part["time_ms"]), orientation="h", name=executed_words(prec),
-                             customdata=list(zip(part["layers"], part["share_pct"])),
-                             hovertemplate="%{y}: %{x:.4f} ms in %{customdata[0]} layers "
-                                           "(%{customdata[1]:.1f}%)<extra></extra>"))
-    return go.Figure(data=traces, layout=go.Layout(
-        title=f"Time per layer type (top {min(top, len(t))})", xaxis_title="time per inference (ms)",
-        yaxis_title="layer type", legend_title="executed in", barmode="stack",
-        yaxis={"categoryorder": "total ascending"}, height=max(300, 30 * len(t) + 140),
-        margin={"t": 50, "b": 40, "l": 170, "r": 20}))
 
 
 class LayersPanel(w.VBox):
@@ -189,13 +170,15 @@ class LayersPanel(w.VBox):
         """The profile's tables and bar chart."""
         import html
 
+        from wb_core.api import plots
+
         types = type_table(profile)
         layers = layer_table(profile)
         total = profile.total_ms
         self.result.children = [
             section("Time per layer type"),
             w.HTML(results_table(types, ["type", "layers", "time_ms", "share_pct", "precisions"])),
-            PlotArea(type_figure(profile)),
+            PlotArea(plots.layer_type_stack(profile, TOP_TYPES)),
             caption(f"Each bar is the time one kind of layer took per inference, summed over its layers (sum of "
                     f"layer times: OpenVINO's per-layer counters, one inference at a time, so it leaves out the "
                     f"time between layers that the sweep's closed-loop throughput includes) "

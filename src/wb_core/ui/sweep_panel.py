@@ -65,7 +65,6 @@ OLD_KEYS = {"batch": "batch_sizes", "pinning": "cpu_pinning", "inter_op": "inter
             "scenario_instances": "instances", "scenario_cores_per_instance": "cores_per_instance",
             "scenario_concurrency": "concurrency", "scenario_rates": "rates"}
 
-PLACEHOLDER = "runs"
 REDRAW_S = 1.5  # the least time between two live plots while a sweep runs
 WARN_CSS = """<style>
 .wb-msg-warn { background: #fff8e1; border-left: 4px solid #e6a700; }
@@ -139,59 +138,11 @@ def thread_ladder(n_cpus: int) -> str:
     return ",".join(map(str, out))
 
 
-def _traces(df) -> list:
-    import plotly.graph_objects as go
-
+def live_figure(df=None):
+    """The live plot: the core's (`plots.live_figure`)."""
     from wb_core.api import plots
 
-    traces = [go.Scatter(x=list(part["latency_ms_p99"]), y=list(part["throughput"]), mode="markers", name=name,
-                         text=_hovers(part), hoverinfo="text", marker={"size": 10})
-              for name, part in _series(df)]
-    bad = _measured(df)
-    bad = bad[guard_failed(bad)] if not bad.empty else bad
-    if not bad.empty:  # as Explore and the report draw them: grey crosses, apart
-        traces.append(plots.guard_failed_trace(bad))
-    return traces or [go.Scatter(x=[], y=[], mode="markers", name=PLACEHOLDER, marker={"size": 10})]
-
-
-def _measured(df):
-    import pandas as pd
-
-    if df is None or df.empty:
-        return pd.DataFrame()
-    return df[(df["status"] == "ok") & df["throughput"].notna() & df["latency_ms_p99"].notna()]
-
-
-def live_figure(df=None):
-    """p99 latency vs throughput, one trace per backend and precision, built with its data."""
-    import plotly.graph_objects as go
-
-    return go.Figure(data=_traces(df), layout=go.Layout(
-        title="Measured so far: p99 latency vs throughput", xaxis_title="p99 latency (ms)",
-        yaxis_title="throughput (samples/s, closed loop in process)", height=380,
-        margin={"t": 50, "b": 40, "l": 60, "r": 20},
-        # From zero: a single point must not sit on an axis reaching below it (no negative latency).
-        xaxis={"rangemode": "tozero"}, yaxis={"rangemode": "tozero"}))
-
-
-def _series(df):
-    """(name, runs) per runtime and precision, named as every plot names them; guard-failed runs apart."""
-    from wb_core.api import backend_title
-
-    ok = _measured(df)
-    if ok.empty:
-        return []
-    ok = ok[~guard_failed(ok)]
-    names = ok["backend"].astype(str).map(backend_title) + " " + ok["precision"].astype(str).str.upper()
-    return [(n, ok[names == n]) for n in sorted(names.unique())]
-
-
-def _hovers(part) -> list[str]:
-    """A point's hover in words: its run, p99 latency and throughput, rounded (no 1.202e+04)."""
-    from wb_core.ui.words import rounded, run_name
-
-    return [f"{run_name(r)}<br>p99 latency {rounded(r['latency_ms_p99'], 'latency')} ms<br>"
-            f"{rounded(r['throughput'], 'throughput')} samples/s" for r in part.to_dict("records")]
+    return plots.live_figure(df)
 
 
 def runs_table(df) -> str:
