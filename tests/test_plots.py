@@ -85,6 +85,17 @@ def test_layer_charts():
     types = p.by_type()
     assert list(types["type"]) == ["Convolution", "FullyConnected", "AvgPool"]
     assert list(plots.layer_type_bars(p).data[0].text) == ["bf16", "f32", "bf16"]
+    # The Layers tab's bars: the two slowest types, one trace per precision they ran in, in words.
+    stack = plots.layer_type_stack(p, 2)
+    assert [(t.name, list(t.y), list(t.x)) for t in stack.data] == [("BF16", ["Convolution"], [0.5]),
+                                                                     ("FP32", ["FullyConnected"], [0.3])]
+    assert stack.layout.title.text == "Time per layer type (top 2)"
+    # The Compare tab's bars: each run's time per type, side by side.
+    from wb_core.analysis.compare import layer_diff
+
+    bars = plots.layer_diff_bars(layer_diff(p, p), "the first run", "the second run")
+    assert [t.name for t in bars.data] == ["the first run", "the second run"]
+    assert sorted(bars.data[0].y) == sorted(bars.data[1].y) == [0.2, 0.3, 0.5]
 
 
 def _tick_values(text: str) -> float:
