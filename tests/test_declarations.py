@@ -45,7 +45,6 @@ KNOWN: dict[tuple[str, str], tuple[int, str]] = {
                                    "way (b8 t2 cores=0+1 ...), which logs and messages quote"),
     ("training/study.py", "settings"): (2, "TrainPoint.to_dict and TrainSpec.to_dict: the record a training "
                                            "study's keys hash, which must not change with the table"),
-    ("hardware.py", "precisions"): (1, "the peak model of each precision: to read the precisions' CPU flags"),
     ("export/triton.py", "precision-compare"): (1, "Triton's openvino backend's HINT_BF16, a parameter that names bf16 "
                                                    "itself"),
 }

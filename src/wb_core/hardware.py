@@ -43,8 +43,6 @@ import psutil
 FLAGS_OF_INTEREST = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
                      "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16")
 
-AMX_BF16_OPS = 1024  # per core per cycle: one 16x32 x 32x16 BF16 tile product (8192 MACs) every 16 cycles
-AMX_INT8_OPS = 2048  # per core per cycle: one 16x64 x 64x16 INT8 tile product (16384 MACs) every 16 cycles
 
 X86_VENDORS = ("GenuineIntel", "AuthenticAMD", "HygonGenuine", "CentaurHauls", "Shanghai")
 
@@ -292,39 +290,36 @@ def _fused(flags: set[str]) -> bool:
     return bool(flags & {"fma", "avx512f", "asimd"})
 
 
+def _peak_path(precision, flags: set[str]):
+    """The first of a precision's peak paths whose flag `flags` holds (None: it has none: FP32's)."""
+    return next((p for p in precision.peak if not p.flag or p.flag in flags), None)
+
+
 def _precision_paths(flags: set[str]) -> str:
-    """Which units BF16 and INT8 are counted on, in words."""
-    bf16 = ("BF16 on AMX-BF16" if "amx_bf16" in flags else "BF16 on AVX512_BF16 (2 x FP32)"
-            if "avx512_bf16" in flags else "BF16 as FP32 (no BF16 instructions)")
-    int8 = ("INT8 on AMX-INT8" if "amx_int8" in flags else "INT8 on AVX512_VNNI (4 x FP32)"
-            if "avx512_vnni" in flags else "INT8 on AVX_VNNI (4 x FP32)" if "avx_vnni" in flags
-            else "INT8 at 2 x FP32 (no VNNI)")
-    return f"{bf16}, {int8}"
+    """Which units each reduced precision is counted on, in words."""
+    from wb_core.precisions import PRECISIONS
+
+    return ", ".join(path.words for path in (_peak_path(p, flags) for p in PRECISIONS) if path)
 
 
 def _ops_per_cycle(flags: Mapping[str, bool] | Iterable[str], fma_units: int, width_bits: int | None = None,
                    fused: bool = True) -> dict[str, int]:
-    """Ops per cycle per core for fp32/bf16/int8 (formula in the module docstring).
+    """Ops per cycle per core for each precision (formula in the module docstring; the paths in
+    precisions.py).
 
     `width_bits`: the FMA datapath width; by default the widest vector width the flags show.
     `fused`: False for cores without FMA, whose units each do one add or one multiply per lane.
     """
+    from wb_core.precisions import PRECISIONS
+
     on = _flag_set(flags)
     width = width_bits or _isa_width(on)[0]
     fp32 = fma_units * (width // 32) * (2 if fused else 1)
-    if "amx_bf16" in on:
-        bf16 = AMX_BF16_OPS
-    elif "avx512_bf16" in on:
-        bf16 = 2 * fp32
-    else:
-        bf16 = fp32
-    if "amx_int8" in on:
-        int8 = AMX_INT8_OPS
-    elif "avx512_vnni" in on or "avx_vnni" in on:
-        int8 = 4 * fp32
-    else:
-        int8 = 2 * fp32
-    return {"fp32": fp32, "bf16": bf16, "int8": int8}
+    out = {}
+    for p in PRECISIONS:
+        path = _peak_path(p, on)
+        out[p.name] = fp32 if path is None else path.ops or int(path.times_fp32 * fp32)
+    return out
 
 
 def peak_model(cpu: CpuIdentity) -> PeakModel:
