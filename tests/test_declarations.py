@@ -177,6 +177,17 @@ NEW_SETTING = textwrap.dedent('''
     text = dep.to_yaml()
     out["yaml"] = "toy_knob: 3" in text and DeploymentConfig.from_yaml(text) == dep and dep.toy_knob == 3
     out["summary"] = setting_summary(dep).endswith("knob 3")
+    from wb_core.ui.state import DashboardState
+    from wb_core.ui.sweep_panel import SweepPanel, runs_table
+
+    panel = SweepPanel(DashboardState(db))
+    box = panel.axis_boxes.get("toy_knobs")
+    out["sweep_tab"] = box is not None and box.description == "Knob (Toy runtime)"
+    if box is not None:
+        box.value = "5"
+        out["sweep_tab"] = out["sweep_tab"] and panel.spec_values()["toy_knobs"] == "5"
+    table = runs_table(df)
+    out["runs_table"] = "knob" in table.split("</thead>")[0].lower() and "<td>3</td>" in table
     print(out)
 ''')
 
@@ -188,7 +199,69 @@ def test_a_new_backend_setting_reaches_every_face_and_record(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     reached = ast.literal_eval(r.stdout.strip().splitlines()[-1])
     missed = [place for place, ok in reached.items() if ok is not True]
-    assert not missed and len(reached) == 14, f"the new setting did not reach: {missed}"
+    assert not missed and len(reached) == 16, f"the new setting did not reach: {missed}"
+
+
+# A precision added to the declaration (in a fresh process, before anything reads it) reaches every
+# place that reads the precisions, with no other file changed. Declared from the widest to the narrowest.
+NEW_PRECISION = textwrap.dedent('''
+    from wb_core import precisions
+    from wb_core.precisions import PeakPath, Precision
+
+    fp16 = Precision("fp16", "FP16", "f16", cpu_flags=("avx512_fp16",), by_hint=True,
+                     without_flags="this CPU has no AVX512_FP16, so FP16 would be emulated",
+                     peak=(PeakPath("avx512_fp16", times_fp32=2, words="FP16 on AVX512_FP16 (2 x FP32)"),
+                           PeakPath("", times_fp32=1, words="FP16 as FP32 (no FP16 instructions)")))
+    fp32, bf16, int8 = precisions.PRECISIONS
+    precisions.PRECISIONS = (fp32, bf16, fp16, int8)
+    precisions.NAMES = ("fp32", "bf16", "fp16", "int8")
+
+    from wb_core import api
+    from wb_core.axes import GENERATION_PRECISIONS, axis, field_help
+    from wb_core.config import SweepSpec
+    from wb_core.hardware import _ops_per_cycle, _precision_paths, detect
+    from wb_core.analysis.recommend import with_efficiency
+    import pandas as pd
+
+    out = {}
+    out["choices"] = "fp16" in axis("precision").choices
+    out["sweep"] = sorted({c.precision for c in SweepSpec(precisions="fp32,fp16").expand()}) == ["fp16", "fp32"]
+    out["help"] = "fp16" in field_help("precisions")
+    hw = detect()
+    hw.flags = {**hw.flags, "avx512_fp16": False}
+    without = hw.supports("fp16")
+    hw.flags["avx512_fp16"] = True
+    out["cpu_check"] = without == (False, "this CPU has no AVX512_FP16, so FP16 would be emulated") \
+        and hw.supports("fp16") == (True, "")
+    flags = {"avx512f", "fma", "avx512_fp16"}  # 2 units x 16 lanes x 2 (FMA) = 64 FP32 ops per cycle
+    out["peak"] = _ops_per_cycle(flags, 2)["fp16"] == 128 and _ops_per_cycle({"avx512f", "fma"}, 2)["fp16"] == 64
+    out["peak_words"] = "FP16 on AVX512_FP16 (2 x FP32)" in _precision_paths(flags)
+    runs = pd.DataFrame([{"precision": "fp16", "throughput": 100.0, "threads": 1, "cores": None, "instances": 1,
+                          "cores_per_instance": None}])
+    done = with_efficiency(runs, {"peak_gflops": {"fp32": 10.0, "fp16": 20.0}, "physical_cores": 1}, 1e8)
+    out["recommend_peak"] = abs(float(done["pct_peak_flops"].iloc[0]) - 50.0) < 1e-9  # 10 GFLOP/s of 20
+    out["order"] = precisions.narrowest_first() == ("int8", "fp16", "bf16", "fp32")
+    out["by_hint"] = "fp16" in precisions.hinted()
+    out["generation"] = "fp16" in GENERATION_PRECISIONS
+    out["run_name"] = "FP16" in api.run_name({"backend": "openvino", "precision": "fp16", "batch_size": 1})
+    from wb_core.ui.state import DashboardState
+    from wb_core.ui.sweep_panel import SweepPanel
+    import sys
+
+    panel = SweepPanel(DashboardState(sys.argv[1]))
+    out["sweep_tab"] = [b.option for b in panel.precisions.boxes] == ["fp32", "bf16", "fp16", "int8"]
+    print(out)
+''')
+
+
+def test_a_new_precision_reaches_what_reads_it(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", NEW_PRECISION, str(tmp_path / "p.db")], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    reached = ast.literal_eval(r.stdout.strip().splitlines()[-1])
+    missed = [place for place, ok in reached.items() if ok is not True]
+    assert not missed and len(reached) == 12, f"the new precision did not reach: {missed}"
 
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
@@ -209,8 +282,9 @@ def test_the_architecture_doc_counts_the_files_each_addition_takes():
         "a backend": 2 if all(registry.get(n).session.startswith("wb_core.backends.") for n in registry.names()) else 0,
         # its Axis: test_a_new_backend_setting_reaches_every_face_and_record adds one and changes nothing else
         "a sweep setting": 1 + len(modules_of("settings") - {m for (m, _k) in KNOWN}),
-        # its declaration, the variant planner, and every module still naming precisions one by one
-        "a precision": 2 + len(modules_of("precisions", "precision-compare")),
+        # its declaration, the variant planner, the registry's refusals (test_a_new_precision_reaches_what_reads_it
+        # adds one and changes nothing else), and every module still listing all the precisions
+        "a precision": 3 + len(modules_of("precisions")),
     }
     assert {k: int(rows.get(k, -1)) for k in expected} == expected
 

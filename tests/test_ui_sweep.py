@@ -38,7 +38,8 @@ def test_spec_and_run_values_carry_scenario_search_and_data(tmp_path, lenet_save
 
     _, panel = _panel(tmp_path, lenet_savedmodel)
     sc = panel.scenario
-    panel.axis_boxes["instances"].value, panel.axis_boxes["cores_per_instance"].value, panel.axis_boxes["concurrency"].value = "1,2", "1", "1,4"
+    box = panel.axis_boxes
+    box["instances"].value, box["cores_per_instance"].value, box["concurrency"].value = "1,2", "1", "1,4"
     panel.axis_boxes["rates"].value, sc.repeats.value = "50", 2
     values = panel.spec_values()
     assert (values["instances"], values["cores_per_instance"], values["concurrency"], values["rates"],
@@ -441,18 +442,11 @@ def test_a_backend_setting_without_a_control_of_its_own_gets_one_from_the_axes_t
 
 def test_each_sweep_control_carries_the_label_errors_and_notes_use(tmp_path):
     """A message about a setting names it as the dashboard labels it (the axes table's label): the box
-    the user sees must carry that very label, whether the box is hand-placed or generated."""
+    the user sees must carry that very label (every box is made from the axes table)."""
     from wb_core.api import setting_label
 
     _, panel = _panel(tmp_path)
     shown = {"backends": panel.backends.children[0].value, "precisions": panel.precisions.children[0].value,
-             "batch_sizes": panel.axis_boxes["batch_sizes"].description, "seq_lens": panel.axis_boxes["seq_lens"].description,
-             "threads": panel.axis_boxes["threads"].description, "cores": panel.axis_boxes["cores"].description,
-             "streams": panel.axis_boxes["streams"].description, "hints": panel.axis_boxes["hints"].description,
-             "cpu_pinning": panel.axis_boxes["cpu_pinning"].description, "inter_op_threads": panel.axis_boxes["inter_op_threads"].description,
-             "onednn": panel.axis_boxes["onednn"].description, "instances": panel.axis_boxes["instances"].description,
-             "cores_per_instance": panel.axis_boxes["cores_per_instance"].description,
-             "concurrency": panel.axis_boxes["concurrency"].description, "rates": panel.axis_boxes["rates"].description,
              **{spec: box.description for spec, box in panel.axis_boxes.items()}}
     expected = {"backends": "Backends", "precisions": "Precisions", "batch_sizes": "Batch sizes",
                 "seq_lens": "Sequence lengths", "threads": "Threads", "cores": "Cores",
@@ -476,7 +470,8 @@ def test_the_sweep_says_how_many_points_and_about_how_long_before_run(tmp_path):
     db = tmp_path / "est.db"
     make_study_db(db, [run(batch=1, threads=1, cores=None, p99=1.0, thr=100)], name="est")
     panel = SweepPanel(DashboardState(db))
-    panel.axis_boxes["batch_sizes"].value, panel.axis_boxes["threads"].value, panel.axis_boxes["cores"].value = "1,2,4", "1,2", "none"
+    box = panel.axis_boxes
+    box["batch_sizes"].value, box["threads"].value, box["cores"].value = "1,2,4", "1,2", "none"
     panel.max_time.value = 1.0
     assert "6 points to measure, about 20 seconds" in panel.estimate.value  # 6 × (1.5 start + 0.5 + 1 s)
     panel.max_time.value = 60.0
@@ -496,7 +491,8 @@ def test_after_a_sweep_the_estimate_says_what_is_left(tmp_path, lenet_ir, fast):
     session.model_path = str(lenet_ir)
     panel = SweepPanel(session)
     panel.study.value = "left"
-    panel.axis_boxes["batch_sizes"].value, panel.axis_boxes["threads"].value, panel.axis_boxes["cores"].value, panel.max_time.value = "1", "1", "none", 0.3
+    box = panel.axis_boxes
+    box["batch_sizes"].value, box["threads"].value, box["cores"].value, panel.max_time.value = "1", "1", "none", 0.3
     assert "1 point to measure" in panel.estimate.value
     panel.run.click()
     panel._thread.join(120)
