@@ -402,8 +402,10 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         return TuneResult(study=study, answer=answer, elapsed_s=time.monotonic() - t0, budget_s=budget, notes=notes,
                           variants=outcomes, plan=plan)
     cost = measured_cost()
-    say(f"Measured {len(ok)} configuration(s); the best so far: {run_label(ok.loc[ok['throughput'].idxmax()])} "
-        f"({ok['throughput'].max():,.0f} samples/s).")
+    passing = _passing(ok)
+    if not passing.empty:
+        say(f"Measured {len(ok)} configuration(s); the best so far that passes the accuracy guard: "
+            f"{run_label(passing.loc[passing['throughput'].idxmax()])} ({passing['throughput'].max():,.0f} samples/s).")
 
     # 3. The runtime's own THROUGHPUT hint (untouched) at the leaders' batch sizes is always a
     # candidate: measured once like the searched ones, then in rounds beside the leaders.
@@ -616,9 +618,16 @@ class Deadline:
         self.at = -math.inf
 
 
+def _passing(ok):
+    """The runs of `ok` the accuracy guard did not fail: the only ones a leader or the pick can be."""
+    from wb_core.variants.guard import guard_failed_runs
+
+    return ok[~guard_failed_runs(ok)]
+
+
 def _leaders(ok, k: int) -> list[str]:
-    """Keys of the `k` runs of highest throughput."""
-    return list(ok.sort_values("throughput", ascending=False)["key"].head(k))
+    """Keys of the `k` runs of highest throughput that the accuracy guard did not fail."""
+    return list(_passing(ok).sort_values("throughput", ascending=False)["key"].head(k))
 
 
 def _export_folder(study: str) -> Path:

@@ -400,6 +400,12 @@ def _decision(base: dict, new: dict, objective: str, drop: set[int], looks: int,
     return decide([math.log(b[r] / a[r]) for r in common], margin, looks, precision)
 
 
+def _guard_failed(row: dict) -> bool:
+    from wb_core.variants.guard import FAILED
+
+    return row.get("accuracy_guard") == FAILED
+
+
 def _requests(row: dict) -> str:
     n = row.get("requests_in_flight")
     return f", {int(n)} request(s) in flight as the runtime asks" if n == n and n else ""
@@ -473,10 +479,21 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
     named = f"{pick}{_requests(best_default)}{_executed(best_default)}"
     same = next((label for label, r in dflt.items() if r["key"] == t["key"]), None)
     how_many = "cycles side by side" if side.get(pick) == PAIRED_DESIGN else "interleaved rounds"
-    if same is not None:
+    if same is not None and _guard_failed(t):
+        out["recommended"] = None
+        text = (f"The pick is a runtime default itself, {same}{_requests(t)}{_executed(t)}, and it fails the accuracy "
+                f"guard here: {t.get('accuracy_guard_note') or 'see its accuracy'} Nothing is recommended; give the "
+                f"precision explicitly and tune again.")
+    elif same is not None:
         out["recommended"] = t
         text = (f"The pick is a runtime default itself, {same}{_requests(t)}{_executed(t)}: nothing beats it beyond "
                 f"noise, and it is recommended as it is.")
+    elif _guard_failed(best_default) and not _guard_failed(t):
+        out["recommended"] = t
+        how = gain.percent() if gain is not None else "unknown"
+        why = str(best_default.get("accuracy_guard_note") or "see its accuracy").rstrip(".")
+        text = (f"The default {named} fails the accuracy guard ({why}), so it is no choice: recommending the tuned "
+                f"{run_label(t)}, which passes; against that default it differs by {how} on {word}.")
     elif gain is not None and gain.low > 1:
         out["tuned_is_better"] = True
         out["recommended"] = t
