@@ -19,7 +19,7 @@ from pathlib import Path
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import ConfigError, setting
-from wb_core.stats import Ratio, ratio
+from wb_core.stats import UNDECIDED, Ratio, ratio
 
 SAME_VARIANT = "the same variant under OpenVINO's THROUGHPUT hint"
 
@@ -497,7 +497,10 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
     elif gain is not None and gain.low > 1:
         out["tuned_is_better"] = True
         out["recommended"] = t
-        text = (f"Tuning pays: {run_label(t)} beats the best default, {named}, on {word} by "
+        # The 95% interval clears no change; the stopping rule, which looked several times, may not
+        # have decided yet: then the claim is said as likely, and the rule's sentence follows.
+        pays = "Tuning likely pays" if decision is not None and decision.outcome == UNDECIDED else "Tuning pays"
+        text = (f"{pays}: {run_label(t)} beats the best default, {named}, on {word} by "
                 f"{gain.percent()} over {gain.n} {how_many}.")
     else:
         out["recommended"] = best_default
