@@ -41,9 +41,8 @@ SETTING_NAMES = frozenset(axes.run_settings()) | frozenset(a.spec for a in axes.
 # (module, kind) -> (how many, why it stands). Kinds: settings, precisions, formats, precision-compare,
 # backend-compare, plotly.
 KNOWN: dict[tuple[str, str], tuple[int, str]] = {
-    ("config.py", "settings"): (3, "CONFIG_COLUMNS (the public column order) and LEGACY_FIELDS (what databases "
-                                   "written before stable keys hashed: history, not a declaration) stay literal; "
-                                   "RunConfig.label's _LABELLED is the short label's own wording"),
+    ("config.py", "settings"): (2, "CONFIG_COLUMNS (the public column order) and LEGACY_FIELDS (what databases "
+                                   "written before stable keys hashed: history, not a declaration) stay literal"),
     ("training/study.py", "settings"): (2, "TrainPoint.to_dict and TrainSpec.to_dict: the record a training "
                                            "study's keys hash, which must not change with the table"),
     ("ui/sweep_panel.py", "settings"): (7, "the Sweep tab's hand-placed controls and its results table: to read "

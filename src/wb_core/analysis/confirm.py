@@ -422,7 +422,7 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
     design, "paired" and "rounds", then by label: the pick is in both when both were measured).
     `remeasured`: the busy rounds were measured once more already (the verdict says whether any
     stayed busy). `paired`: the side-by-side comparison's outcome (its looks and busy cycles)."""
-    from wb_core.analysis.recommend import run_label
+    from wb_core.analysis.words import run_name
     from wb_core.sweep.paired import MARGIN, PRECISION
 
     margin = margin or MARGIN
@@ -493,20 +493,20 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
         how = gain.percent() if gain is not None else "unknown"
         why = str(best_default.get("accuracy_guard_note") or "see its accuracy").rstrip(".")
         text = (f"The default {named} fails the accuracy guard ({why}), so it is no choice: recommending the tuned "
-                f"{run_label(t)}, which passes; against that default it differs by {how} on {word}.")
+                f"{run_name(t)}, which passes; against that default it differs by {how} on {word}.")
     elif gain is not None and gain.low > 1:
         out["tuned_is_better"] = True
         out["recommended"] = t
         # The 95% interval clears no change; the stopping rule, which looked several times, may not
         # have decided yet: then the claim is said as likely, and the rule's sentence follows.
         pays = "Tuning likely pays" if decision is not None and decision.outcome == UNDECIDED else "Tuning pays"
-        text = (f"{pays}: {run_label(t)} beats the best default, {named}, on {word} by "
+        text = (f"{pays}: {run_name(t)} beats the best default, {named}, on {word} by "
                 f"{gain.percent()} over {gain.n} {how_many}.")
     else:
         out["recommended"] = best_default
         how = gain.percent() if gain is not None else "unknown"
         verdict_word = "is better beyond noise" if gain is not None and gain.high < 1 else "is as good within noise"
-        text = (f"The default {named} {verdict_word}: the tuned {run_label(t)} differs by {how} "
+        text = (f"The default {named} {verdict_word}: the tuned {run_name(t)} differs by {how} "
                 f"on {word}; recommending the default.")
     if decision is not None and same is None:
         text += " " + decision.sentence("The pick over the best default")
