@@ -88,7 +88,7 @@ def test_nothing_meets_names_closest_run_and_missed_constraint():
     with pytest.raises(NoRunMeetsConstraints) as e:
         recommend(df, Constraints(max_p99_ms=0.4))
     msg = str(e.value)
-    assert "The closest is openvino fp32 b1 t1 cores=0" in msg
+    assert "The closest is OpenVINO · FP32 · batch 1 · 1 thread · cores 0 " in msg
     assert "p99 latency limit: 0.5 ms against 0.4 ms" in msg
 
 

@@ -40,7 +40,7 @@ LAYERS = [
     {"wb_core.version", "wb_core.errors", "wb_core.paths", "wb_core.streams", "wb_core.config", "wb_core.hardware",
      "wb_core.run_options",
      "wb_core.stats", "wb_core.parsing", "wb_core.precisions", "wb_core.limits", "wb_core.metrics", "wb_core.axis",
-     "wb_core.axes",
+     "wb_core.axes", "wb_core.naming",
      "wb_core.options",
      "wb_core.demo_catalog",
      "wb_core.backends.registry", "wb_core.backends"},
@@ -441,7 +441,7 @@ API_VERBS = {
     # decide and compare
     "recommend", "recommend_training", "recommend_generation",
     "with_efficiency", "successful", "pareto_front", "pareto_mask", "find_run",
-    "run_label", "plan_allocation", "capacity", "compare_runs", "best_runs", "layer_diff", "ratio_sentences",
+    "plan_allocation", "capacity", "compare_runs", "best_runs", "layer_diff", "ratio_sentences",
     "compare_hosts", "config_by_host_type", "select_host_type", "precision_losses",
     # share
     "export", "render", "deployment_for_study", "with_capacity", "export_formats", "model_files", "zip_bundle",

@@ -41,8 +41,6 @@ SETTING_NAMES = frozenset(axes.run_settings()) | frozenset(a.spec for a in axes.
 # (module, kind) -> (how many, why it stands). Kinds: settings, precisions, formats, precision-compare,
 # backend-compare, plotly.
 KNOWN: dict[tuple[str, str], tuple[int, str]] = {
-    ("config.py", "settings"): (1, "RunConfig.label's _LABELLED: the settings the short label words its own "
-                                   "way (b8 t2 cores=0+1 ...), which logs and messages quote"),
     ("training/study.py", "settings"): (2, "TrainPoint.to_dict and TrainSpec.to_dict: the record a training "
                                            "study's keys hash, which must not change with the table"),
     ("export/triton.py", "precision-compare"): (1, "Triton's openvino backend's HINT_BF16, a parameter that names bf16 "

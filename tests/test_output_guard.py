@@ -355,6 +355,33 @@ def test_a_decoding_that_returns_the_wrong_count_or_fails_is_one_sentence():
     assert agree.figures()["decoded_agreement"] == 0.5 and "decoded_error_rate" not in agree.figures()  # 3 is no sequence
 
 
+def test_class_scores_tied_to_rounding_name_no_top_class_to_disagree_with():
+    """A model with random weights can score every class the same (a softmax of 0.001 each, apart by
+    float32 rounding): any class is FP32's top one, so a variant cannot miss it; a real difference still counts."""
+    from wb_core.variants.agreement import OutputAgreement, read_kind
+
+    rng = np.random.default_rng(0)
+    flat = np.full((6, 1000), 1e-3, np.float32) + rng.normal(scale=1e-10, size=(6, 1000)).astype(np.float32)
+    kind = read_kind("probabilities", flat)
+    assert kind.kind == "classes"
+    acc = OutputAgreement(kind)
+    acc.update(np.full_like(flat, 1e-3)[:, ::-1].copy(), flat)  # ties everywhere, on both sides
+    assert acc.figures()["top1_agreement"] == 1.0 and acc.figures()["top5_agreement"] == 1.0
+    # A decided FP32 row: class 7 clearly first. A variant that puts class 3 first and class 7 sixth misses
+    # both; one that ties class 2 with 7 reads class 2 first (argmax, as a user's code does) but keeps 7 in
+    # its top 5; FP32 itself agrees on both.
+    ref = np.zeros((1, 10), np.float32)
+    ref[0, 7] = 0.9
+    moved = np.array([[0.9, 0.8, 0.7, 0.6, 0.5, 0.2, 0.3, 0.4, 0.1, 0.0]], np.float32)
+    tied = ref.copy()
+    tied[0, 2] = 0.9
+    decided = OutputAgreement(read_kind("probabilities", ref))
+    for variant in (moved, tied, ref):
+        decided.update(variant, ref)
+    assert decided.figures()["top1_agreement"] == pytest.approx(1 / 3)
+    assert decided.figures()["top5_agreement"] == pytest.approx(2 / 3)
+
+
 # ---- memory ----
 
 @pytest.mark.slow  # long; `make test-all` runs it

@@ -215,16 +215,19 @@ def test_constraints_in_words():
     assert not c.is_empty()
 
 
-def test_run_labels_name_every_setting_that_differs_from_the_default():
-    from wb_core.analysis.recommend import run_label
+def test_run_names_say_every_setting_that_differs_from_the_default():
+    from wb_core.analysis.words import run_name
 
-    assert run_label(run(batch=8, threads=2, cores=[0, 1])) == "openvino fp32 b8 t2 cores=0+1"
-    assert run_label(run(threads=None)) == "openvino fp32 b1 tauto cores=none"
+    assert run_name(run(batch=8, threads=2, cores=[0, 1])) == "OpenVINO · FP32 · batch 8 · 2 threads · cores 0+1"
+    assert run_name(run(threads=None)) == "OpenVINO · FP32 · batch 1 · auto threads · not pinned"
     busy = dict(run(backend="tensorflow", precision="bf16", batch=4, threads=3), inter_op_threads=2, streams=2,
                 hint="THROUGHPUT", concurrency=4, instances=2, seq_len=128)
-    assert run_label(busy) == "tensorflow bf16 b4 t3 cores=none inter2 s2 THROUGHPUT c4 x2 seq128"
+    name = run_name(busy)
+    for part in ("TensorFlow", "BF16", "batch 4", "3 threads", "2 instances", "4 in flight", "length 128"):
+        assert part in name, (part, name)
     ones = dict(run(), inter_op_threads=0, streams=None, hint="", concurrency=1, instances=1, seq_len=None)
-    assert run_label(ones) == "openvino fp32 b1 t1 cores=none"
+    assert run_name(ones) == "OpenVINO · FP32 · batch 1 · 1 thread · not pinned"
+    assert run_name(dict(run(), untouched=True)).endswith(" · untouched")
 
 
 def test_rank_orders_and_breaks_ties():

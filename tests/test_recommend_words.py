@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from analysis_data import HARDWARE, frame, run
-from wb_core.analysis.recommend import recommend, run_label
+from wb_core.analysis.recommend import recommend
+from wb_core.analysis.words import run_name
 
 
 def rounds(values, p99=1.0):
@@ -34,7 +35,7 @@ def _fmt_matches(claimed: str, value: float) -> bool:
 
 def check_reason(reason: str, df) -> None:
     ok = df[df["status"] == "ok"]
-    labels = {run_label(r): r for _, r in ok.iterrows()}
+    labels = {run_name(r): r for _, r in ok.iterrows()}
     best_thr = float(np.max(ok["throughput"].to_numpy(dtype=float)))
     m = re.search(r"^(.+?) has the highest throughput \(([\d,.]+) samples/s\) of all (\d+) successful runs", reason)
     if m:
@@ -168,8 +169,8 @@ def test_the_per_length_sentence_names_each_length_and_the_lengths_no_run_meets(
     note = next(n for n in rec.notes if n.startswith("Sequence length is the workload"))
     assert note.startswith("Sequence length is the workload, not a setting: runs at different lengths are not ranked "
                            "against each other; one recommendation per length: "
-                           f"length 128: {run_label(at128)} (1,200 samples/s); "
-                           f"length 384: {run_label(at384)} (300 samples/s). The figures above are for the "
+                           f"length 128: {run_name(at128)} (1,200 samples/s); "
+                           f"length 384: {run_name(at384)} (300 samples/s). The figures above are for the "
                            "longest, 384;")
     assert note.count("No run meets the constraints at length 32: ") == 1 and note.endswith(".")
     assert "at length 128" not in note and "at length 384" not in note
@@ -188,12 +189,12 @@ def test_a_pick_resting_on_busy_points_says_so_and_a_quiet_one_does_not():
                 run(threads=1, batch=8, thr=450.0, busy=True)])
     rec = recommend(df, hardware=HARDWARE)
     assert rec.best["threads"] == 2
-    assert rec.busy == [run_label(df.iloc[0]), run_label(df.iloc[2])]
+    assert rec.busy == [run_name(df.iloc[0]), run_name(df.iloc[2])]
     assert rec.busy_sentence in rec.notes and rec.busy_sentence in rec.reason
-    assert f"the pick, {run_label(df.iloc[0])}, was measured on a busy machine" in rec.reason
+    assert f"the pick, {run_name(df.iloc[0])}, was measured on a busy machine" in rec.reason
     # a busy runner measured low may be the true best: it is named too
     assert f"1 other run(s) it was compared with were measured on a busy machine and may be faster than they read " \
-           f"({run_label(df.iloc[2])})" in rec.reason
+           f"({run_name(df.iloc[2])})" in rec.reason
     check_reason(rec.reason, df)
     quiet = recommend(frame([run(threads=2, thr=900.0, busy=False), run(threads=1, thr=500.0)]), hardware=HARDWARE)
     assert quiet.busy == [] and quiet.busy_sentence is None and "busy" not in quiet.reason
@@ -222,7 +223,7 @@ def test_the_exported_yaml_marks_a_pick_resting_on_busy_points(tmp_path):
     doc = yaml.safe_load((tmp_path / "busy" / next(iter(res["yaml"].files))).read_text())
     m = doc["measurement"]
     assert m["measured_on_busy_machine"] is True
-    assert "busy machine" in m["busy_note"] and "openvino fp32 b1 t2" in m["busy_note"]
+    assert "busy machine" in m["busy_note"] and "OpenVINO · FP32 · batch 1 · 2 threads" in m["busy_note"]
     assert DeploymentConfig.from_dict(doc).measurement.measured_on_busy_machine is True  # the schema takes it
     # Exported by its key, the busy run says so itself.
     key = run(threads=2, thr=900.0)["key"]

@@ -98,7 +98,7 @@ def test_cli_recommend_with_a_mix(tmp_path):
             s.add_run("mix", r["key"], cfg, "ok", metrics)
     res = CliRunner().invoke(app, ["recommend", "--study", "mix", "--db", str(db), "--seq-mix", "128:0.8,384:0.2"])
     assert res.exit_code == 0, res.output
-    assert "Best for the mix: openvino int8 b1" in res.output and "not eligible" in res.output
+    assert "Best for the mix: OpenVINO · INT8 · batch 1" in res.output and "not eligible" in res.output
     res = CliRunner().invoke(app, ["recommend", "--study", "mix", "--db", str(db), "--seq-mix", "128:0.5,999:0.5"])
     assert res.exit_code != 0 and "every length of the mix" in str(res.exception)  # main() prints it in one line
     out = tmp_path / "plots.html"

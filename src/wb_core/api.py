@@ -75,7 +75,7 @@ _REEXPORTS = {
     "Recommendation": "wb_core.analysis.recommend", "OBJECTIVES": "wb_core.analysis.recommend",
     "recommend": "wb_core.analysis.recommend", "with_efficiency": "wb_core.analysis.recommend",
     "successful": "wb_core.analysis.recommend", "pareto_front": "wb_core.analysis.recommend",
-    "pareto_mask": "wb_core.analysis.recommend", "run_label": "wb_core.analysis.recommend",
+    "pareto_mask": "wb_core.analysis.recommend",
     "find_run": "wb_core.analysis.recommend", "check_objective": "wb_core.analysis.recommend",
     "Allocation": "wb_core.analysis.planning", "plan_allocation": "wb_core.analysis.planning",
     "verify_allocation": "wb_core.analysis.planning", "capacity": "wb_core.analysis.planning",

@@ -473,38 +473,11 @@ class RunConfig:
         return tuple(sorted((k, json.dumps(v)) for k, v in d.items()))
 
     def label(self) -> str:
-        parts = [self.backend, self.precision, f"b{self.batch_size}",
-                 f"t{self.threads or 'auto'}", f"cores={format_cores(self.cores)}"]
-        if self.inter_op_threads:
-            parts.append(f"inter{self.inter_op_threads}")
-        if self.streams:
-            parts.append(f"s{self.streams}")
-        if self.hint:
-            parts.append(self.hint)
-        if self.concurrency > 1:
-            parts.append(f"c{self.concurrency}")
-        if self.instances > 1:
-            parts.append(f"x{self.instances}" + (f"@{self.cores_per_instance}c" if self.cores_per_instance else ""))
-        if self.rate:
-            parts.append(f"rate={self.rate:g}/s")
-        if self.seq_len:
-            parts.append(f"seq{self.seq_len}")
-        if self.shape:
-            parts.append(f"shape {self.shape}")
-        if self.onednn is False:
-            parts.append("onednn=off")
-        for a in axes.all_axes():  # a backend's other settings, as name=value
-            value = getattr(self, a.name)
-            if a.name not in _LABELLED and value is not None and value != a.default:
-                parts.append(f"{a.name}={'on' if value is True else 'off' if value is False else value}")
-        if self.untouched:
-            parts.append("untouched")
-        return " ".join(parts)
+        """The run's name in words, as every face names it (`wb_core.analysis.words.run_name`)."""
+        from wb_core.naming import run_name
 
+        return run_name(self.to_dict() | {"cores": format_cores(self.cores)})
 
-# Settings `RunConfig.label` words itself; any other axis is shown as name=value.
-_LABELLED = {"backend", "precision", "batch_size", "threads", "cores", "inter_op_threads", "streams", "hint",
-             "concurrency", "instances", "cores_per_instance", "rate", "seq_len", "shape", "onednn", "cpu_pinning"}
 
 
 def field_help(name: str, cls=None) -> str:

@@ -181,8 +181,9 @@ class Decision:
             return f"{what} differs beyond {m}: {self.ratio.percent()}, {rule}, {wrong}."
         if self.outcome == EQUIVALENT:
             return f"{what} is equivalent within {m}: {self.ratio.percent()}, {rule}, {wrong}."
-        return (f"{what} is undecided: {self.ratio.percent()}; its interval still straddles {m} when the time "
-                f"was up ({rule}).")
+        return (f"{what} is undecided: {self.ratio.percent()}; the interval the rule reads, "
+                f"{_pct(self.low)} to {_pct(self.high)} at {100 * self.decision_level:.1f}%, still straddles {m} when "
+                f"the time was up ({rule}).")
 
     @property
     def settled(self) -> bool:

@@ -295,7 +295,8 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
          progress: bool = False, cancel=None) -> TuneResult:
     """See `wb_core.api.tune`."""
     from wb_core import hardware
-    from wb_core.analysis.recommend import recommend, run_label, with_efficiency
+    from wb_core.analysis.recommend import recommend, with_efficiency
+    from wb_core.analysis.words import run_name
     from wb_core.config import InputOptions
     from wb_core.demo import resolve_model
     from wb_core.demo_catalog import default_study_name, demo_dir, demo_name_of, demo_sample_text
@@ -402,8 +403,10 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         return TuneResult(study=study, answer=answer, elapsed_s=time.monotonic() - t0, budget_s=budget, notes=notes,
                           variants=outcomes, plan=plan)
     cost = measured_cost()
-    say(f"Measured {len(ok)} configuration(s); the best so far: {run_label(ok.loc[ok['throughput'].idxmax()])} "
-        f"({ok['throughput'].max():,.0f} samples/s).")
+    passing = _passing(ok)
+    if not passing.empty:
+        say(f"Measured {len(ok)} configuration(s); the best so far that passes the accuracy guard: "
+            f"{run_name(passing.loc[passing['throughput'].idxmax()])} ({passing['throughput'].max():,.0f} samples/s).")
 
     # 3. The runtime's own THROUGHPUT hint (untouched) at the leaders' batch sizes is always a
     # candidate: measured once like the searched ones, then in rounds beside the leaders.
@@ -448,7 +451,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         info = store.get_study(study)
         df = store.to_frame(study)
     rec = recommend(with_efficiency(df, info.get("hardware")), hardware=info.get("hardware"), runners_up=3)
-    say(f"Recommended: {run_label(rec.best)}.")
+    say(f"Recommended: {run_name(rec.best)}.")
 
     # 5. Confirm against the real defaults: the largest confirmation that fits what is left (its
     # share was kept from the start), else the smallest when it fits within the overrun allowed.
@@ -616,9 +619,16 @@ class Deadline:
         self.at = -math.inf
 
 
+def _passing(ok):
+    """The runs of `ok` the accuracy guard did not fail: the only ones a leader or the pick can be."""
+    from wb_core.variants.guard import guard_failed_runs
+
+    return ok[~guard_failed_runs(ok)]
+
+
 def _leaders(ok, k: int) -> list[str]:
-    """Keys of the `k` runs of highest throughput."""
-    return list(ok.sort_values("throughput", ascending=False)["key"].head(k))
+    """Keys of the `k` runs of highest throughput that the accuracy guard did not fail."""
+    return list(_passing(ok).sort_values("throughput", ascending=False)["key"].head(k))
 
 
 def _export_folder(study: str) -> Path:
@@ -650,11 +660,11 @@ def _interval(run: dict) -> str:
 
 def _answer(path, final: dict, rec, conf, export_path, elapsed: float, budget: float,
             outcomes: dict | None = None) -> str:
-    from wb_core.analysis.recommend import run_label
+    from wb_core.analysis.words import run_name
     from wb_core.demo_catalog import default_study_name
 
     # The model by its name: a demo's, or the folder above a generic file name (`saved_model`, `1`).
-    text = (f"For {default_study_name(path)} on this CPU, run {run_label(final)}: {final['throughput']:,.0f} samples/s"
+    text = (f"For {default_study_name(path)} on this CPU, run {run_name(final)}: {final['throughput']:,.0f} samples/s"
             f"{_interval(final)}, p99 {final['latency_ms_p99']:.3g} ms.")
     if conf:
         text += " " + conf["verdict"]

@@ -63,7 +63,8 @@ def compare_runs(df: pd.DataFrame, keys: list[str] | None = None) -> tuple[pd.Da
     the run's throughput and p99 latency over the baseline's) and the set of setting columns whose
     values differ between the runs.
     """
-    from wb_core.analysis.recommend import find_run, run_label
+    from wb_core.analysis.recommend import find_run
+    from wb_core.analysis.words import run_name
 
     if df is None or df.empty:
         raise WorkbenchError("There are no runs to compare yet; profile a model first.")
@@ -81,7 +82,7 @@ def compare_runs(df: pd.DataFrame, keys: list[str] | None = None) -> tuple[pd.Da
     for col in (*settings, *METRIC_COLUMNS):
         if col not in frame.columns:
             frame[col] = None
-    frame["label"] = [run_label(r) for _, r in frame.iterrows()]
+    frame["label"] = [run_name(r) for _, r in frame.iterrows()]
     differing = {c for c in settings
                  if any(not _same(frame[c].iloc[0], v) for v in frame[c].iloc[1:])}
     base = frame.iloc[0]

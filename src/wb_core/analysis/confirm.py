@@ -21,7 +21,7 @@ from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
 from wb_core.errors import ConfigError, setting
 from wb_core.precisions import baseline, from_data, hinted
 from wb_core.precisions import precision as declared
-from wb_core.stats import Ratio, ratio
+from wb_core.stats import UNDECIDED, Ratio, ratio
 
 SAME_VARIANT = "the same variant under OpenVINO's THROUGHPUT hint"
 
@@ -403,6 +403,12 @@ def _decision(base: dict, new: dict, objective: str, drop: set[int], looks: int,
     return decide([math.log(b[r] / a[r]) for r in common], margin, looks, precision)
 
 
+def _guard_failed(row: dict) -> bool:
+    from wb_core.variants.guard import FAILED
+
+    return row.get("accuracy_guard") == FAILED
+
+
 def _requests(row: dict) -> str:
     n = row.get("requests_in_flight")
     return f", {int(n)} request(s) in flight as the runtime asks" if n == n and n else ""
@@ -419,7 +425,7 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
     design, "paired" and "rounds", then by label: the pick is in both when both were measured).
     `remeasured`: the busy rounds were measured once more already (the verdict says whether any
     stayed busy). `paired`: the side-by-side comparison's outcome (its looks and busy cycles)."""
-    from wb_core.analysis.recommend import run_label
+    from wb_core.analysis.words import run_name
     from wb_core.sweep.paired import MARGIN, PRECISION
 
     margin = margin or MARGIN
@@ -476,20 +482,34 @@ def verdict(rows: dict[str, dict], default_labels: set[str], objective: str, nam
     named = f"{pick}{_requests(best_default)}{_executed(best_default)}"
     same = next((label for label, r in dflt.items() if r["key"] == t["key"]), None)
     how_many = "cycles side by side" if side.get(pick) == PAIRED_DESIGN else "interleaved rounds"
-    if same is not None:
+    if same is not None and _guard_failed(t):
+        out["recommended"] = None
+        text = (f"The pick is a runtime default itself, {same}{_requests(t)}{_executed(t)}, and it fails the accuracy "
+                f"guard here: {t.get('accuracy_guard_note') or 'see its accuracy'} Nothing is recommended; give the "
+                f"precision explicitly and tune again.")
+    elif same is not None:
         out["recommended"] = t
         text = (f"The pick is a runtime default itself, {same}{_requests(t)}{_executed(t)}: nothing beats it beyond "
                 f"noise, and it is recommended as it is.")
+    elif _guard_failed(best_default) and not _guard_failed(t):
+        out["recommended"] = t
+        how = gain.percent() if gain is not None else "unknown"
+        why = str(best_default.get("accuracy_guard_note") or "see its accuracy").rstrip(".")
+        text = (f"The default {named} fails the accuracy guard ({why}), so it is no choice: recommending the tuned "
+                f"{run_name(t)}, which passes; against that default it differs by {how} on {word}.")
     elif gain is not None and gain.low > 1:
         out["tuned_is_better"] = True
         out["recommended"] = t
-        text = (f"Tuning pays: {run_label(t)} beats the best default, {named}, on {word} by "
+        # The 95% interval clears no change; the stopping rule, which looked several times, may not
+        # have decided yet: then the claim is said as likely, and the rule's sentence follows.
+        pays = "Tuning likely pays" if decision is not None and decision.outcome == UNDECIDED else "Tuning pays"
+        text = (f"{pays}: {run_name(t)} beats the best default, {named}, on {word} by "
                 f"{gain.percent()} over {gain.n} {how_many}.")
     else:
         out["recommended"] = best_default
         how = gain.percent() if gain is not None else "unknown"
         verdict_word = "is better beyond noise" if gain is not None and gain.high < 1 else "is as good within noise"
-        text = (f"The default {named} {verdict_word}: the tuned {run_label(t)} differs by {how} "
+        text = (f"The default {named} {verdict_word}: the tuned {run_name(t)} differs by {how} "
                 f"on {word}; recommending the default.")
     if decision is not None and same is None:
         text += " " + decision.sentence("The pick over the best default")

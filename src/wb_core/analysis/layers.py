@@ -89,7 +89,7 @@ def check_layer_profiling(backend: str, key: str) -> None:
 def profile_layers(model_path: str | Path, config, inputs: dict | None = None, iterations: int = 100,
                    key: str = "", timeout: float = 600) -> LayerProfile:
     """Per-layer profile of an OpenVINO run configuration, measured in a fresh worker process."""
-    from wb_core.analysis.recommend import run_label
+    from wb_core.analysis.words import run_name
     from wb_core.config import RunConfig
     from wb_core.proc.parent import run_task
 
@@ -103,7 +103,7 @@ def profile_layers(model_path: str | Path, config, inputs: dict | None = None, i
     total = df["time_ms"].sum()
     df["share"] = df["time_ms"] / total if total > 0 else 0.0
     df = df.sort_values("time_ms", ascending=False, ignore_index=True)[list(LAYER_COLUMNS)]
-    return LayerProfile(key=key or cfg.key, label=run_label(cfg.to_dict() | {"cores": _cores_text(cfg)}),
+    return LayerProfile(key=key or cfg.key, label=run_name(cfg.to_dict() | {"cores": _cores_text(cfg)}),
                         iterations=res["iterations"], batch_size=cfg.batch_size, layers=df,
                         properties=res.get("properties") or {})
 

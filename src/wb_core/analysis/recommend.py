@@ -20,6 +20,7 @@ from wb_core.errors import ConfigError, Sentence, WorkbenchError, joined, settin
 from wb_core.precisions import NAMES, baseline
 from wb_core.stats import Ratio, ratio
 from wb_core.variants.guard import guard_failed_runs
+from wb_core.analysis.words import run_name
 
 OBJECTIVES = ("throughput", "latency", "throughput_per_core")
 EQUIVALENCE = 0.03  # runs whose ratio's 95% interval lies within +-3% are equivalent: simplicity decides
@@ -321,7 +322,7 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
     if unmeasured.any() and not allow_unmeasured_accuracy and not unmeasured.all():
         top = rank(allowed, objective).iloc[0]
         if bool(unmeasured.loc[top.name]):
-            notes.append(Sentence(f"{run_label(top)} would give {_objective_value(top, objective)}, but the accuracy "
+            notes.append(Sentence(f"{run_name(top)} would give {_objective_value(top, objective)}, but the accuracy "
                                   f"of its {top['precision']} variant was never measured (without "
                                   f"{setting('data', 'data')} it is quantized on random calibration data); runs of "
                                   f"known accuracy are preferred: measure accuracy with {setting('data', 'data')}, "
@@ -335,7 +336,7 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
     if len(equivalent) > 1:
         pick = min(equivalent, key=lambda i: _simplicity(ranked.loc[i], objective))
         notes.append(f"{len(equivalent)} runs are tied within noise and equivalent within {pm} (the interval of "
-                     f"their ratio to the best, {run_label(top)} at {_objective_value(top, objective)}, lies within "
+                     f"their ratio to the best, {run_name(top)} at {_objective_value(top, objective)}, lies within "
                      f"{pm}); the simplest of them is picked: fewest cores, then the runtime's defaults.")
         ranked = pd.concat([ranked.loc[[pick]], ranked.drop(index=pick)])
     unsettled = [i for i in tied if i not in equivalent]
@@ -351,9 +352,9 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
         margin = _margin(best, nxt, objective)
         if margin is not None:
             if objective == "latency":
-                text = f"{run_label(nxt)}, the next run beyond noise, has a p99 {margin.percent()} higher"
+                text = f"{run_name(nxt)}, the next run beyond noise, has a p99 {margin.percent()} higher"
             else:
-                text = f"It beats {run_label(nxt)}, the next run beyond noise, by {margin.percent()}"
+                text = f"It beats {run_name(nxt)}, the next run beyond noise, by {margin.percent()}"
             notes.append(text + ("." if margin.clear else ", which is within noise."))
     busy, busy_sentence = _busy_words(ranked, tied)
     if busy_sentence:
@@ -387,20 +388,20 @@ def _busy_words(ranked: pd.DataFrame, tied: list) -> tuple[list[str], str | None
     best = ranked.index[0]
     parts = []
     if best in flagged:
-        parts.append(f"the pick, {run_label(ranked.loc[best])}, was measured on a busy machine (other processes "
+        parts.append(f"the pick, {run_name(ranked.loc[best])}, was measured on a busy machine (other processes "
                      f"used its cores)")
     ties = [i for i in flagged if i in tied and i != best]
     if ties:
-        parts.append(f"{len(ties)} run(s) it is tied with were too ({', '.join(run_label(ranked.loc[i]) for i in ties)})")
+        parts.append(f"{len(ties)} run(s) it is tied with were too ({', '.join(run_name(ranked.loc[i]) for i in ties)})")
     others = [i for i in flagged if i not in tied and i != best]
     if others:
         parts.append(f"{len(others)} other run(s) it was compared with were measured on a busy machine and may be "
-                     f"faster than they read ({', '.join(run_label(ranked.loc[i]) for i in others[:3])}"
+                     f"faster than they read ({', '.join(run_name(ranked.loc[i]) for i in others[:3])}"
                      f"{', ...' if len(others) > 3 else ''})")
     text = "; ".join(parts)
     sentence = Sentence(f"This pick rests on points measured on a busy machine: {text}; measure them again on a "
                         f"quiet machine ({setting('remeasure_busy', 'remeasure_busy=True')}) before relying on it.")
-    return [run_label(ranked.loc[i]) for i in flagged], sentence
+    return [run_name(ranked.loc[i]) for i in flagged], sentence
 
 
 def _accuracy_unknown(df: pd.DataFrame) -> pd.Series:
@@ -494,29 +495,6 @@ def _margin(best, other, objective) -> Ratio | None:
 
 
 
-def run_label(run) -> str:
-    """A short description of a run's configuration, e.g. `openvino fp32 b8 t2 cores=0-1`."""
-    g = run.get
-    parts = [str(g("backend")), str(g("precision")), f"b{_int(g('batch_size'))}",
-             f"t{_int(g('threads')) if _float(g('threads')) else 'auto'}", f"cores={g('cores') or 'none'}"]
-    if _float(g("inter_op_threads")):
-        parts.append(f"inter{_int(g('inter_op_threads'))}")
-    if _float(g("streams")):
-        parts.append(f"s{_int(g('streams'))}")
-    hint = g("hint")
-    if isinstance(hint, str) and hint:
-        parts.append(hint)
-    if (_float(g("concurrency")) or 1) > 1:
-        parts.append(f"c{_int(g('concurrency'))}")
-    if (_float(g("instances")) or 1) > 1:
-        parts.append(f"x{_int(g('instances'))}")
-    if _float(g("seq_len")):
-        parts.append(f"seq{_int(g('seq_len'))}")
-    if g("untouched") in (True, 1):  # a numpy bool from a frame, or NaN for runs without the column
-        parts.append("untouched")
-    return " ".join(parts)
-
-
 def find_run(df: pd.DataFrame, key: str) -> pd.Series:
     """The run with this key, or a unique key prefix; a WorkbenchError names the choices otherwise."""
     key = str(key).strip()
@@ -542,9 +520,9 @@ def _reason(best, ranked, top, objective, constraints, n_allowed, n_ok, n_equiva
     other = (f"its p99 latency is {_num(best['latency_ms_p99'])} ms" if objective != "latency"
              else f"it serves {_num(best['throughput'])} samples/s")
     if best["key"] == top["key"] or _objective_number(top, objective) == _objective_number(best, objective):
-        text = f"{run_label(best)} has {words} ({value}) {pool}; {other}"
+        text = f"{run_name(best)} has {words} ({value}) {pool}; {other}"
     else:
-        text = (f"{run_label(best)} gives {value}, equivalent to {words} {pool} ({run_label(top)}, "
+        text = (f"{run_name(best)} gives {value}, equivalent to {words} {pool} ({run_name(top)}, "
                 f"{_objective_value(top, objective)}), and is the simplest of the {n_equivalent} equivalent runs; "
                 f"{other}")
     mine = _objective_number(best, objective)
@@ -552,7 +530,7 @@ def _reason(best, ranked, top, objective, constraints, n_allowed, n_ok, n_equiva
     for _, run in ranked.iterrows():
         v = _objective_number(run, objective)
         if run["key"] != best["key"] and v is not None and mine is not None and (v > mine if lower else v < mine):
-            text += f", ahead of {run_label(run)} ({_objective_value(run, objective)})"
+            text += f", ahead of {run_name(run)} ({_objective_value(run, objective)})"
             break
     return text + "."
 
@@ -592,7 +570,7 @@ def _per_length(df: pd.DataFrame, lengths: list[int], **kw) -> Recommendation:
     main = per[max(per)]
     note = ("Sequence length is the workload, not a setting: runs at different lengths are not ranked against "
             "each other; one recommendation per length: "
-            + "; ".join(f"length {n}: {run_label(r.best)} ({_objective_value(r.best, r.objective)})"
+            + "; ".join(f"length {n}: {run_name(r.best)} ({_objective_value(r.best, r.objective)})"
                         for n, r in per.items())
             + f". The figures above are for the longest, {max(per)}; choose a length "
               f"({setting('at_seq_len', 'Sequence length')}), or weigh a mix ({setting('seq_mix', 'Sequence-length mix')}).")
@@ -633,7 +611,7 @@ def _nothing_meets(ok: pd.DataFrame, constraints: Constraints) -> str:
     scored.sort(key=lambda t: (t[0], t[1]))
     _, _, run, misses = scored[0]
     what = "; ".join(m[0] for m in misses)
-    return (f"No run meets {constraints.describe()}. The closest is {run_label(run)} (key {run['key']}), "
+    return (f"No run meets {constraints.describe()}. The closest is {run_name(run)} (key {run['key']}), "
             f"which misses {what}.")
 
 

@@ -13,6 +13,7 @@ import math
 import re
 
 from wb_core.axes import all_axes
+from wb_core.naming import name_parts, run_name  # noqa: F401 - every face names runs through these
 from wb_core.metrics import METRICS, metric
 from wb_core.precisions import PRECISIONS
 
@@ -112,69 +113,10 @@ def executed_words(value) -> str:
     return re.sub(r"[A-Za-z]+\d*", lambda m: EXECUTED.get(m.group(0).lower(), m.group(0)), str(value))
 
 
-def _present(v) -> bool:
-    return v is not None and v == v and v != ""
-
-
-def run_name(run) -> str:
-    """A run named by what a user chose: `OpenVINO · INT8 · batch 8 · 2 threads · cores 0-1`.
-
-    Every axis with the "name" role says its value as its `in_name` declares (the label and the
-    value where it declares none), in `name_rank` order: a backend's new setting is named at once.
-    """
-    return " · ".join(name_parts(run))
-
-
-def name_parts(run) -> list[str]:
-    """The parts of a run's name (`run_name`), for a face that joins them its own way."""
-    g = run.get if hasattr(run, "get") else (lambda k, d=None: getattr(run, k, d))
-    from wb_core.axes import axis, with_role
-
-    parts = []
-    for name in with_role("name"):
-        part = _named(axis(name), g(name))
-        if part:
-            parts.append(part)
-    return parts
-
-
-def _named(a, value) -> str:
-    """One axis's part of a run's name ("" when it says nothing there)."""
-    switch = a.annotation.startswith("bool")
-    if switch and _present(value) and str(value) in ("True", "False", "1", "0", "1.0", "0.0"):
-        shown = "on" if str(value) in ("True", "1", "1.0") else "off"
-    elif not _present(value) or not value or str(value) in ("none", "None"):
-        return a.unset_name
-    elif a.name_over is not None and float(value) <= a.name_over:
-        return ""
-    elif isinstance(value, (int, float)):
-        shown = str(int(value)) if float(value).is_integer() else rounded(float(value))
-    else:
-        shown = str(value)
-    if not a.in_name:
-        word = re.sub(r"\s*\(.*\)$", "", a.label)
-        word = word[0].lower() + word[1:] if len(word) > 1 and word[1].islower() else word
-        return f"{word} {shown}"
-    from wb_core.backends.registry import title
-
-    one = shown in ("1", "on")
-    return a.in_name.format(value=shown, VALUE=shown.upper(), s="" if one else "s",
-                            title=title(shown) if "{title}" in a.in_name else "")
-
-
 def worded(text: str, runs) -> str:
-    """A message from the analysis with each run's short label (`openvino bf16 b8 t2 cores=none`)
-    and run keys replaced by the run's name in words."""
+    """A message from the analysis with run keys taken out (the runs are named in words already)."""
     import re
 
-    from wb_core.analysis.recommend import run_label
-
-    rows = list(runs.to_dict("records")) if hasattr(runs, "to_dict") else list(runs)
-    names = {}
-    for r in rows:
-        names.setdefault(run_label(r), run_name(r))
-    for code in sorted(names, key=len, reverse=True):
-        text = text.replace(code, names[code])
     text = re.sub(r"\s*\((?:key|run) [0-9a-f]{6,}\)", "", text)
     return re.sub(r"\b[0-9a-f]{16}\b", "this run", text)
 

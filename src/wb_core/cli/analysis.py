@@ -79,7 +79,7 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
               max_latency_ms: Optional[float] = MAX_LATENCY):
     """Pick the best run under constraints and say why it won (a text-generation study: the most output
     tokens/s within the TTFT, TPOT and latency limits)."""
-    from wb_core.api import precision_losses, results, run_label, study_info
+    from wb_core.api import precision_losses, results, run_name, study_info
     from wb_core.api import recommend as _recommend
 
     _check_top(top, "runners-up")
@@ -95,14 +95,14 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
     rec = _recommend(df, _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), objective,
                      runners_up=top, hardware=info.get("hardware"), seq_mix=seq_mix, seq_len=seq_len)
     for n, per in rec.per_length.items():
-        echo(f"Best at sequence length {n}: {run_label(per.best)}  (key {per.key})")
+        echo(f"Best at sequence length {n}: {run_name(per.best)}  (key {per.key})")
     if seq_mix:
-        echo(f"Best for the mix: {run_label(rec.best)}  (keys {rec.best['mix_keys']})")
+        echo(f"Best for the mix: {run_name(rec.best)}  (keys {rec.best['mix_keys']})")
     else:
-        echo(f"Best: {run_label(rec.best)}  (key {rec.key})")
+        echo(f"Best: {run_name(rec.best)}  (key {rec.key})")
     echo(said(rec.reason))
     for i, r in enumerate(rec.runners_up, start=2):
-        echo(f"  {i}. {run_label(r)}: p99 {r['latency_ms_p99']:.3g} ms, {r['throughput']:,.0f} samples/s "
+        echo(f"  {i}. {run_name(r)}: p99 {r['latency_ms_p99']:.3g} ms, {r['throughput']:,.0f} samples/s "
                    f"(key {r['key']})")
     for note in precision_losses(study, _db(db), measure=layers):
         echo(f"note: {said(note)}")
@@ -340,7 +340,7 @@ def confirm(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
     rule's answer (difference, equivalent or undecided): what the precision variant buys and what
     tuning buys on top."""
     from wb_core.api import confirm as _confirm
-    from wb_core.api import parse_time, run_label
+    from wb_core.api import parse_time, run_name
 
     out = _confirm(study, _db(db), rounds=rounds, objective=objective, allow_unmeasured_accuracy=allow_unmeasured_accuracy,
                    constraints=_constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), progress=True,
@@ -357,11 +357,11 @@ def confirm(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
         ran = f", ran {ran}" if isinstance(ran, str) and ran else ""
         req = r.get("requests_in_flight")
         req = f", {int(req)} requests" if isinstance(req, (int, float)) and req == req and req else ""
-        echo(f"  {label}: {run_label(r)}: {r['throughput']:,.1f} samples/s{iv}, p99 {r['latency_ms_p99']:.3g} ms"
+        echo(f"  {label}: {run_name(r)}: {r['throughput']:,.1f} samples/s{iv}, p99 {r['latency_ms_p99']:.3g} ms"
                    f"{ran}{req}")
     for what, d in (out.get("decisions") or {}).items():
         echo(f"  {what.replace('_', ' ')}: {d.outcome} ({d.ratio.percent()}, band +-{100 * d.margin:g}%)")
     echo(out["verdict"])
     if out.get("recommended") is not None:
-        echo(f"Recommended: {run_label(out['recommended'])} (key {out['recommended']['key']}, "
+        echo(f"Recommended: {run_name(out['recommended'])} (key {out['recommended']['key']}, "
                    f"study {out['study']})")

@@ -35,10 +35,13 @@ def provenance(dep: DeploymentConfig) -> list[str]:
         f"Measured {m.measured_at or 'at an unrecorded time'} with {runtime} on {hw.get('cpu_model') or 'unknown CPU'} "
         f"({hw.get('physical_cores')} physical / {hw.get('logical_cores')} logical cores).",
         f"Settings: {setting_summary(dep)}.",
-        f"Expected (measured closed loop in process, requests sent back to back): p50 latency "
-        f"{fmt(e.latency_ms_p50)} ms, p99 latency {fmt(e.latency_ms_p99)} ms, {fmt(e.throughput)} samples/s"
-        + (f", {busy}" if busy else "") + f", peak memory {fmt(e.rss_mb)} MB"
-        + (f", accuracy {fmt(e.accuracy)}" if e.accuracy is not None else "") + ".",
+        "Expected (measured closed loop in process, requests sent back to back): " + ", ".join(
+            text for value, text in ((e.latency_ms_p50, f"p50 latency {fmt(e.latency_ms_p50)} ms"),
+                                     (e.latency_ms_p99, f"p99 latency {fmt(e.latency_ms_p99)} ms"),
+                                     (e.throughput, f"{fmt(e.throughput)} samples/s"), (busy or None, busy),
+                                     (e.rss_mb, f"peak memory {fmt(e.rss_mb)} MB"),
+                                     (e.accuracy, f"accuracy {fmt(e.accuracy)}"))
+            if value is not None) + ".",  # a figure not measured (side by side: no p50, no memory) is left out
     ]
     if m.reason:
         lines.append(f"Chosen because: {m.reason}")

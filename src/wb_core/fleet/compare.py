@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from wb_core.analysis.recommend import Constraints, NoRunMeetsConstraints, recommend, run_label, with_efficiency
+from wb_core.analysis.recommend import Constraints, NoRunMeetsConstraints, recommend, with_efficiency
+from wb_core.analysis.words import run_name
 from wb_core.errors import ConfigError, WorkbenchError, setting
 
 COMPARE_COLUMNS = ("hardware_fingerprint", "cpu_model", "hosts", "usable_cpus", "best_key", "best_config",
@@ -124,7 +125,7 @@ def compare_host_types(df: pd.DataFrame, hosts: list[dict], constraints: Constra
         usable = row["usable_cpus"] or used or 1
         copies = max(1, int(usable // used)) if used else 1
         host_thr = (best.get("throughput") or 0) * copies
-        row.update({"best_key": best["key"], "best_config": run_label(best), "throughput": best.get("throughput"),
+        row.update({"best_key": best["key"], "best_config": run_name(best), "throughput": best.get("throughput"),
                     "latency_ms_p99": best.get("latency_ms_p99"), "cores_used": used,
                     "throughput_per_core": best.get("throughput_per_core"), "copies_per_host": copies,
                     "host_throughput": host_thr, "cost_per_million": cost_per_million(host_thr, row["price_per_hour"])})
@@ -141,7 +142,7 @@ def config_by_host_type(df: pd.DataFrame, metric: str = "throughput") -> pd.Data
     ok = df[(df["status"] == "ok") & df["hardware_fingerprint"].notna()]
     if ok.empty:
         return pd.DataFrame()
-    labels = ok.apply(run_label, axis=1)
+    labels = ok.apply(run_name, axis=1)
     return (ok.assign(config=labels).pivot_table(index="config", columns="hardware_fingerprint", values=metric,
                                                  aggfunc="first").sort_index())
 

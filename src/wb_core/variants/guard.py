@@ -127,9 +127,11 @@ class Guard:
                               f"drops are at most 1{'; ' + picked if picked else ''}): give a limit below 1, such "
                               f"as 0.01.")
 
-    def judge(self, metric: str, precision: str, reference: float, value: float, drop: float) -> dict:
-        """The guard's columns for one variant: status and a sentence in words."""
-        label = precision.upper()
+    def judge(self, metric: str, precision: str, reference: float, value: float, drop: float,
+              label: str | None = None) -> dict:
+        """The guard's columns for one variant: status and a sentence in words (`label` names it, by
+        default its precision)."""
+        label = label or precision.upper()
         if self.off:
             return {"accuracy_guard": OFF, "accuracy_guard_note": f"The accuracy guard is off: {label} was not "
                                                                    f"checked against FP32."}
@@ -166,16 +168,16 @@ class Guard:
         return checks
 
     def verdict(self, metric: str | None, precision: str, reference: float | None, value: float | None,
-                drop: float | None, outputs: list[dict]) -> dict:
+                drop: float | None, outputs: list[dict], label: str | None = None) -> dict:
         """The guard's columns for one variant from its headline metric and its outputs' checks: the
-        strictest decides, and a failure names the output and the figure."""
-        cols = self.judge(metric, precision, reference, value, drop) if metric is not None and value is not None \
-            else {}
+        strictest decides, and a failure names the output and the figure (`label` names the variant)."""
+        cols = self.judge(metric, precision, reference, value, drop, label) \
+            if metric is not None and value is not None else {}
         if self.off:
-            return cols or self.judge("", precision, 0, 0, 0)
+            return cols or self.judge("", precision, 0, 0, 0, label)
         checks = self.check_outputs(outputs)
         failed = [c for c in checks if not c["passed"]]
-        label = precision.upper()
+        label = label or precision.upper()
         # An output may be read twice (as its kind, and by a user's decoding): a check belongs to its own reading.
         kinds = {(o["output"], o.get("kind")): o for o in outputs}
         if failed:

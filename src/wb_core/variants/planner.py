@@ -610,7 +610,7 @@ class VariantPlanner:
         return out
 
     def _accuracy_columns(self, backend: str, precision: str, untouched: bool = False) -> dict:
-        if precision == "fp32" and not self._has_real_data():
+        if precision == "fp32" and not untouched and not self._has_real_data():
             return {}  # FP32 against itself on random inputs says nothing
         if self.prequantized and not self._has_float_graph(backend) and not self._has_real_data():
             return {"accuracy_note": f"not measured: {title(backend)} has no FP32 variant of this model quantized "
@@ -618,14 +618,19 @@ class VariantPlanner:
         basis = self._basis(backend)
         if basis is None:
             return {}
-        judged = precision != "fp32"  # an untouched default is a comparison, not a candidate: measured, not judged
+        # An untouched default is judged too: the runtime may run it in a reduced precision (BF16 on a
+        # BF16 CPU), and a default can be the pick.
+        judged = precision != "fp32" or untouched
+        label = f"{precision.upper()} as the runtime runs it untouched" if untouched else None
         if "metric" not in basis:
             cols = {"accuracy_note": basis.get("note")}
-            return {**cols, **self.options.guard.unchecked(precision, basis.get("note") or "")} if judged else cols
+            return {**cols, **self.options.guard.unchecked(precision, basis.get("note") or "")} \
+                if judged and not untouched else cols
         cur = basis["ref"] if precision == "fp32" and not untouched else self._evaluate(backend, precision, untouched)
         if cur.get("value") is None:
             cols = {"accuracy_note": cur.get("note")}
-            return {**cols, **self.options.guard.unchecked(precision, cur.get("note") or "")} if judged else cols
+            return {**cols, **self.options.guard.unchecked(precision, cur.get("note") or "")} \
+                if judged and not untouched else cols
         metric, ds = basis["metric"], basis["ds"]
         reference, value = basis["reference"], cur["value"]
         drop = metric.drop(reference, value)
@@ -641,9 +646,12 @@ class VariantPlanner:
         if outputs:
             cols["accuracy_outputs"] = json.dumps(outputs)
         if judged:
-            verdict = self.options.guard.verdict(basis["name"], precision, reference, value, drop, outputs)
+            verdict = self.options.guard.verdict(basis["name"], precision, reference, value, drop, outputs, label)
             cols.update(verdict)
-            if verdict.get("accuracy_guard") == FAILED and precision != "int8":  # INT8 says so with its attempts
+            if verdict.get("accuracy_guard") == FAILED and untouched:
+                self._note(f"{verdict['accuracy_guard_note']} Its runs are marked 'accuracy failed' and never "
+                           f"recommended; give the precision explicitly (FP32) to serve this model on this CPU.")
+            elif verdict.get("accuracy_guard") == FAILED and precision != "int8":  # INT8 says so with its attempts
                 self._note(f"{verdict['accuracy_guard_note']} Its runs are marked 'accuracy failed' and never "
                            f"recommended; FP32 (or INT8, if it passes) is the choice on this CPU.")
         return cols
