@@ -33,8 +33,7 @@ from pathlib import Path
 
 from bench_util import print_table
 
-from wb_core.api import ensure_demo, generate_profile, hardware_info
-from wb_core.paths import cache_dir
+from wb_core.api import cache_dir, ensure_demo, generate_profile, hardware_info
 from wb_core.stats import log_ratio_interval
 
 BUILD = r"""
@@ -95,6 +94,8 @@ print(json.dumps({"ttft_ms": perf_metrics.get_ttft().mean, "tpot_ms": perf_metri
                   "cpu_util": cpu_util}))
 """
 
+# The reference's one prompt: the first of the windows ours measures, as text (made by our own
+# prompt functions, so both sides prefill the same number of tokens of the same text).
 PROMPT = r"""
 import sys
 import numpy as np
