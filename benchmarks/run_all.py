@@ -25,6 +25,7 @@ ROOT = HERE.parent
 SCRIPTS = [
     ("Fidelity", "fidelity.py", [], ["--quick"]),
     ("ONNX Runtime fidelity", "onnxruntime_fidelity.py", ["--rounds", "5", "--seconds", "4"], ["--quick"]),
+    ("Text generation fidelity", "genai_fidelity.py", [], ["--quick"]),
     ("Text lengths", "text_lengths.py", [], ["--quick"]),
     ("Harness overhead", "harness_overhead.py", [], ["--rounds", "1", "--seconds", "1"]),
     ("Search efficiency", "search_efficiency.py", [], ["--quick"]),

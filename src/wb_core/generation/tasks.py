@@ -3,7 +3,10 @@ one configuration, and check a variant's quality against the uncompressed model.
 
 Order matters as for inference: pin the cores, THEN import OpenVINO (its CPU plugin sizes its
 pools from the affinity it sees). Greedy decoding with a fixed output length (`ignore_eos`), so
-every request of a point makes the same number of tokens.
+every request of a point makes the same number of tokens. A request is measured the way
+openvino_genai's own `benchmark_genai` measures one: its prompt given as text (tokenized inside
+the request's time, no chat template), prefix caching off (each prompt's prefill is computed,
+never read back from an earlier request's cache).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -153,6 +157,22 @@ def prompt_ids(tokenizer, lines: list[str], prompt_len: int, count: int) -> list
     return [ids[i * prompt_len:(i + 1) * prompt_len] for i in range(count)]
 
 
+def prompt_texts(tokenizer, prompts: list[list[int]]) -> list[str] | None:
+    """Each prompt as the text users would pass, when the pipeline's own tokenization of that text
+    (special tokens added, as `generate` adds them) gives back exactly its tokens; None when any
+    does not (the prompts then go as token ids, so their length still holds)."""
+    import numpy as np
+
+    texts = []
+    for ids in prompts:
+        text = tokenizer.decode(ids)
+        back = np.asarray(tokenizer.encode(text, add_special_tokens=True).input_ids.data).ravel()
+        if [int(x) for x in back] != list(ids):
+            return None
+        texts.append(text)
+    return texts
+
+
 def _tensor(ids):
     import numpy as np
     import openvino as ov
@@ -164,10 +184,28 @@ def _config(output_len: int):
     import openvino_genai as og
 
     cfg = og.GenerationConfig()
-    cfg.max_new_tokens = cfg.min_new_tokens = int(output_len)
+    cfg.max_new_tokens = int(output_len)
+    cfg.ignore_eos = True  # the fixed length; no min_new_tokens beside it (a logit transform every step)
     cfg.do_sample = False
-    cfg.ignore_eos = True
+    cfg.apply_chat_template = False  # a text prompt goes in as written, not wrapped in the model's chat template
     return cfg
+
+
+def llm_pipeline(folder: str, props: dict):
+    """LLMPipeline as openvino_genai's benchmark opens it: the paged-attention backend with prefix
+    caching off and prefill never split. The pipeline's own default turns prefix caching on, so a
+    prompt seen before (text shorter than the prompts need is repeated) would skip its prefill."""
+    import openvino_genai as og
+
+    sched = og.SchedulerConfig()
+    sched.enable_prefix_caching = False
+    sched.max_num_batched_tokens = sys.maxsize
+    return og.LLMPipeline(folder, "CPU", scheduler_config=sched, **props), sched
+
+
+def _request_input(prompt):
+    """What `generate` / `add_request` take: the text as it is, or the token ids as a tensor."""
+    return prompt if isinstance(prompt, str) else _tensor(prompt)
 
 
 # ---- measure ----
@@ -176,7 +214,8 @@ def request_stats(perf_metrics, t0: float, t_end: float) -> dict:
     """One request's TTFT, TPOT (ms) and tokens from the runtime's own raw timing, by openvino_genai's
     definitions; end-to-end latency (ms) and output tokens/s from our wall clock around the request.
 
-    TTFT: the runtime's time from the request's start to its first token (`m_times_to_first_token`).
+    TTFT: the runtime's time from the request's start to its first token (`m_times_to_first_token`;
+    with a text prompt the start is before its tokenization, as in `PerfMetrics.get_ttft()`).
     TPOT: the mean gap between consecutive token timestamps (`m_new_token_times`), each gap divided
     by the tokens it brought (`m_batch_sizes`), the first token's prefill excluded: what
     `PerfMetrics.get_tpot()` reports. The runtime stamps tokens as it makes them, so a callback
@@ -191,19 +230,24 @@ def request_stats(perf_metrics, t0: float, t_end: float) -> dict:
     n = sum(sizes)
     gaps = [(times[i] - times[i - 1]) / sizes[i] for i in range(1, len(times)) if sizes[i]]
     e2e = (t_end - t0) * 1e3
+    tokenization = float(perf_metrics.get_tokenization_duration().mean)  # -1 when the prompt came as ids
     return {"ttft_ms": firsts[0] / 1e3 if firsts else None, "tpot_ms": sum(gaps) / len(gaps) if gaps else None,
             "e2e_ms": e2e, "tokens": n, "tokens_per_s": n / (t_end - t0) if t_end > t0 else None,
+            "input_tokens": int(perf_metrics.get_num_input_tokens()),
+            "tokenization_ms": tokenization if tokenization >= 0 else None,
             # PerfMetrics' own summary of the same request, stored beside ours as a check.
             "genai_ttft_ms": float(perf_metrics.get_ttft().mean), "genai_tpot_ms": float(perf_metrics.get_tpot().mean)}
 
 
 def _single(pipe, prompts, cfg) -> list[dict]:
     """Requests one after another through LLMPipeline, timed by the result's PerfMetrics (no streamer:
-    a Python callback per token would add its own cost to every token)."""
+    a Python callback per token would add its own cost to every token). A text goes in a list: the
+    pipeline then returns its results with their PerfMetrics, not a bare string."""
     out = []
-    for ids in prompts:
+    for prompt in prompts:
+        arg = [prompt] if isinstance(prompt, str) else _tensor(prompt)
         t0 = time.perf_counter()
-        res = pipe.generate(_tensor(ids), cfg)
+        res = pipe.generate(arg, cfg)
         t_end = time.perf_counter()
         out.append(request_stats(res.perf_metrics, t0, t_end))
         emit({"type": "heartbeat"})  # a long request on a large model is not a hang
@@ -222,9 +266,10 @@ def _batched(pipe, prompts, cfg, concurrency: int) -> list[dict]:
     out = []
 
     def add():
-        rid, ids = queue.pop(0)
+        rid, prompt = queue.pop(0)
+        arg = _request_input(prompt)
         t0 = time.perf_counter()
-        live[rid] = {"handle": pipe.add_request(rid, _tensor(ids), cfg), "t0": t0}
+        live[rid] = {"handle": pipe.add_request(rid, arg, cfg), "t0": t0}
 
     while queue and len(live) < concurrency:
         add()
@@ -265,14 +310,18 @@ def task_generate(task: dict) -> None:
         ran = {"pipeline": "ContinuousBatchingPipeline", "ran_cache_size_gb": int(sched.cache_size),
                "ran_max_num_seqs": int(sched.max_num_seqs)}
     else:
-        pipe = og.LLMPipeline(folder, "CPU", **props)
-        ran = {"pipeline": "LLMPipeline"}  # one request at a time: no scheduler, its cache size unused
+        pipe, sched = llm_pipeline(folder, props)  # one request at a time: the cache size axis is unused
+        ran = {"pipeline": "LLMPipeline"}
+    ran["ran_prefix_caching"] = bool(sched.enable_prefix_caching)
     load_s = time.perf_counter() - t_load
     emit({"type": "loaded", "load_s": load_s})
     cfg = _config(task["output_len"])
     requests = max(int(task.get("requests") or 8), concurrency)
     warmup = max(1, int(task.get("warmup") or 1)) * concurrency
     prompts = prompt_ids(pipe.get_tokenizer(), task["lines"], int(task["prompt_len"]), requests + warmup)
+    texts = prompt_texts(pipe.get_tokenizer(), prompts)
+    ran["prompt_input"] = "text" if texts is not None else "token ids"
+    prompts = texts if texts is not None else prompts
     run = (lambda ps: _batched(pipe, ps, cfg, concurrency)) if concurrency > 1 else (lambda ps: _single(pipe, ps, cfg))
     run(prompts[:warmup])
     cpu0, t0 = time.process_time(), time.perf_counter()  # CPU time of every thread, nanosecond clock
@@ -286,9 +335,11 @@ def task_generate(task: dict) -> None:
             metrics[f"{name[:-3] if name.endswith('_ms') else name}_p{q}" + ("_ms" if name.endswith("_ms") else "")] = \
                 percentile(values, q) if values else None
         metrics[f"{name}_mean"] = sum(values) / len(values) if values else None
-    for name in ("genai_ttft_ms", "genai_tpot_ms"):
+    for name in ("genai_ttft_ms", "genai_tpot_ms", "tokenization_ms"):
         values = [s[name] for s in stats if s.get(name) is not None]
-        metrics[name] = sum(values) / len(values) if values else None
+        metrics[name if name.startswith("genai") else f"{name}_mean"] = sum(values) / len(values) if values else None
+    metrics["input_tokens_min"] = min(s["input_tokens"] for s in stats)
+    metrics["input_tokens_max"] = max(s["input_tokens"] for s in stats)
     tokens = sum(s["tokens"] for s in stats)
     metrics.update(output_tokens=tokens, output_tokens_per_s=tokens / wall, requests_per_s=len(stats) / wall,
                    peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
