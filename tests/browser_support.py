@@ -101,6 +101,25 @@ def kernels_of(pid: int) -> list:
     return out
 
 
+def kernels_settle_at(pid: int, count: int, timeout: float = 60, steady_s: float = 6) -> list:
+    """The dashboard's kernels once there are `count` of them for `steady_s` seconds on end (a pool's
+    spare is replaced seconds after a page takes it, so the count moves meanwhile); whatever is
+    running after `timeout`, else."""
+    deadline = time.time() + timeout
+    since = None
+    while True:
+        kernels = kernels_of(pid)
+        if len(kernels) != count:
+            since = None
+        elif since is None:
+            since = time.time()
+        elif time.time() - since >= steady_s:
+            return kernels
+        if time.time() > deadline:
+            return kernels
+        time.sleep(0.5)
+
+
 @pytest.fixture
 def server(tmp_path, lenet_dir, jupyter_kernel_env, cache_without_int8):
     """`wb dashboard` on a fresh database and a free loopback port; yields (url, db) with `.pid`.

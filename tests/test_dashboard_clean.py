@@ -9,7 +9,13 @@ import time
 
 import pytest
 
-from browser_support import assert_clean, kernels_of, open_tab, shoot
+from browser_support import assert_clean, kernels_of, kernels_settle_at, open_tab, shoot
+from wb_core.cli.dashboard import KERNEL_POOL_SIZE, POOL_REFILL_DELAY_S
+
+# Besides the pages' kernels, the server keeps KERNEL_POOL_SIZE kernels ready (started, imports done):
+# they belong to no page, and are there whatever the pages do. A count settles once a spare taken by a
+# page has been replaced.
+STEADY_S = POOL_REFILL_DELAY_S + 5
 
 pytestmark = pytest.mark.browser
 
@@ -50,21 +56,19 @@ def test_every_tab_opens_clean(server, page, lenet_ir, fast):
     assert_clean(page)
 
     # Reloading shuts the page's kernel down (its shutdown request carries the _xsrf cookie, which
-    # the server used to refuse): after three reloads one kernel is alive, the last page's (a leak
-    # would leave four).
+    # the server used to refuse): after three reloads one page's kernel is alive, the last page's,
+    # beside the pool's spare (a leak would leave three more).
     for _ in range(3):
         page.reload()
         page.wait_for_selector(".wb-model-panel")
-    deadline = time.time() + 60
-    while len(kernels_of(server.pid)) > 1 and time.time() < deadline:
-        time.sleep(1)
-    assert len(kernels_of(server.pid)) == 1
+    assert len(kernels_settle_at(server.pid, 1 + KERNEL_POOL_SIZE, steady_s=STEADY_S)) == 1 + KERNEL_POOL_SIZE
     assert_clean(page)
 
 
 def _reload_before_loaded_then_close(server, page, reloads: int) -> None:
     """Open the page, reload it `reloads` times a second apart (each long before the page has loaded:
-    its notebook alone takes seconds), close the browser, and find no kernel of the server 30 s later."""
+    its notebook alone takes seconds), close the browser, and find no page's kernel of the server
+    30 s later: only the pool's spares."""
     url, _ = server
     page.goto(url, wait_until="commit")
     seen = 0
@@ -76,11 +80,8 @@ def _reload_before_loaded_then_close(server, page, reloads: int) -> None:
     seen = max(seen, len(kernels_of(server.pid)))
     assert seen >= 1, "no page ever started a kernel: the test measured nothing"
     page.context.browser.close()
-    deadline = time.time() + 30
-    while kernels_of(server.pid) and time.time() < deadline:
-        time.sleep(1)
-    left = kernels_of(server.pid)
-    assert left == [], f"{len(left)} kernel(s) outlived their pages"
+    left = kernels_settle_at(server.pid, KERNEL_POOL_SIZE, timeout=30 + STEADY_S, steady_s=STEADY_S)
+    assert len(left) == KERNEL_POOL_SIZE, f"{len(left) - KERNEL_POOL_SIZE} kernel(s) outlived their pages"
 
 
 def test_fast_reloads_leave_no_kernel(server, page):
@@ -101,11 +102,16 @@ def test_a_page_that_never_connects_loses_its_kernel(server):
     from wb_core.cli.dashboard import UNCONNECTED_GRACE_S
 
     url, _ = server
+    spares = {k.pid for k in kernels_settle_at(server.pid, KERNEL_POOL_SIZE, steady_s=2)}
+    assert len(spares) == KERNEL_POOL_SIZE  # the pool is ready: the page takes one of these
     with urllib.request.urlopen(url, timeout=120) as answer:
         assert b"pagehide" in answer.read()  # the early shutdown script is in the page
-    assert len(kernels_of(server.pid)) == 1
     done = time.time()
-    while kernels_of(server.pid) and time.time() < done + UNCONNECTED_GRACE_S + 30:
+    taken = spares & {k.pid for k in kernels_of(server.pid)}
+    assert len(taken) == KERNEL_POOL_SIZE
+    while taken & {k.pid for k in kernels_of(server.pid)} and time.time() < done + UNCONNECTED_GRACE_S + 30:
         time.sleep(1)
-    assert kernels_of(server.pid) == []
+    assert not taken & {k.pid for k in kernels_of(server.pid)}  # the page's kernel is gone
     assert time.time() - done >= UNCONNECTED_GRACE_S - 1  # not shut down before its grace
+    # and the pool holds a fresh spare, never taken by a page
+    assert len(kernels_settle_at(server.pid, KERNEL_POOL_SIZE, steady_s=2)) == KERNEL_POOL_SIZE

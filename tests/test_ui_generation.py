@@ -74,3 +74,48 @@ def test_tune_on_a_generation_model_opens_its_sweep(tmp_path, generator, monkeyp
     sweep = tabs.panel("Sweep")  # built when the tab opened
     assert tabs.session.model_path and sweep.generation.layout.display != "none"
     assert start.result is None and not start.tune_button.disabled  # no tune of model calls ran
+
+
+def test_cancel_stops_a_generation_sweep_and_keeps_its_finished_points(tmp_path, generator):
+    """Cancel while a generation sweep runs: the running worker stops, the points finished stay stored,
+    the message says it was cancelled, and Run measures the rest afterwards."""
+    import sqlite3
+    import time
+
+    from wb_core.api import StoreError, load_results
+    from wb_core.ui.sweep_panel import SweepPanel
+
+    def stored() -> int:
+        try:
+            return len(load_results(session.db, "gen-cancel"))
+        except (StoreError, sqlite3.OperationalError):  # the sweep has not created the store yet
+            return 0
+
+    session = DashboardState(tmp_path / "ui.db")
+    session.model_path = str(generator)
+    panel = SweepPanel(session)
+    gen = panel.generation
+    assert gen.cancel_button.disabled  # nothing runs yet
+    gen.boxes["threads"].value, gen.boxes["prompt_lens"].value, gen.boxes["output_lens"].value = "1", "8", "4,8,16"
+    panel.study.value = "gen-cancel"
+    gen.run.click()
+    assert gen.run.disabled and not gen.cancel_button.disabled
+    deadline = time.time() + 180
+    while stored() < 1 and gen._thread.is_alive() and time.time() < deadline:
+        time.sleep(0.05)
+    gen.cancel_button.click()  # the first point is stored: the second one's worker is running
+    assert gen.cancel_button.disabled and gen.cancel_button.description == "Cancelling…"
+    gen._thread.join(120)
+    assert not gen._thread.is_alive()
+    message = gen.messages.text.value
+    assert "Cancelled." in message and "(cancelled)" in message and "wb-msg-error" not in message, message
+    kept = stored()
+    assert 1 <= kept < 3, kept
+    assert not gen.run.disabled and gen.cancel_button.disabled and gen.cancel_button.description == "Cancel"
+    assert session.measuring == ""
+    # Run again: only the points the cancel left are measured.
+    gen.run.click()
+    gen._thread.join(180)
+    assert stored() == 3
+    assert f"{3 - kept} ok" in gen.messages.text.value and f"{kept} already stored" in gen.messages.text.value, \
+        gen.messages.text.value

@@ -44,7 +44,16 @@ UNCONNECTED_GRACE_S = 30
 # Kept in step with workbench/dashboard.ipynb, for installs without the repository around them.
 FALLBACK_SOURCE = ("import sys\n\n" + SKIP_SLOW_IMPORTS.replace("; ", "\n")
                    + "  # see wb_core.cli.dashboard.SLOW_OPTIONAL_IMPORTS\n"
-                   "from wb_core.ui import dashboard\n\ndashboard()")
+                   "from wb_core.ui import await_page, dashboard\n\n"
+                   "await_page()  # a kernel kept ready imports ahead and waits here for its page (wb_core.ui.preheat)\n"
+                   "dashboard()")
+# Kernels kept ready: a page takes one that has already started and imported what the page needs
+# (wb_core.ui.preheat), instead of waiting for a new kernel's start and imports. KERNEL_POOL_SIZE
+# kernels wait, each holding its imports' memory (about 150 MB); one taken is replaced
+# POOL_REFILL_DELAY_S later, so that the new kernel's start does not compete for the CPUs with the
+# page that has just been served. A page arriving while the pool is empty gets a kernel of its own.
+KERNEL_POOL_SIZE = 1
+POOL_REFILL_DELAY_S = 3
 
 
 def dashboard_notebook() -> Path:
@@ -68,6 +77,15 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def own_address(host: str) -> str:
+    """An address of the server listening on `host`, as a URL writes it (for its own kernels)."""
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
 
 
 TOKEN_ENV = "WB_DASHBOARD_TOKEN"
@@ -176,12 +194,16 @@ def voila_command(db: Path, port: int, host: str, token: str, cull_idle_s: int,
            f"--Voila.ip={host}", f"--Voila.port={port}", "--Voila.port_retries=0",
            f"--MappingKernelManager.cull_idle_timeout={cull_idle_s}",
            f"--MappingKernelManager.cull_interval={max(5, min(60, cull_idle_s // 4))}",
-           "--MappingKernelManager.cull_connected=False"]
+           "--MappingKernelManager.cull_connected=False",
+           "--VoilaConfiguration.preheat_kernel=True", f"--VoilaConfiguration.default_pool_size={KERNEL_POOL_SIZE}",
+           f"--VoilaKernelManager.fill_delay={POOL_REFILL_DELAY_S}"]
     env = dict(os.environ)
     env.pop(TOKEN_ENV, None)  # the kernels have no use for it
     env["WB_DB"] = str(db)
     env["WB_UPLOAD_LIMIT_MB"] = str(upload_limit_mb)
     env["WB_DASHBOARD_CONFIG_DIR"] = str(config_dir)
+    # Where a kept-ready kernel asks the server for its page's request (Voila's default is 127.0.0.1).
+    env["VOILA_APP_IP"] = own_address(host)
     # The kernels import the same wb_core as this process, installed or run from a checkout.
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

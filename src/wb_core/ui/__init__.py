@@ -13,7 +13,7 @@ def __getattr__(name):
     # Voila's server imports `wb_core.ui.page_lifetime` without any widget.
     import importlib
 
-    modules = {"dashboard": "app", "DashboardState": "state",
+    modules = {"dashboard": "app", "await_page": "preheat", "DashboardState": "state",
                "StartPanel": "start_panel", "ModelPanel": "model_panel", "SweepPanel": "sweep_panel",
                "ExplorePanel": "explore_panel", "ExportPanel": "export_panel"}
     if name in modules:
@@ -21,4 +21,4 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["dashboard", "DashboardState", "StartPanel", "ModelPanel", "SweepPanel", "ExplorePanel", "ExportPanel"]
+__all__ = ["dashboard", "await_page", "DashboardState", "StartPanel", "ModelPanel", "SweepPanel", "ExplorePanel", "ExportPanel"]

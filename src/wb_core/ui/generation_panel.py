@@ -1,5 +1,6 @@
 """The Sweep tab's text-generation section: a generation sweep of the chosen GenAI folder in the
-background, the tokens/s vs p99 TPOT plot, and the recommended configuration in words.
+background (Cancel stops its running worker; the points finished stay stored), the tokens/s vs
+p99 TPOT plot, and the recommended configuration in words.
 
 Shown in place of the model sweep when the chosen model is a text-generation folder (the demo
 `text-generator` among them); the settings are the generation axes as the axes table declares them.
@@ -31,11 +32,16 @@ class GenerationSection(w.VBox):
         self.boxes = {axes[n].spec: text(axes[n].label, axes[n].text_default, axes[n].help) for n in OFFERED}
         self.run = button("Run generation sweep", "success", "play")
         self.run.add_class("wb-generation-run")
+        self.cancel_button = button("Cancel", "danger", "stop")
+        self.cancel_button.add_class("wb-generation-cancel")
+        self.cancel_button.disabled = True
+        self._cancel = threading.Event()
         self.plot = PlotArea()
         self.answer = w.HTML("")
         self.answer.add_class("wb-generation-answer")
         self._thread: threading.Thread | None = None
         self.run.on_click(guarded(self.messages)(self._on_run))
+        self.cancel_button.on_click(guarded(self.messages)(self._on_cancel))
         for box in self.boxes.values():
             box.observe(self.messages.clear_error, "value")
         # Shown only for a text-generation model; hidden, it holds no widgets, so that the page (and a
@@ -44,7 +50,7 @@ class GenerationSection(w.VBox):
                          w.HTML("A text-generation model is measured by time to first token (TTFT), time per "
                                 "output token (TPOT) and output tokens/s."),
                          *[with_help(box, axes[n].help) for n, box in zip(OFFERED, self.boxes.values())],
-                         self.run, self.messages, self.plot, self.answer]
+                         w.HBox([self.run, self.cancel_button]), self.messages, self.plot, self.answer]
         super().__init__([])
         self.add_class("wb-generation")
         self.display(False)
@@ -59,13 +65,15 @@ class GenerationSection(w.VBox):
 
     def _on_run(self, *_):
         if self._thread is not None and self._thread.is_alive():
-            self.messages.show("A generation sweep is still running; wait for it.", "info")
+            self.messages.show("A generation sweep is still running; wait for it, or cancel it.", "info")
             return
         study = self.study_box.value.strip()
         if not study:
             self.messages.show("Give the study a name.", "error")
             return
-        self.run.disabled = True
+        self._cancel = threading.Event()
+        self.run.disabled, self.cancel_button.disabled = True, False
+        self.cancel_button.description = "Cancel"
         self.messages.show(f"Profiling text generation into study '{study}'. Building compressed variants and "
                            f"starting the workers takes a while.")
         self.session.measuring = study
@@ -73,21 +81,32 @@ class GenerationSection(w.VBox):
                                         daemon=True, name="wb-generation")
         self._thread.start()
 
+    def _on_cancel(self, *_):
+        self._cancel.set()
+        self.cancel_button.disabled = True
+        self.cancel_button.description = "Cancelling…"
+        self.messages.show("Cancelling: the running worker is stopped; finished points stay stored.")
+
     def _sweep(self, model, study, values) -> None:
         from wb_core.api import generate_profile
 
         try:
             summary = generate_profile(model, db=self.session.db, study=study, requests=REQUESTS,
-                                       return_frame=False, **values)
+                                       cancel=self._cancel, return_frame=False, **values)
             self.show(study)
-            kind = "error" if summary.failed and not summary.ok else "ok"
-            self.messages.show(summary.line(), kind)
+            if summary.cancelled:
+                self.messages.show(f"Cancelled. {summary.line()} Press Run to measure the rest.", "info")
+            else:
+                self.messages.show(summary.line(), "error" if summary.failed and not summary.ok else "ok")
         except Exception as e:  # shown inline; the thread must not die silently
             self.messages.error(e)
         finally:
-            self.session.measuring = ""
-            self.session.refresh()
-            self.run.disabled = False
+            try:
+                self.session.refresh()
+            finally:  # the thread's very last work: Run comes back only now
+                self.session.measuring = ""
+                self.cancel_button.description = "Cancel"
+                self.run.disabled, self.cancel_button.disabled = False, True
 
     def show(self, study: str) -> None:
         """The study's plot and its recommendation in words."""

@@ -11,11 +11,17 @@ A page reloaded or closed before that left its kernel running until the idle cul
   started) is shut down `grace_s` seconds later;
 - a second shutdown request for a kernel already gone is answered as done, not as an error.
 
+With Voila's preheated kernels (`--VoilaConfiguration.preheat_kernel=True`), a kernel's page is
+rendered ahead, before any request: the early script goes into that page too, and the kernel counts
+as a page's from the moment a request takes it from the pool (a waiting pool kernel is no page's, and
+is neither shut down nor culled as one).
+
 Only Voila's and Jupyter Server's objects are touched; nothing here imports the workbench's core.
 """
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import json
 import time
@@ -24,6 +30,8 @@ import time
 # streaming (None while it streams).
 _UNCONNECTED: dict[str, float | None] = {}
 _CONNECTED: set[str] = set()
+# The page request being served in this task: a pooled kernel taken from the pool is handed to it.
+_REQUEST: contextvars.ContextVar = contextvars.ContextVar("wb_page_request", default=None)
 
 EARLY_SHUTDOWN_SCRIPT = """<script>
 (function () {
@@ -50,6 +58,7 @@ def early_shutdown_script(base_url: str, kernel_id: str) -> str:
 
 def install(grace_s: float = 30.0, check_every_s: float = 5.0) -> None:
     """Patch Voila's handlers and Jupyter Server's kernel manager (call before Voila starts)."""
+    import voila.app as voila_app
     import voila.handler as voila_handler
     import voila.notebook_renderer as renderer
     import voila.shutdown_kernel_handler as shutdown_handler
@@ -85,9 +94,9 @@ def install(grace_s: float = 30.0, check_every_s: float = 5.0) -> None:
         handler = self.request_handler
         if not kernel_id:
             return snippets
-        handler.wb_kernel_id = kernel_id
-        _UNCONNECTED.setdefault(kernel_id, None)
-        script = early_shutdown_script(handler.base_url, kernel_id)
+        if handler is not None:  # a pooled kernel's page, rendered ahead, has no request yet
+            _page_took(handler, kernel_id)
+        script = early_shutdown_script(self.base_url, kernel_id)
 
         async def with_early_script():
             placed = False
@@ -102,16 +111,20 @@ def install(grace_s: float = 30.0, check_every_s: float = 5.0) -> None:
     renderer.NotebookRenderer.generate_content_generator = generate_content_generator
 
     async def get(self, path=None):
-        kernel_id = None
+        _REQUEST.set(self)
+        left = False
         async for html in self.get_generator(path=path):
-            kernel_id = getattr(self, "wb_kernel_id", None)
             if self.request.connection.stream is None or self.request.connection.stream.closed():
-                break  # the browser went away: stop running the page (on_connection_close shut it down)
+                left = True  # the browser went away: stop running the page
+                break
             self.write(html)
             self.flush()
-        kernel_id = getattr(self, "wb_kernel_id", kernel_id)
+        kernel_id = getattr(self, "wb_kernel_id", None)
         if kernel_id in _UNCONNECTED and kernel_id not in _CONNECTED:
-            _UNCONNECTED[kernel_id] = time.monotonic()
+            if left:  # on_connection_close may have come before the kernel was known
+                _shutdown_soon(self.kernel_manager, kernel_id, ensure_async)
+            else:
+                _UNCONNECTED[kernel_id] = time.monotonic()
 
     tornado_handler.TornadoVoilaHandler.get = authenticated(get)
 
@@ -121,6 +134,27 @@ def install(grace_s: float = 30.0, check_every_s: float = 5.0) -> None:
             _shutdown_soon(self.kernel_manager, kernel_id, ensure_async)
 
     tornado_handler.TornadoVoilaHandler.on_connection_close = on_connection_close
+
+    original_factory = voila_app.voila_kernel_manager_factory
+
+    def kernel_manager_factory(base_class, preheat_kernel, *args, **kwargs):
+        manager_class = original_factory(base_class, preheat_kernel, *args, **kwargs)
+        if not preheat_kernel:
+            return manager_class
+
+        class PageKernelManager(manager_class):
+            """Voila's pooling kernel manager; a kernel taken from the pool becomes its request's."""
+
+            async def get_rendered_notebook(self, *args, **kwargs):
+                render_task, rendered_cache, kernel_id = await super().get_rendered_notebook(*args, **kwargs)
+                handler = _REQUEST.get()
+                if handler is not None:
+                    _page_took(handler, kernel_id)
+                return render_task, rendered_cache, kernel_id
+
+        return PageKernelManager
+
+    voila_app.voila_kernel_manager_factory = kernel_manager_factory
 
     original_post = shutdown_handler.VoilaShutdownKernelHandler.post
 
@@ -141,6 +175,12 @@ def install(grace_s: float = 30.0, check_every_s: float = 5.0) -> None:
         return original_connect(self, kernel_id)
 
     MappingKernelManager.notify_connect = notify_connect
+
+
+def _page_took(handler, kernel_id: str) -> None:
+    """`kernel_id` is the page's that `handler` serves: shut down with it, or when it never connects."""
+    handler.wb_kernel_id = kernel_id
+    _UNCONNECTED.setdefault(kernel_id, None)
 
 
 def _shutdown_soon(manager, kernel_id: str, ensure_async) -> None:
