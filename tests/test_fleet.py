@@ -186,7 +186,7 @@ def test_best_configuration_and_cost_per_host_type():
 
     raw = compare_host_types(_fleet_frame(), _hosts(), prices=parse_prices(["Old CPU=1.0", "n1=2.0"]))
     c = raw.set_index("hardware_fingerprint")
-    assert c.loc["old", "best_config"].startswith("openvino fp32 b8") and c.loc["old", "throughput"] == 400
+    assert c.loc["old", "best_config"].startswith("OpenVINO · FP32 · batch 8") and c.loc["old", "throughput"] == 400
     assert c.loc["old", "throughput_per_core"] == 200 and c.loc["old", "runs_failed"] == 1
     # 4 usable CPUs / 2 used -> 2 copies; 1 USD/h / (800/s * 3600) * 1e6
     assert c.loc["old", "copies_per_host"] == 2
