@@ -214,7 +214,7 @@ def main(argv=None) -> None:
             if r is None or r.n < 2:
                 rows.append([metric, label, None, None, "too few rounds", "-"])
                 continue
-            within = 0.95 <= r.low and r.high <= 1.05
+            within = r.low >= 0.95 and r.high <= 1.05
             rows.append([metric, label, sum(mine[i][metric] for i in picked) / len(picked),
                          sum(ref[i][metric] for i in picked) / len(picked),
                          f"{r.ratio:.3f} ({r.low:.3f}-{r.high:.3f})", "yes" if within else "no"])
@@ -224,7 +224,8 @@ def main(argv=None) -> None:
                 f"vocab {cfg['vocab_size']}; prompt {args.prompt_len}, output {args.output_len}, {args.requests} requests, "
                 f"threads {args.threads}, precision {args.precision} (ours ran {mine[0]['ran_precision']}), "
                 f"{args.rounds} rounds",
-                ["metric", "rounds", "ours (mean ms)", "benchmark_genai (mean ms)", "ours / theirs (95% CI)", "CI within 5%"], rows,
+                ["metric", "rounds", "ours (mean ms)", "benchmark_genai (mean ms)", "ours / theirs (95% CI)",
+                 "CI within 5%"], rows,
                 [f"CPU: {hw.cpu_model} ({len(hw.available_cpus)} CPUs available)",
                  f"Load average (1, 5, 15 min) before: {load0[0]:.2f}, {load0[1]:.2f}, {load0[2]:.2f}; "
                  f"after: {load1[0]:.2f}, {load1[1]:.2f}, {load1[2]:.2f}",

@@ -34,8 +34,8 @@ def test_an_untouched_default_that_runs_bf16_is_judged_and_never_recommended(tmp
 
     from wb_core.analysis.confirm import default_configs
     from wb_core.api import load_results, recommend
-    from wb_core.sweep.local import run_sweep
     from wb_core.config import SweepSpec
+    from wb_core.sweep.local import run_sweep
     from wb_core.variants.planner import PrecisionOptions
 
     model, data = near_tie_model(tmp_path)

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from wb_core.analysis.words import run_name
 from wb_core.errors import ConfigError, Sentence, WorkbenchError, joined, setting
 from wb_core.precisions import NAMES, baseline
 from wb_core.stats import Ratio, ratio
 from wb_core.variants.guard import guard_failed_runs
-from wb_core.analysis.words import run_name
 
 OBJECTIVES = ("throughput", "latency", "throughput_per_core")
 EQUIVALENCE = 0.03  # runs whose ratio's 95% interval lies within +-3% are equivalent: simplicity decides

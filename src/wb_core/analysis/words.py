@@ -13,8 +13,8 @@ import math
 import re
 
 from wb_core.axes import all_axes
-from wb_core.naming import name_parts, run_name  # noqa: F401 - every face names runs through these
 from wb_core.metrics import METRICS, metric
+from wb_core.naming import name_parts, run_name  # noqa: F401 - every face names runs through these
 from wb_core.precisions import PRECISIONS
 
 # Result and config columns as the dashboard names them (units in brackets): every setting as its axis
@@ -108,14 +108,12 @@ def plural(n, word: str, many: str | None = None) -> str:
 
 def executed_words(value) -> str:
     """What ran, in precision words: `u8` -> `INT8`, `f32, u8` -> `FP32, INT8`."""
-    import re
 
     return re.sub(r"[A-Za-z]+\d*", lambda m: EXECUTED.get(m.group(0).lower(), m.group(0)), str(value))
 
 
 def worded(text: str, runs) -> str:
     """A message from the analysis with run keys taken out (the runs are named in words already)."""
-    import re
 
     text = re.sub(r"\s*\((?:key|run) [0-9a-f]{6,}\)", "", text)
     return re.sub(r"\b[0-9a-f]{16}\b", "this run", text)
