@@ -190,13 +190,18 @@ NEW_SETTING = textwrap.dedent('''
 ''')
 
 
-def test_a_new_backend_setting_reaches_every_face_and_record(tmp_path):
+def places_reached(script: str, db) -> tuple[dict, list[str]]:
+    """Run `script` in a fresh process (its declarations changed there only) with `db`; the places
+    it printed as a dict, and those the new declaration did not reach."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run([sys.executable, "-c", NEW_SETTING, str(tmp_path / "toy.db")], capture_output=True, text=True,
-                       env=env, timeout=120)
+    r = subprocess.run([sys.executable, "-c", script, str(db)], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     reached = ast.literal_eval(r.stdout.strip().splitlines()[-1])
-    missed = [place for place, ok in reached.items() if ok is not True]
+    return reached, [place for place, ok in reached.items() if ok is not True]
+
+
+def test_a_new_backend_setting_reaches_every_face_and_record(tmp_path):
+    reached, missed = places_reached(NEW_SETTING, tmp_path / "toy.db")
     assert not missed and len(reached) == 16, f"the new setting did not reach: {missed}"
 
 
@@ -253,12 +258,7 @@ NEW_PRECISION = textwrap.dedent('''
 
 
 def test_a_new_precision_reaches_what_reads_it(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run([sys.executable, "-c", NEW_PRECISION, str(tmp_path / "p.db")], capture_output=True, text=True,
-                       env=env, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
-    reached = ast.literal_eval(r.stdout.strip().splitlines()[-1])
-    missed = [place for place, ok in reached.items() if ok is not True]
+    reached, missed = places_reached(NEW_PRECISION, tmp_path / "p.db")
     assert not missed and len(reached) == 12, f"the new precision did not reach: {missed}"
 
 
