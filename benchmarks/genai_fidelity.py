@@ -1,7 +1,8 @@
 """Fidelity of text generation: our TTFT and TPOT beside openvino_genai's own benchmark, interleaved.
 
     python benchmarks/genai_fidelity.py [--rounds 10] [--quick] [--requests 8] [--prompt-len 32]
-        [--output-len 32] [--threads 1] [--precision f32|default] [--hidden 768] [--layers 4]
+        [--output-len 32] [--threads 1] [--precision f32|default] [--weights none|int8_asym|int4_sym|...]
+        [--concurrency 1] [--hidden 768] [--layers 4]
 
 The model: a Qwen2-architecture decoder (not one the workbench ships), `--layers` layers of
 `--hidden` width, random weights, the demo generator's tokenizer and vocabulary, saved with
@@ -9,11 +10,14 @@ The model: a Qwen2-architecture decoder (not one the workbench ships), `--layers
 model. Built once, offline, and cached; big enough that a token takes several milliseconds.
 
 Ours: `generate_profile` (a fresh worker process per round). Theirs: the `benchmark_genai`
-sample's way in a fresh process: LLMPipeline with its scheduler config (prefix caching off,
+sample's way in a fresh process (with `--concurrency` above 1, the continuous-batching pipeline given
+a batch of that many prompts per call, as llm_bench gives a batch): LLMPipeline with its scheduler config (prefix caching off,
 prefill never split), one prompt given as text, `--num_warmup 1`, the iterations' PerfMetrics
 added up, `get_ttft().mean` and `get_tpot().mean`. Both get the same properties: `--precision f32`
 passes INFERENCE_PRECISION_HINT f32 to both; `--precision default` passes none to theirs (the
-sample's own default) and the CPU plugin's default precision to ours. The output length is forced
+sample's own default) and the CPU plugin's default precision to ours. `--weights` measures the
+weight-compressed variant: ours compresses it as a study does (`weight_formats`), theirs is given the
+folder that compression wrote (the same files). The output length is forced
 on both (`ignore_eos`: the random weights would otherwise stop at an end-of-sequence token).
 
 Each round runs both, the order alternating. The table gives each side's mean over the rounds and
@@ -35,6 +39,7 @@ from pathlib import Path
 from bench_util import print_table
 
 from wb_core.api import cache_dir, ensure_demo, generate_profile, hardware_info
+from wb_core.axes import WEIGHT_FORMATS
 from wb_core.stats import log_ratio_interval
 
 BUILD = r"""
@@ -66,37 +71,56 @@ REFERENCE = r"""
 import json, sys, time
 import openvino_genai as ov_genai
 
-models_path, prompt_file, max_new_tokens, num_iter, threads, precision = sys.argv[1:7]
+models_path, prompt_file, max_new_tokens, num_iter, threads, precision, concurrency = sys.argv[1:8]
+concurrency = int(concurrency)
 props = {}
 if precision != "default":
     props["INFERENCE_PRECISION_HINT"] = precision
 if threads != "auto":
     props["INFERENCE_NUM_THREADS"] = int(threads)
-prompt = [open(prompt_file, encoding="utf-8").read()]
+prompts = json.load(open(prompt_file, encoding="utf-8"))
 config = ov_genai.GenerationConfig()
 config.max_new_tokens = int(max_new_tokens)
 config.apply_chat_template = False
 config.ignore_eos = True
-scheduler_config = ov_genai.SchedulerConfig()
-scheduler_config.enable_prefix_caching = False
-scheduler_config.max_num_batched_tokens = sys.maxsize
-pipe = ov_genai.LLMPipeline(models_path, "CPU", scheduler_config=scheduler_config, **props)
-prompt_tokens = int(pipe.get_tokenizer().encode(prompt).input_ids.get_shape()[1])
-pipe.generate(prompt, config)  # num_warmup 1
+if concurrency == 1:
+    scheduler_config = ov_genai.SchedulerConfig()
+    scheduler_config.enable_prefix_caching = False
+    scheduler_config.max_num_batched_tokens = sys.maxsize
+    pipe = ov_genai.LLMPipeline(models_path, "CPU", scheduler_config=scheduler_config, **props)
+    prompt = prompts[:1]
+    generate = lambda: [pipe.generate(prompt, config)]
+    iterations = int(num_iter)
+else:
+    # Requests in flight: the continuous-batching pipeline given `concurrency` prompts at once, as
+    # llm_bench gives a batch, with the scheduler's own defaults (room for every sequence).
+    scheduler_config = ov_genai.SchedulerConfig()
+    scheduler_config.max_num_seqs = max(scheduler_config.max_num_seqs, concurrency)
+    pipe = ov_genai.ContinuousBatchingPipeline(models_path, scheduler_config, "CPU", props)
+    generate = lambda: pipe.generate(prompts, [config] * concurrency)
+    iterations = max(1, int(num_iter) // concurrency)
+prompt_tokens = int(pipe.get_tokenizer().encode(prompts[0]).input_ids.get_shape()[1])
+generate()  # num_warmup 1
 cpu0, t0 = time.process_time(), time.perf_counter()  # not the sample's: the share of a CPU the loop got
-res = pipe.generate(prompt, config)
-perf_metrics = res.perf_metrics
-for _ in range(int(num_iter) - 1):
-    res = pipe.generate(prompt, config)
-    perf_metrics += res.perf_metrics
+perf_metrics, gaps = None, []
+for _ in range(iterations):
+    # A batch's results share one PerfMetrics (the batch's), so one per call is added.
+    pm = generate()[0].perf_metrics
+    perf_metrics = pm if perf_metrics is None else perf_metrics + pm
+    times = [float(t) for t in pm.raw_metrics.m_new_token_times]  # ms, one per step of the batch
+    gaps += [b - a for a, b in zip(times, times[1:])]
 cpu_util = (time.process_time() - cpu0) / (time.perf_counter() - t0)
-print(json.dumps({"ttft_ms": perf_metrics.get_ttft().mean, "tpot_ms": perf_metrics.get_tpot().mean,
-                  "prompt_tokens": prompt_tokens, "output_tokens": int(res.perf_metrics.get_num_generated_tokens()),
-                  "cpu_util": cpu_util}))
+# One request at a time, PerfMetrics' TPOT is the time between a request's tokens. With a batch it
+# divides each step by the batch's size (time per generated token of the batch); a request's own
+# time per output token is then the step's time, read from the raw token times.
+tpot = perf_metrics.get_tpot().mean if concurrency == 1 else sum(gaps) / len(gaps)
+print(json.dumps({"ttft_ms": perf_metrics.get_ttft().mean, "tpot_ms": tpot,
+                  "genai_tpot_ms": perf_metrics.get_tpot().mean, "prompt_tokens": prompt_tokens,
+                  "output_tokens": int(pm.get_num_generated_tokens()) // concurrency, "cpu_util": cpu_util}))
 """
 
-# The reference's one prompt: the first of the windows ours measures, as text (made by our own
-# prompt functions, so both sides prefill the same number of tokens of the same text).
+# The reference's prompts, as text made by our own prompt functions (so both sides prefill the same
+# number of tokens of the same text): one, or with requests in flight the first wave ours measures.
 PROMPT = r"""
 import sys
 import numpy as np
@@ -104,12 +128,14 @@ import openvino_genai as og
 from wb_core.generation.tasks import prompt_ids, prompt_texts
 from wb_core.text import read_lines
 
-folder, text, prompt_len, out = sys.argv[1:5]
+import json
+folder, text, prompt_len, concurrency, out = sys.argv[1:6]
+c = int(concurrency)
 tok = og.Tokenizer(folder)
-texts = prompt_texts(tok, prompt_ids(tok, read_lines(text), int(prompt_len), 1))
+texts = prompt_texts(tok, prompt_ids(tok, read_lines(text), int(prompt_len), 1 if c == 1 else 2 * c))
 if texts is None:
-    sys.exit("The first prompt's text does not tokenize back to its own tokens; choose another prompt length.")
-open(out, "w", encoding="utf-8").write(texts[0])
+    sys.exit("A prompt's text does not tokenize back to its own tokens; choose another prompt length.")
+json.dump(texts[:1] if c == 1 else texts[c:], open(out, "w", encoding="utf-8"))
 """
 
 
@@ -136,14 +162,15 @@ def _child(code: str, *args) -> str:
 def theirs(folder: Path, prompt_file: Path, args) -> dict:
     ref = "default" if args.precision == "default" else "f32"
     return json.loads(_child(REFERENCE, folder, prompt_file, args.output_len, args.requests, args.threads,
-                             ref).strip().splitlines()[-1])
+                             ref, args.concurrency).strip().splitlines()[-1])
 
 
 def ours(folder: Path, text: Path, args, db: Path, round_no: int, precision: str) -> dict:
     threads = {} if args.threads == "auto" else {"threads": args.threads}
     df = generate_profile(folder, db=db, study=f"fidelity-{round_no}", text=text, inference_precisions=precision,
                           prompt_lens=str(args.prompt_len), output_lens=str(args.output_len), requests=args.requests,
-                          **threads)
+                          weight_formats=args.weights, group_sizes=str(args.group_size),
+                          concurrency=str(args.concurrency), **threads)
     row = df.iloc[0]
     if row["status"] != "ok":
         raise SystemExit(f"Our measurement failed: {row.get('error')}")
@@ -151,6 +178,17 @@ def ours(folder: Path, text: Path, args, db: Path, round_no: int, precision: str
             "prompt_tokens": int(row["input_tokens_max"]), "prompt_input": row["prompt_input"],
             "ran_precision": row["ran_inference_precision"], "output_tokens": int(row["output_tokens"]) // args.requests,
             "cpu_util": float(row["cpu_util"])}
+
+
+def their_folder(folder: Path, args) -> Path:
+    """The folder theirs loads: the model, or the weight-compressed copy a study of ours makes and caches."""
+    if args.weights == "none":
+        return folder
+    from wb_core.generation.spec import GenPoint
+    from wb_core.generation.study import describe_generator, variant_folder
+
+    return variant_folder(folder, describe_generator(folder).fingerprint,
+                          GenPoint(weight_format=args.weights, group_size=args.group_size))
 
 
 def our_precision(choice: str) -> str:
@@ -173,11 +211,18 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", default="1", help="a number, or auto (the plugin's own choice)")
     parser.add_argument("--precision", choices=("f32", "default"), default="f32",
                         help="f32 on both, or no hint to theirs and the plugin's default precision to ours")
+    parser.add_argument("--weights", choices=WEIGHT_FORMATS, default="none",
+                        help="weight compression of the measured model (NNCF), the same files on both sides")
+    parser.add_argument("--group-size", type=int, default=32, help="INT4 group size")
+    parser.add_argument("--concurrency", type=int, default=1,
+                        help="requests in flight; above 1 both sides run the continuous-batching pipeline")
     parser.add_argument("--hidden", type=int, default=768)
     parser.add_argument("--layers", type=int, default=4)
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.requests = min(args.rounds, 4), min(args.requests, 4)
+    if args.concurrency < 1 or args.requests % args.concurrency:
+        parser.error("--requests must be a multiple of --concurrency (whole waves of requests in flight)")
     if args.rounds < 2:
         parser.error("--rounds needs at least 2 for an interval")
     folder = build_decoder(args.hidden, args.layers) / "ov"
@@ -187,11 +232,12 @@ def main(argv=None) -> None:
     load0 = os.getloadavg()
     mine, ref = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        prompt_file = Path(tmp) / "prompt.txt"
-        _child(PROMPT, folder, text, args.prompt_len, prompt_file)
+        prompt_file = Path(tmp) / "prompts.json"
+        _child(PROMPT, folder, text, args.prompt_len, args.concurrency, prompt_file)
+        ref_folder = their_folder(folder, args)
         for i in range(args.rounds):
             steps = [lambda: mine.append(ours(folder, text, args, Path(tmp) / "f.db", len(mine), precision)),
-                     lambda: ref.append(theirs(folder, prompt_file, args))]
+                     lambda: ref.append(theirs(ref_folder, prompt_file, args))]
             for step in steps if i % 2 == 0 else steps[::-1]:
                 step()
             print(f"round {i + 1}/{args.rounds}: TTFT {mine[-1]['ttft_ms']:.2f} / {ref[-1]['ttft_ms']:.2f} ms, "
@@ -223,6 +269,7 @@ def main(argv=None) -> None:
     print_table(f"Text generation fidelity: Qwen2 decoder {cfg['num_hidden_layers']} layers x {cfg['hidden_size']}, "
                 f"vocab {cfg['vocab_size']}; prompt {args.prompt_len}, output {args.output_len}, {args.requests} requests, "
                 f"threads {args.threads}, precision {args.precision} (ours ran {mine[0]['ran_precision']}), "
+                f"weights {args.weights}, {args.concurrency} in flight, "
                 f"{args.rounds} rounds",
                 ["metric", "rounds", "ours (mean ms)", "benchmark_genai (mean ms)", "ours / theirs (95% CI)",
                  "CI within 5%"], rows,
@@ -233,7 +280,11 @@ def main(argv=None) -> None:
                  f"{share['theirs']:.2f} (near the thread count when the CPUs were free; less: others ran beside; "
                  f"a quiet round: both at least 90% of {threads})",
                  f"Ours: prompts given as {mine[0]['prompt_input']}, TTFT and TPOT from each request's raw token "
-                 "timestamps in a measurement worker; theirs: benchmark_genai's loop, PerfMetrics added over the iterations."])
+                 "timestamps in a measurement worker; theirs: benchmark_genai's loop, PerfMetrics added over the iterations."]
+                + ([f"{args.concurrency} in flight: TPOT is each request's time per output token on both sides (theirs: "
+                    f"the steps of the batch, from its raw token times); PerfMetrics' own TPOT divides a step by the "
+                    f"batch: theirs {sum(r['genai_tpot_ms'] for r in ref) / len(ref):.3f} ms per generated token."]
+                   if args.concurrency > 1 else []))
 
 
 if __name__ == "__main__":
