@@ -7,8 +7,9 @@ layers quantization adds, count in full), and the precision each layer type of t
 executed in (a layer type that stayed in f32 gains nothing from the variant). Where the layers
 only the reduced run has (FakeQuantize, Reorder, Convert) cost at least what its faster layers
 saved, the sentence says so: the conversions between precisions outweigh the work they speed up,
-as in a model too small for the precision to pay off. One pair per precision is explained, the one
-that lost most.
+as in a model too small for the precision to pay off; where its layers took less in all, the time
+it lost went outside them (the runtime's overhead per request). One pair per precision is
+explained, the one that lost most.
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ def why_slower(pair: SlowPair, reduced_profile, fp32_profile) -> Sentence:
             else:
                 parts.append(f"{r.type} ({_ms(r.time_a_ms)} -> {_ms(r.time_b_ms)}, {ran})")
         why = f"; the layer types that took longer were {_join(parts)}"
+        if diff.total_b_ms * NOISE < diff.total_a_ms:  # the layers gained in all: the loss is elsewhere
+            why = (f", less in all, so what {name} lost went outside the layers (copies between requests, the "
+                   f"runtime's own overhead){why}")
     return Sentence(head + why + ". " + added_layers(diff, pair.precision) + ran_in(reduced_profile, name) + ".")
 
 
