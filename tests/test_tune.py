@@ -270,3 +270,37 @@ def test_tune_lenet_within_a_small_budget(lenet_ir, db, fast, tmp_path):
     assert "samples/s" in res.answer and "budget" in res.answer and "Variants under the THROUGHPUT hint" in res.answer
     doc = yaml.safe_load(Path(res.export_path).read_text())
     assert doc["measurement"]["measured_on_busy_machine"] is bool(res.confirmation.get("busy"))
+
+
+def test_tunes_answer_says_why_a_reduced_precision_ran_slower_or_which_runs_to_profile(tmp_path):
+    """The probes' INT8 lost to FP32: the answer carries the core's sentence, from the stored layer
+    profiles when both are kept, else naming the two runs to profile."""
+    import pandas as pd
+
+    from analysis_data import HARDWARE, frame, make_study_db, run
+    from wb_core import api
+    from wb_core.analysis.layers import LAYER_COLUMNS, LayerProfile
+    from wb_core.analysis.precision_loss import study_loss_notes
+    from wb_core.analysis.recommend import recommend
+    from wb_core.tune import _answer
+
+    fp32, int8 = run(precision="fp32", thr=1000.0), run(precision="int8", thr=400.0)
+    db = tmp_path / "t.db"
+    make_study_db(db, [fp32, int8])
+    rec = recommend(frame([fp32, int8]), hardware=HARDWARE)
+    text = _answer(Path("m.xml"), rec.best, rec, None, None, 10.0, 180.0, None, study_loss_notes(db, "t"))
+    assert (f"Why INT8 ran slower than FP32 (0.40x) shows in the layer profiles of run {int8['key']} and its FP32 "
+            f"twin {fp32['key']}") in text, text
+
+    def profile(key, rows):
+        df = pd.DataFrame([(n, t, f"x_{p}", p, ms, ms, 0.0, "EXECUTED") for n, t, p, ms in rows],
+                          columns=list(LAYER_COLUMNS))
+        return LayerProfile(key=key, label=key, iterations=10, batch_size=1, layers=df)
+
+    api.save_layer_profile("t", fp32["key"], profile(fp32["key"], [("fc", "FullyConnected", "f32", 0.02)]), db)
+    api.save_layer_profile("t", int8["key"], profile(int8["key"], [
+        ("fc", "FullyConnectedQuantizedLegacy", "i8", 0.02), ("x/fq", "FakeQuantize", "f32", 0.01)]), db)
+    text = _answer(Path("m.xml"), rec.best, rec, None, None, 10.0, 180.0, None, study_loss_notes(db, "t"))
+    assert ("INT8 ran at 0.40x the throughput of FP32" in text and "The layer only INT8 runs (FakeQuantize) took "
+            "0.01 ms, and no layer it shares with FP32 ran faster: quantizing and dequantizing costs more") in text
+    assert text.index("INT8 ran at 0.40x") < text.index("Tuning took 10 s")

@@ -471,3 +471,20 @@ def test_a_tune_broken_off_says_one_sentence_by_its_progress(tmp_path, lenet_ir,
     from wb_core.api import studies
 
     assert not db.exists() or studies(db) == []
+
+
+def test_explore_says_why_a_reduced_precision_ran_slower_beside_its_recommendation(tmp_path):
+    """The core's sentence, as the dashboard words it: which two runs to profile in the Layers tab."""
+    from analysis_data import make_study_db, run
+    from wb_core.ui.explore_panel import ExplorePanel
+
+    fp32, int8 = run(precision="fp32", thr=1000.0), run(precision="int8", thr=400.0)
+    db = tmp_path / "slow.db"
+    make_study_db(db, [fp32, int8], name="s")
+    session = DashboardState(db)
+    session.study = "s"
+    panel = ExplorePanel(session)
+    panel.shown()
+    assert "wb-precision-loss" in panel.recommendation.value, panel.recommendation.value
+    assert (f"Why INT8 ran slower than FP32 (0.40x) shows in the layer profiles of run {int8['key']} and its FP32 "
+            f"twin {fp32['key']}: profile both runs (Layers tab)") in panel.recommendation.value

@@ -295,6 +295,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
          progress: bool = False, cancel=None) -> TuneResult:
     """See `wb_core.api.tune`."""
     from wb_core import hardware
+    from wb_core.analysis.precision_loss import study_loss_notes
     from wb_core.analysis.recommend import recommend, with_efficiency
     from wb_core.analysis.words import run_name
     from wb_core.config import InputOptions
@@ -452,6 +453,9 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         df = store.to_frame(study)
     rec = recommend(with_efficiency(df, info.get("hardware")), hardware=info.get("hardware"), runners_up=3)
     say(f"Recommended: {run_name(rec.best)}.")
+    # Why a reduced precision lost to FP32, from layer profiles stored with the runs; none are measured
+    # here (the budget's rest belongs to the confirmation), so the sentence says how to see why.
+    losses = study_loss_notes(db, study, df)
 
     # 5. Confirm against the real defaults: the largest confirmation that fits what is left (its
     # share was kept from the start), else the smallest when it fits within the overrun allowed.
@@ -490,7 +494,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     final_study = conf["study"] if conf and conf.get("recommended") is not None else study
     export_path = _export_yaml(db, final_study, final["key"], export_dir or Path(f"{study}-deploy"),
                                busy_note=_busy_note(final, rec, conf))
-    answer = _answer(path, final, rec, conf, export_path, time.monotonic() - t0, budget, outcomes)
+    answer = _answer(path, final, rec, conf, export_path, time.monotonic() - t0, budget, outcomes, losses)
     if cancelled():
         answer = joined([answer, notes[-1]])
     say(answer)
@@ -659,7 +663,7 @@ def _interval(run: dict) -> str:
 
 
 def _answer(path, final: dict, rec, conf, export_path, elapsed: float, budget: float,
-            outcomes: dict | None = None) -> str:
+            outcomes: dict | None = None, losses=()) -> str:
     from wb_core.analysis.words import run_name
     from wb_core.demo_catalog import default_study_name
 
@@ -672,6 +676,8 @@ def _answer(path, final: dict, rec, conf, export_path, elapsed: float, budget: f
         text = joined([text, rec.reason])
     if outcomes:
         text = joined([text, variants_sentence(outcomes)])
+    if losses:
+        text = joined([text, *losses])
     if export_path:
         text = joined([text, f"The deployment settings are in {export_path}."])
     over = (f" (the confirmation ran {elapsed - budget:.0f} s past it, within the {CONFIRM_OVERRUN:.0%} it may "

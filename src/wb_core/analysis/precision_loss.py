@@ -4,8 +4,12 @@ The rule: a BF16 or INT8 point whose throughput is below its FP32 twin's (same s
 precision) is explained by comparing the layer profiles of the two runs: the layer types whose
 time grew beyond noise (types only the reduced run has, such as the Reorder and FakeQuantize
 layers quantization adds, count in full), and the precision each layer type of the reduced run
-executed in (a layer type that stayed in f32 gains nothing from the variant). One pair per
-precision is explained, the one that lost most.
+executed in (a layer type that stayed in f32 gains nothing from the variant). Where the layers
+only the reduced run has (FakeQuantize, Reorder, Convert) cost at least what its faster layers
+saved, the sentence says so: the conversions between precisions outweigh the work they speed up,
+as in a model too small for the precision to pay off; where its layers took less in all, the time
+it lost went outside them (the runtime's overhead per request). One pair per precision is
+explained, the one that lost most.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import pandas as pd
 
 from wb_core.analysis.precision import match_columns, vs_fp32
 from wb_core.errors import Sentence, one_line, setting
-from wb_core.precisions import baseline, reduced
+from wb_core.precisions import baseline, precision, reduced
 
 NAMED_TYPES = 3  # layer types a sentence names (the biggest losses)
 
@@ -87,7 +91,32 @@ def why_slower(pair: SlowPair, reduced_profile, fp32_profile) -> Sentence:
             else:
                 parts.append(f"{r.type} ({_ms(r.time_a_ms)} -> {_ms(r.time_b_ms)}, {ran})")
         why = f"; the layer types that took longer were {_join(parts)}"
-    return Sentence(head + why + ". " + ran_in(reduced_profile, name) + ".")
+        if diff.total_b_ms * NOISE < diff.total_a_ms:  # the layers gained in all: the loss is elsewhere
+            why = (f", less in all, so what {name} lost went outside the layers (copies between requests, the "
+                   f"runtime's own overhead){why}")
+    return Sentence(head + why + ". " + added_layers(diff, pair.precision) + ran_in(reduced_profile, name) + ".")
+
+
+def added_layers(diff, prec: str) -> str:
+    """What the layers only the reduced-precision run has cost against what its faster layers saved
+    (a sentence ending in a space), or "" when it adds none."""
+    t = diff.by_type
+    added = t[(t["layers_a"] == 0) & (t["layers_b"] > 0)].sort_values("time_b_ms", ascending=False)
+    if added.empty:
+        return ""
+    name = prec.upper()
+    cost = float(added["time_b_ms"].sum())
+    saved = float(diff.faster(len(t))["saved"].sum())
+    n = int(added["layers_b"].sum())
+    text = (f"The {f'{n} layers' if n != 1 else 'layer'} only {name} runs ({_join(list(added['type'].astype(str)))}) "
+            f"took {_ms(cost)}")
+    text += f" against the {_ms(saved)} its faster layers saved" if saved > 0 else \
+        ", and no layer it shares with FP32 ran faster"
+    if cost >= saved:
+        work = "quantizing and dequantizing" if precision(prec).needs_data else f"converting to and from {name}"
+        text += (f": {work} costs more than {name} saves here, as in a model whose layers do too little work "
+                 f"for {name} to pay off")
+    return text + ". "
 
 
 def ran_in(profile, name: str) -> str:

@@ -18,7 +18,7 @@ import re
 import ipywidgets as w
 
 from wb_core.ui.state import DashboardState, Pick, guard_failed
-from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, key_values, section, with_help
+from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, key_values, said, section, with_help
 from wb_core.ui.words import label, rounded, run_name
 
 OBJECTIVES = (("highest throughput", "throughput"), ("lowest p99 latency", "latency"),
@@ -333,7 +333,7 @@ class ExplorePanel(w.VBox):
     def _on_limits(self, *_):
         if self._updating or self._df is None:
             return
-        from wb_core.api import NoRunMeetsConstraints, WorkbenchError, worded
+        from wb_core.api import NoRunMeetsConstraints, WorkbenchError, precision_losses, worded
 
         cons = self.constraints()
         self.limits_text.value = f"Limits: {html.escape(cons.describe())}"
@@ -360,7 +360,9 @@ class ExplorePanel(w.VBox):
             f"<div class='wb-msg wb-msg-ok'>Recommended: <b class='wb-best' data-key='{html.escape(pick.key)}'>"
             f"{html.escape(pick.name)}</b><br>{html.escape(pick.reason)}</div>" + changed + left_out
             + ("Next best:<ul>" + "".join(f"<li>{html.escape(r)}</li>" for r in pick.runners_up) + "</ul>"
-               if pick.runners_up else ""))
+               if pick.runners_up else "")
+            + "".join(f"<div class='wb-msg wb-msg-info wb-precision-loss'>{html.escape(said(n))}</div>"
+                      for n in precision_losses(self.session.study, self.session.db)))
         self._draw_pareto(best, cons)
 
     # ---- plots ----
