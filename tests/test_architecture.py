@@ -100,6 +100,10 @@ BENCHMARK_INTERNALS = {
                             "windows, the order of each cycle), which a confirmation sums up",
     "wb_core.stats": "comparison_design.py computes each design's ratio from the same per-round and per-cycle "
                      "values the verdicts use",
+    "wb_core.axes": "genai_fidelity.py offers the declared weight formats as its --weights choices",
+    "wb_core.generation.spec": "genai_fidelity.py names the weight-compressed point whose cached folder the "
+                               "reference loads, so both sides run the same files",
+    "wb_core.generation.study": "(the same: the folder and the generator's fingerprint it is cached under)",
 }
 
 

@@ -25,7 +25,9 @@ def test_a_repeated_prompt_is_prefilled_again_not_read_from_the_cache(generator,
     # first would read its prefill back from the cache.
     line = "the cat sat on the mat"
     n = len(Tokenizer.from_file(str(generator / "tokenizer.json")).encode(line, add_special_tokens=False).ids)
-    prompt_len = n * (512 // n)
+    # As long as the demo's context allows (1024 positions, 8 of them for the output): the longer the
+    # prefill, the further apart computed and cached first tokens lie.
+    prompt_len = n * ((1024 - 8) // n)
     text = tmp_path / "one-line.txt"
     text.write_text(line + "\n", encoding="utf-8")
     df = generate_profile(generator, db=tmp_path / "g.db", study="g", text=text, threads="1",
@@ -34,9 +36,10 @@ def test_a_repeated_prompt_is_prefilled_again_not_read_from_the_cache(generator,
     assert row["status"] == "ok", row
     assert row["input_tokens_min"] == row["input_tokens_max"] == prompt_len
     # The first token against one decoding step of the same requests (so load on the machine hits
-    # both): computed, about 500 tokens of prefill take 13-26 steps' time here; read from the cache,
-    # 3-5 steps'.
-    assert row["ttft_p50_ms"] > 8 * row["tpot_p50_ms"], (row["ttft_p50_ms"], row["tpot_p50_ms"])
+    # both): computed, about 1000 tokens of prefill take 30-50 steps' time on AMD EPYC Zen 4, quiet
+    # or busy (about 500 tokens took 9, and 6.7 on a busy machine); read from the cache (LLMPipeline
+    # with prefix caching on, the same prompts), 3-4 steps'.
+    assert row["ttft_p50_ms"] > 10 * row["tpot_p50_ms"], (row["ttft_p50_ms"], row["tpot_p50_ms"])
 
 
 @pytest.fixture
