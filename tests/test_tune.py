@@ -236,6 +236,20 @@ def test_tunes_answer_says_when_its_pick_or_verdict_rests_on_busy_points(tmp_pat
     assert "even after they were measured again once" in text
 
 
+def test_tunes_answer_credits_the_confirmation_with_an_overrun_only_when_one_ran():
+    from analysis_data import HARDWARE, frame, run
+    from wb_core.analysis.recommend import recommend
+    from wb_core.tune import _answer
+
+    rec = recommend(frame([run(threads=2, thr=900.0), run(threads=1, thr=500.0)]), hardware=HARDWARE)
+    unconfirmed = _answer(Path("m.xml"), rec.best, rec, None, None, 64.0, 45.0)
+    assert unconfirmed.endswith("Tuning took 64 s of the 45 s budget (19 s past it).")
+    assert "confirmation" not in unconfirmed
+    confirmed = _answer(Path("m.xml"), rec.best, rec, {"verdict": "Confirmed."}, None, 48.0, 45.0)
+    assert "(the confirmation ran 3 s past it, within the 10% it may take" in confirmed
+    assert _answer(Path("m.xml"), rec.best, rec, None, None, 40.0, 45.0).endswith("Tuning took 40 s of the 45 s budget.")
+
+
 @pytest.mark.slow
 def test_tune_lenet_within_a_small_budget(lenet_ir, db, fast, tmp_path):
     from wb_core.api import tune

@@ -297,7 +297,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     from wb_core import hardware
     from wb_core.analysis.precision_loss import study_loss_notes
     from wb_core.analysis.recommend import recommend, with_efficiency
-    from wb_core.analysis.words import run_name
+    from wb_core.analysis.words import plural, run_name
     from wb_core.config import InputOptions
     from wb_core.demo import resolve_model
     from wb_core.demo_catalog import default_study_name, demo_dir, demo_name_of, demo_sample_text
@@ -406,7 +406,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
     cost = measured_cost()
     passing = _passing(ok)
     if not passing.empty:
-        say(f"Measured {len(ok)} configuration(s); the best so far that passes the accuracy guard: "
+        say(f"Measured {plural(len(ok), 'configuration')}; the best so far that passes the accuracy guard: "
             f"{run_name(passing.loc[passing['throughput'].idxmax()])} ({passing['throughput'].max():,.0f} samples/s).")
 
     # 3. The runtime's own THROUGHPUT hint (untouched) at the leaders' batch sizes is always a
@@ -680,6 +680,8 @@ def _answer(path, final: dict, rec, conf, export_path, elapsed: float, budget: f
         text = joined([text, *losses])
     if export_path:
         text = joined([text, f"The deployment settings are in {export_path}."])
-    over = (f" (the confirmation ran {elapsed - budget:.0f} s past it, within the {CONFIRM_OVERRUN:.0%} it may "
-            f"take rather than leave the answer unconfirmed)") if elapsed > budget + 0.5 else ""
+    over = ""
+    if elapsed > budget + 0.5:  # only a confirmation is allowed past the budget; anything else overran it
+        over = (f" (the confirmation ran {elapsed - budget:.0f} s past it, within the {CONFIRM_OVERRUN:.0%} it may "
+                f"take rather than leave the answer unconfirmed)" if conf else f" ({elapsed - budget:.0f} s past it)")
     return joined([text, f"Tuning took {elapsed:.0f} s of the {budget:.0f} s budget{over}."])
