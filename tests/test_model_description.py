@@ -141,5 +141,5 @@ def test_wb_inspect_prints_the_description(lenet_ir):
     res = CliRunner().invoke(app, ["inspect", str(lenet_ir)])
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
-    assert lines[0] == f"Path:        {lenet_ir}" and lines[1] == "Format:      openvino"
+    assert lines[0] == f"Path:        {lenet_ir}" and lines[1] == "Format:      OpenVINO IR"
     assert lines[2].startswith("Input 1:     image") and any(line.startswith("Family:      cnn (") for line in lines)

@@ -113,7 +113,7 @@ def test_a_model_only_onnxruntime_reads_is_described_and_runs_there_with_openvin
     assert "ai.onnx.ml.Scaler" in described.only_reason
     assert [s.describe() for s in described.inputs] == ["x: ?x4 float32"] and described.outputs == ("y",)
     assert described.quantized is None
-    assert ("Runs on", f"onnxruntime only ({described.only_reason})") in described.facts()
+    assert ("Runs on", f"ONNX Runtime only ({described.only_reason})") in described.facts()
 
     x = np.random.default_rng(1).standard_normal((16, 4)).astype(np.float32)
     np.savez(tmp_path / "data.npz", x=x, **{"ref.y": expected(x)})

@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from wb_core.backends.registry import title
 from wb_core.model_inputs import InputSpec
-from wb_core.models import detect_format, file_digests, fingerprint
+from wb_core.models import detect_format, file_digests, fingerprint, format_title
 from wb_core.proc.parent import run_task
 
 
@@ -62,7 +63,7 @@ class ModelDescription:
 
     def facts(self) -> list[tuple[str, str]]:
         """(label, value) rows as every face shows the model: `wb inspect`, the dashboard's model panel."""
-        rows = [("Path", str(self.path)), ("Format", self.format)]
+        rows = [("Path", str(self.path)), ("Format", format_title(self.format))]
         rows += [(f"Input {i + 1}", s.describe()) for i, s in enumerate(self.inputs)]
         if self.outputs:
             rows.append(("Outputs", ", ".join(self.outputs)))
@@ -71,7 +72,7 @@ class ModelDescription:
         if self.quantized:
             rows.append(("Weights quantized already", self.quantized))
         if self.only_backends:
-            rows.append(("Runs on", f"{', '.join(self.only_backends)} only ({self.only_reason})"))
+            rows.append(("Runs on", f"{', '.join(map(title, self.only_backends))} only ({self.only_reason})"))
         if self.is_text:
             rows.append(("Text inputs", ", ".join(f"{n} ({r})" for n, r in self.text_roles.items())))
         return rows
