@@ -103,13 +103,15 @@ def test_a_configuration_against_itself_is_equivalent(lenet_ir, fast):
     from wb_core.sweep.paired import compare_paired
 
     a = RunConfig("openvino", batch_size=1, threads=1)
-    # A band this wide is decided within seconds even on a machine others keep busy; the interval
-    # must hold 1 whatever the band.
+    # A band this wide is decided within seconds even on a machine others keep busy. The interval
+    # reaches to within 3% of 1 whatever the band: a 95% interval misses the true ratio one time in
+    # twenty by design (a low end of 1.008 was seen once beside a busy test run), while a bias between the
+    # sides, such as Python's cost per request weighing on one only, is tens of per cent.
     out = compare_paired([lenet_ir, lenet_ir], [a, a], fast, InputOptions(), [(0, 1)], margin=0.5, max_s=20,
                          precision=None)
     d = out.decisions[(0, 1)]
     assert d.outcome == EQUIVALENT, d.sentence()
-    assert d.ratio.low <= 1 <= d.ratio.high
+    assert d.ratio.low <= 1.03 and d.ratio.high >= 1 / 1.03, d.sentence()
     assert out.stopped == "decided" and len(out.cycles) >= 4
     # Each cycle ran both, in the order it says; each block has its own figures.
     for c in out.cycles:
