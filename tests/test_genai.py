@@ -179,6 +179,24 @@ def test_bad_input_is_refused_in_one_sentence_before_measuring(generator, genera
         inspect_model(wrong)
 
 
+def test_context_and_hidden_size_are_read_under_gpt2s_names_too(generator_copy, tmp_path):
+    # GPT-2's config.json says n_embd, n_positions and n_layer where Llama's says hidden_size,
+    # max_position_embeddings and num_hidden_layers: the checks that need them must still hold.
+    gpt2 = generator_copy.parent / "gpt2-names"
+    shutil.copytree(generator_copy, gpt2)
+    cfg = json.loads((gpt2 / "config.json").read_text())
+    renamed = {"hidden_size": "n_embd", "max_position_embeddings": "n_positions", "num_hidden_layers": "n_layer"}
+    cfg = {renamed.get(k, k): v for k, v in cfg.items()}
+    (gpt2 / "config.json").write_text(json.dumps(cfg))
+    desc = inspect_model(gpt2)
+    assert (desc.hidden_size, desc.context, desc.layers) == (64, 1024, 2)
+    for axes, words in (({"prompt_lens": "1020", "output_lens": "8"}, "more than the model's context of 1024"),
+                        ({"weight_formats": "int4_sym", "group_sizes": "48"}, "does not divide the model's hidden size 64")):
+        with pytest.raises(ConfigError, match=words):
+            generate_profile(gpt2, db=tmp_path / "x.db", **axes)
+    assert not (tmp_path / "x.db").exists()
+
+
 def test_the_model_call_sweep_sends_a_generator_to_its_own_verb(generator, tmp_path):
     from wb_core.api import profile
 

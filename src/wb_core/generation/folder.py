@@ -68,9 +68,24 @@ def hf_config(path: str | Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def hidden_size(path: str | Path) -> int | None:
-    v = hf_config(path).get("hidden_size")
-    return int(v) if isinstance(v, int) else None
+# The names architectures give the same figure in their config.json: the first is transformers'
+# common name, the rest the older ones its configs map to it (GPT-2's n_embd, n_positions, n_layer;
+# T5's d_model, num_layers; MPT's max_seq_len).
+CONFIG_NAMES = {
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "context": ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length"),
+    "layers": ("num_hidden_layers", "n_layer", "num_layers"),
+}
+
+
+def config_value(cfg: dict, figure: str) -> int | None:
+    """One figure of a model's config (`hidden_size`, `context`, `layers`) under whichever of its
+    names the architecture uses; None when it names none of them as a positive whole number."""
+    for name in CONFIG_NAMES[figure]:
+        v = cfg.get(name)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
 
 
 def tokenizer_vocab(path: str | Path) -> int | None:

@@ -124,10 +124,11 @@ def describe_generator(model: str | Path, timeout_s: float | None = None, kv_cac
     cfg = gfolder.hf_config(folder)
     vocab = info.get("vocab_size") or cfg.get("vocab_size")
     gfolder.check_tokenizer_matches(folder, vocab)
-    layers = cfg.get("num_hidden_layers") or (info["kv_cache"]["states"] // 2 if info["kv_cache"].get("states") else None)
+    layers = gfolder.config_value(cfg, "layers") or (info["kv_cache"]["states"] // 2 if info["kv_cache"].get("states")
+                                                     else None)
     return GeneratorDescription(path=folder, fingerprint=_fingerprint(folder), inputs=info["inputs"], vocab_size=vocab,
-                                layers=layers, context=cfg.get("max_position_embeddings"),
-                                hidden_size=gfolder.hidden_size(folder), kv_cache=info["kv_cache"],
+                                layers=layers, context=gfolder.config_value(cfg, "context"),
+                                hidden_size=gfolder.config_value(cfg, "hidden_size"), kv_cache=info["kv_cache"],
                                 weights=info["weights"], tokenizer_vocab=gfolder.tokenizer_vocab(folder),
                                 kv_cache_accepted=info.get("kv_cache_accepted") or {})
 
