@@ -313,6 +313,12 @@ def test_cli_writes_the_demo_and_reports_a_generation_study(generator, tmp_path)
     res = CliRunner().invoke(app, ["generate", str(tmp_path / "text-generator"), "--db", str(db), "--study", "cli",
                                    "--threads", "1", "--prompt-len", "8", "--output-len", "4", "--requests", "2", "-q"])
     assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["results", "--study", "cli", "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    header, row = res.output.splitlines()[:2]
+    # The generation figures, by the generation study's own columns (not a classifier's batch size).
+    assert header.split()[:2] == ["weights", "prec"] and "TTFT p99" in header and "TPOT p99" in header
+    assert "batch_size" not in header and row.split()[0] == "none" and row.split()[-1] == "ok"
     res = CliRunner().invoke(app, ["report", "--study", "cli", "--db", str(db), "--out", str(tmp_path / "r.html")])
     assert res.exit_code == 0, res.output
     assert "Text generation: output tokens\\u002fs vs p99 time per output token" in (tmp_path / "r.html").read_text()

@@ -28,7 +28,8 @@ def generation_table(df) -> str:
     cols = [(c, h) for c, h in GENERATION_TABLE if c in df.columns]
     view = df[[c for c, _ in cols]].copy().astype(object)
     for c in view.columns:
-        view[c] = [("-" if v is None or v != v else f"{v:.3g}" if isinstance(v, float) else v) for v in view[c]]
+        view[c] = [("-" if v is None or v != v else (f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}")
+                    if isinstance(v, float) else v) for v in view[c]]
     view.columns = [h for _, h in cols]
     return view.to_string(index=False)
 

@@ -259,7 +259,7 @@ def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
                                          "FP32, the checks it failed) instead of the runs.")):
     """Print a study's results (its runs; with --probes, its max-rate probes; with --outputs, the guard's
     figures per output)."""
-    from wb_core.api import default_db, printable, results, results_with_notes
+    from wb_core.api import default_db, is_generation_study, printable, results, results_with_notes
 
     if fmt not in ("table", "csv", "json"):
         _fail(f"Unknown format '{fmt}'; choose from table, csv, json.")
@@ -289,6 +289,12 @@ def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
         echo(df.to_csv(index=False), nl=False)
     elif fmt == "json":
         echo(df.to_json(orient="records", indent=2))
+    elif not probes and is_generation_study(study, db or default_db()):
+        from wb_core.cli.generation import generation_table
+
+        echo(generation_table(df))  # its own figures: TTFT, TPOT, tokens/s and quality, by weight format
+        for note in notes:
+            echo(f"note: {said(note)}")
     else:
         _print_table(df, notes)
 
