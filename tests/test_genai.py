@@ -336,6 +336,23 @@ def test_generation_plot_colours_by_weight_format():
                                           ("int4_sym", 0.5, 1500.0, "failed"))])
     fig = plots.generation_pareto(df)
     names = [t.name for t in fig.data]
-    assert "none" in names and "int8_asym" in names and "int4_sym" not in names  # the failed one is drawn apart
+    # Named in words; the failed one is drawn apart.
+    assert "the model's own" in names and "INT8" in names and "INT4 symmetric" not in names
     front = next(t for t in fig.data if t.name == "Pareto front")
     assert list(front.x) == [1.0]  # int8 beats the uncompressed run on both axes
+
+
+def test_a_generation_run_is_named_by_its_own_settings_in_words():
+    from wb_core.api import run_name
+
+    row = {"study_kind": "generation", "backend": "openvino-genai", "precision": "fp32", "batch_size": 1,
+           "weight_format": "int4_sym", "group_size": 64, "ratio": 0.8, "inference_precision": "bf16",
+           "kv_cache_precision": "u8", "threads": 2, "cores": None, "concurrency": 4, "prompt_len": 128,
+           "output_len": 32, "cache_size_gb": None}
+    assert run_name(row) == ("OpenVINO GenAI · INT4 symmetric weights · groups of 64 · INT4 share 0.8 · BF16 activations"
+                             " · KV cache U8 · 128-token prompts · 32 tokens out · 2 threads · not pinned · 4 in flight")
+    # The group size and ratio say nothing of INT8 or the model's own weights; a whole INT4 share goes unsaid.
+    assert run_name({**row, "weight_format": "int8_asym", "concurrency": 1, "kv_cache_precision": None}) == (
+        "OpenVINO GenAI · INT8 weights · BF16 activations · 128-token prompts · 32 tokens out · 2 threads · not pinned")
+    assert "INT4 share" not in run_name({**row, "ratio": 1.0})
+    assert run_name({**row, "weight_format": "none"}).startswith("OpenVINO GenAI · the model's own weights · BF16")

@@ -37,8 +37,8 @@ def test_a_generation_model_gets_the_generation_sweep(tmp_path, generator, lenet
     assert "wb-msg-error" not in gen.messages.text.value, gen.messages.text.value
     fig = gen.plot.figure
     assert fig is not None and "time per output token" in fig.layout.title.text, gen.messages.text.value
-    assert [t.name for t in fig.data if t.name == "none"] == ["none"]  # one point, the model's own weights
-    assert "Recommended:" in gen.answer.value and "none weights" in gen.answer.value
+    assert [t.name for t in fig.data if t.name == "the model's own"] == ["the model's own"]  # one point
+    assert "Recommended:" in gen.answer.value and "own weights · FP32 activations" in gen.answer.value
     assert "output tokens/s" in gen.answer.value and not gen.run.disabled and session.measuring == ""
     from wb_core.api import is_generation_study, load_results
 

@@ -385,7 +385,11 @@ def spec_schema(measure_ranges: dict) -> dict:
 
 # ---- text generation: the axes of a generation study (`wb generate`, `api.generate_profile`) ----
 
-WEIGHT_FORMATS = ("none", "int8_asym", "int4_sym", "int4_asym")  # "none": the model's own weights
+# Each weight format and its words in a run's name ("none": the model's own weights).
+WEIGHT_FORMAT_WORDS = (("none", "the model's own"), ("int8_asym", "INT8"), ("int4_sym", "INT4 symmetric"),
+                       ("int4_asym", "INT4 asymmetric"))
+WEIGHT_FORMATS = tuple(f for f, _ in WEIGHT_FORMAT_WORDS)
+GENERATION_RUNTIME = "OpenVINO GenAI"  # what measures a generation study, first in its runs' names
 KV_CACHE_PRECISIONS = ("u8", "f16", "f32")
 GENERATION_PRECISIONS = tuple(p for p in PRECISIONS if p not in precisions.from_data())  # INT8 weights: a weight format here
 
@@ -413,32 +417,37 @@ GENERATION: tuple[Axis, ...] = (
     Axis("weight_format", "weight_formats", one_of("weight format", WEIGHT_FORMATS), "Weight compression by NNCF: "
          "none (the model's own), int8_asym, int4_sym, int4_asym.", "Weight formats", "--weight-format",
          default="none", sweep_default=("none",), text_default="none", annotation="str", choices=WEIGHT_FORMATS,
-         stage="variant"),
+         stage="variant", in_name="{value} weights", words=WEIGHT_FORMAT_WORDS, unset_name="the model's own weights",
+         name_rank=1),
     Axis("group_size", "group_sizes", whole_numbers("INT4 group size", 1 << 16, auto=False), "Weights per INT4 "
          "scale (must divide the hidden size), e.g. 32,64.", "INT4 group sizes", "--group-size", default=32,
-         sweep_default=(32,), text_default="32", annotation="int", ordered=True, stage="variant"),
+         sweep_default=(32,), text_default="32", annotation="int", ordered=True, stage="variant",
+         in_name="groups of {value}", name_when=("weight_format", "int4"), name_rank=2),
     Axis("ratio", "ratios", _ratios, "Share of the layers compressed to INT4 (the rest INT8), e.g. 0.8,1.",
          "INT4 ratios", "--ratio", default=1.0, sweep_default=(1.0,), text_default="1", annotation="float",
-         ordered=True, stage="variant", canonical=float),
+         ordered=True, stage="variant", canonical=float, in_name="INT4 share {value}", name_under=1,
+         name_when=("weight_format", "int4"), name_rank=3),
     Axis("inference_precision", "inference_precisions", one_of("inference precision", GENERATION_PRECISIONS),
          "Activations: fp32, or bf16 where the CPU has it.", "Inference precisions", "--inference-precision",
          default="fp32", sweep_default=("fp32",), text_default="fp32", annotation="str", choices=GENERATION_PRECISIONS,
-         becomes="OpenVINO's INFERENCE_PRECISION_HINT"),
+         becomes="OpenVINO's INFERENCE_PRECISION_HINT", in_name="{VALUE} activations", name_rank=4),
     Axis("kv_cache_precision", "kv_cache_precisions", one_of_or_none("KV-cache precision", KV_CACHE_PRECISIONS),
          "KV-cache precision: u8, f16, f32, or none for the plugin's default.", "KV-cache precisions",
          "--kv-cache-precision", text_default="none", annotation="str | None", choices=KV_CACHE_PRECISIONS,
-         becomes="OpenVINO's KV_CACHE_PRECISION"),
+         becomes="OpenVINO's KV_CACHE_PRECISION", in_name="KV cache {VALUE}", name_rank=5),
     _generic("cores"),
     _generic("threads"),
     Axis("cache_size_gb", "cache_sizes_gb", whole_numbers("Scheduler cache size (GB)", 1024), "KV-cache pool of the "
          "continuous-batching scheduler in GB (requests in flight above 1), e.g. 1,2; auto: the pipeline's.",
-         "Scheduler cache (GB)", "--cache-size", ordered=True, becomes="SchedulerConfig.cache_size"),
+         "Scheduler cache (GB)", "--cache-size", ordered=True, becomes="SchedulerConfig.cache_size",
+         in_name="{value} GB KV pool", name_rank=30),
     Axis("prompt_len", "prompt_lens", whole_numbers("Prompt length", 1 << 20, auto=False), "Prompt tokens per "
          "request, e.g. 32,128.", "Prompt lengths", "--prompt-len", default=32, sweep_default=(32,), text_default="32",
-         annotation="int", ordered=True, stage="point", searched=False),
+         annotation="int", ordered=True, stage="point", searched=False, in_name="{value}-token prompts", name_rank=6),
     Axis("output_len", "output_lens", whole_numbers("Output length", 1 << 20, auto=False), "Tokens generated per "
          "request (greedy), e.g. 16,64.", "Output lengths", "--output-len", default=32, sweep_default=(32,),
-         text_default="32", annotation="int", ordered=True, stage="point", searched=False),
+         text_default="32", annotation="int", ordered=True, stage="point", searched=False, in_name="{value} tokens out",
+         name_rank=7),
     _generic("concurrency"),
 )
 

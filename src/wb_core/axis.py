@@ -86,6 +86,11 @@ class Axis:
     unset_name: str = ""
     name_over: float | None = None
     name_rank: int = 50
+    # `words`: a value's words where the name shows it ({value}, {VALUE}); `name_under`: said only
+    # below this value; `name_when`: (an axis, a prefix): said only while that axis's value starts so.
+    words: tuple[tuple[str, str], ...] = ()
+    name_under: float | None = None
+    name_when: tuple[str, str] = ()
 
     def __post_init__(self):
         if self.stage not in STAGES:

@@ -24,13 +24,20 @@ def run_name(run) -> str:
 
 
 def name_parts(run) -> list[str]:
-    """The parts of a run's name (`run_name`), for a face that joins them its own way."""
+    """The parts of a run's name (`run_name`), for a face that joins them its own way. A
+    text-generation run is named by the generation axes: `OpenVINO GenAI · INT4 symmetric weights ·
+    groups of 32 · FP32 activations · 32-token prompts · 32 tokens out · 1 thread · not pinned`."""
     g = run.get if hasattr(run, "get") else (lambda k, d=None: getattr(run, k, d))
-    from wb_core.axes import axis, with_role
+    from wb_core.axes import GENERATION_RUNTIME, axis, generation_axes, with_role
 
-    parts = []
-    for name in with_role("name"):
-        part = _named(axis(name), g(name))
+    if g("study_kind") == "generation":
+        named, parts = sorted(generation_axes(), key=lambda a: a.name_rank), [GENERATION_RUNTIME]
+    else:
+        named, parts = [axis(name) for name in with_role("name")], []
+    for a in named:
+        if a.name_when and not str(g(a.name_when[0]) or "").startswith(a.name_when[1]):
+            continue
+        part = _named(a, g(a.name))
         if part:
             parts.append(part)
     if g("untouched") in (True, 1):  # the runtime's own choices (its precision, its requests in flight)
@@ -45,12 +52,13 @@ def _named(a, value) -> str:
         shown = "on" if str(value) in ("True", "1", "1.0") else "off"
     elif not _present(value) or not value or str(value) in ("none", "None"):
         return a.unset_name
-    elif a.name_over is not None and float(value) <= a.name_over:
+    elif ((a.name_over is not None and float(value) <= a.name_over)
+          or (a.name_under is not None and float(value) >= a.name_under)):
         return ""
     elif isinstance(value, (int, float)):
         shown = str(int(value)) if float(value).is_integer() else f"{float(value):.3g}"
     else:
-        shown = str(value)
+        shown = dict(a.words).get(str(value), str(value))
     if not a.in_name:
         word = re.sub(r"\s*\(.*\)$", "", a.label)
         word = word[0].lower() + word[1:] if len(word) > 1 and word[1].islower() else word
@@ -58,5 +66,5 @@ def _named(a, value) -> str:
     from wb_core.backends.registry import title
 
     one = shown in ("1", "on")
-    return a.in_name.format(value=shown, VALUE=shown.upper(), s="" if one else "s",
+    return a.in_name.format(value=shown, VALUE=shown if a.words else shown.upper(), s="" if one else "s",
                             title=title(shown) if "{title}" in a.in_name else "")

@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from wb_core.analysis.recommend import pareto_mask, successful, uses_accuracy
 from wb_core.analysis.words import executed_words, rounded, run_name
+from wb_core.axes import WEIGHT_FORMAT_WORDS
 from wb_core.backends.registry import title
 from wb_core.limits import within_p99
 from wb_core.precisions import baseline
@@ -361,10 +362,11 @@ def generation_pareto(df: pd.DataFrame) -> go.Figure:
     bad = guard_failed(ok)
     good = ok[~bad]
     fig = go.Figure()
+    words = dict(WEIGHT_FORMAT_WORDS)
     for fmt, part in good.groupby("weight_format", sort=True):
-        fig.add_trace(go.Scatter(x=part["tpot_p99_ms"], y=part["output_tokens_per_s"], mode="markers", name=str(fmt),
-                                 text=[f"{r.get('variant')} c{int(r['concurrency'])} threads {r.get('threads')}"
-                                       for _, r in part.iterrows()], hoverinfo="text+x+y"))
+        fig.add_trace(go.Scatter(x=part["tpot_p99_ms"], y=part["output_tokens_per_s"], mode="markers",
+                                 name=words.get(str(fmt), str(fmt)),
+                                 text=[run_name(r) for _, r in part.iterrows()], hoverinfo="text+x+y"))
     if not good.empty:
         axes = good.assign(latency_ms_p99=good["tpot_p99_ms"], throughput=good["output_tokens_per_s"])
         front = good[pareto_mask(axes, with_accuracy=False).to_numpy()].sort_values("tpot_p99_ms")
@@ -373,7 +375,7 @@ def generation_pareto(df: pd.DataFrame) -> go.Figure:
     if bad.any():
         fig.add_trace(guard_failed_trace(ok[bad], x="tpot_p99_ms", y="output_tokens_per_s"))
     fig.update_layout(title="Text generation: output tokens/s vs p99 time per output token",
-                      xaxis_title="p99 TPOT (ms)", yaxis_title="output tokens/s", legend_title="weight format")
+                      xaxis_title="p99 TPOT (ms)", yaxis_title="output tokens/s", legend_title="Weights")
     return fig
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from wb_core.analysis.pick import pickable
 from wb_core.analysis.recommend import NoRunMeetsConstraints
+from wb_core.naming import run_name
 
 LIMITS = {"max_ttft_ms": ("ttft_p99_ms", "p99 time to first token"), "max_tpot_ms": ("tpot_p99_ms", "p99 time per output token"),
           "max_latency_ms": ("e2e_p99_ms", "p99 request latency")}
@@ -36,10 +37,8 @@ def recommend_generation(df: pd.DataFrame, *, max_ttft_ms: float | None = None, 
                 raise NoRunMeetsConstraints(f"No run keeps the {words} within {limit:g} ms (the lowest is {best:.3g} ms).")
     ranked = within.sort_values("output_tokens_per_s", ascending=False)
     best = ranked.iloc[0]
-    text = (f"{best['variant']} weights, {best.get('inference_precision')} activations, KV cache "
-            f"{best.get('kv_cache_precision') or 'default'}, {int(best['concurrency'])} request(s) in flight: "
-            f"{best['output_tokens_per_s']:,.0f} output tokens/s, p99 TTFT {best['ttft_p99_ms']:.3g} ms, "
-            f"p99 TPOT {best['tpot_p99_ms']:.3g} ms.")
+    text = (f"{run_name(best)}: {best['output_tokens_per_s']:,.0f} output tokens/s, p99 TTFT "
+            f"{best['ttft_p99_ms']:.3g} ms, p99 TPOT {best['tpot_p99_ms']:.3g} ms.")
     return {"best": best.to_dict(), "text": text, "notes": notes, "runners_up": ranked.iloc[1:4].to_dict("records")}
 
 
