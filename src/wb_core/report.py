@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from wb_core.analysis.words import MODES, label, rounded, run_name, worded
+from wb_core.analysis.words import MODES, label, plural, rounded, run_name, worded
 from wb_core.axes import with_role
 from wb_core.errors import WorkbenchError
 from wb_core.variants.guard import FAILED, FAILED_WORDS, guard_failed_runs
@@ -181,7 +181,7 @@ def _hardware(info: dict) -> str:
     return "<h2>Hardware</h2>" + _facts([
         ("CPU", f"{hw.get('cpu_model')} ({hw.get('vendor')}, {hw.get('architecture')})"),
         ("Cores", f"{hw.get('physical_cores')} physical, {hw.get('logical_cores')} logical, "
-                  f"{hw.get('sockets')} socket(s), {hw.get('numa_nodes')} NUMA node(s)"),
+                  f"{plural(hw.get('sockets') or 0, 'socket')}, {plural(hw.get('numa_nodes') or 0, 'NUMA node')}"),
         ("Usable CPUs", hw.get("available_cpus")),
         ("Caches", f"L1d {hw.get('l1d_kb')} KiB, L2 {hw.get('l2_kb')} KiB, L3 {hw.get('l3_kb')} KiB"),
         ("Clock / memory", f"{hw.get('base_ghz')} GHz, {hw.get('memory_gb')} GiB"),
@@ -243,7 +243,7 @@ def _guard(df: pd.DataFrame) -> str:
     items = "".join(f"<li>{_e(r['accuracy_guard_note'])}"
                     f"{' ' + _e(r['quant_recipe_reason']) if isinstance(r.get('quant_recipe_reason'), str) else ''}"
                     f"</li>" for _, r in pd.concat([failed, judged.drop(failed.index)]).iterrows())
-    head = (f"<p>{len(failed)} variant(s) failed the accuracy guard: their runs are measured and listed below as "
+    head = (f"<p>{plural(len(failed), 'variant')} failed the accuracy guard: their runs are measured and listed below as "
             f"'accuracy failed', and never recommended.</p>" if len(failed) else
             "<p>Every reduced-precision variant passed the accuracy guard.</p>")
     return (f"<h2>Accuracy guard</h2><div class='{'warn' if len(failed) else 'best'}'>{head}<ul>{items}</ul></div>"

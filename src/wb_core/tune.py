@@ -435,7 +435,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         side_by_side = not notes[-1].startswith("The leaders were not measured side by side")
     elif rounds_time >= 2 * per_round:  # the --ci machinery starts from 3 rounds: 2 more than the search's
         extra = max(1, int(rounds_time / per_round) - 2)
-        say(f"Measuring the {len(leaders)} leader(s) and the THROUGHPUT hint in rounds until they separate or "
+        say(f"Measuring the {plural(len(leaders), 'leader')} and the THROUGHPUT hint in rounds until they separate or "
             f"fall within +-3% (at most {2 + extra} more rounds).")
         s2 = run_sweep(described, SweepSpec(repeats=3), db, study, settings=settings, inputs=inputs, precision=prec,
                        configs=configs, ci_target=0.03, max_rounds=max(1, extra),
@@ -515,9 +515,10 @@ def _leaders_side_by_side(described, db, study, configs, seconds, settings, inpu
     """The leaders (and the runtime's THROUGHPUT hint) measured side by side in one worker, each cycle
     stored as a round of each, until the first leader's comparison with every other one is decided
     or the leaders' share of the budget is spent; the notes say what the stopping rule concluded."""
+    from wb_core.analysis.words import plural
     from wb_core.sweep.paired import run_paired
 
-    say(f"Measuring the {len(configs)} leading configuration(s) side by side in one worker, in alternating blocks, "
+    say(f"Measuring the {plural(len(configs), 'leading configuration')} side by side in one worker, in alternating blocks, "
         f"until they separate or fall within +-3% (at most {seconds:.0f} s).")
     out = run_paired(described, db, study, configs, [(0, j) for j in range(1, len(configs))], settings=settings,
                      inputs=inputs, precision=prec, progress=progress, cancel=cancel,

@@ -334,7 +334,7 @@ class CapacityPanel(w.VBox):
             else:
                 how = p99_verdict(probe["p99"], p99_ms, probe["saturated"])
             probe["verdict"] = how
-            self.rate_progress.value = (f"<i>Working… tried {len(self._probes)} rate(s); last: "
+            self.rate_progress.value = (f"<i>Working… tried {plural(len(self._probes), 'rate')}; last: "
                                         f"{rounded(probe['rate'])} requests/s → {html.escape(how)}.</i>")
             self.rate_table.value = probes_table(self._probes)
             self.rate_plot.show(plots.rate_figure(list(self._probes), p99_ms, self.best_so_far(p99_ms)))

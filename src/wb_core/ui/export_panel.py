@@ -21,7 +21,7 @@ import ipywidgets as w
 
 from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import CSS, MessageArea, button, guarded, said, section, text, with_help
-from wb_core.ui.words import run_name
+from wb_core.ui.words import plural, run_name
 
 
 def format_title(key: str, description: str) -> str:
@@ -291,7 +291,7 @@ class ExportPanel(w.VBox):
         where = Path(folder).expanduser().resolve()
         results = export(self._dep, self.format.value, where, bundle=self.with_models.value)
         res = results[self.format.value]
-        models = f" and {len(res.model_files)} model file(s)" if res.model_files else ""
+        models = f" and {plural(len(res.model_files), 'model file')}" if res.model_files else ""
         self.messages.show(f"Wrote {', '.join(self._files)}{models} into {where}.", "ok")
 
     def _on_serve(self, *_):

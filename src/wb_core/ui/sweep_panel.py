@@ -38,7 +38,7 @@ from wb_core.ui.widgets import (
     text,
     with_help,
 )
-from wb_core.ui.words import executed_words, results_table
+from wb_core.ui.words import executed_words, plural, results_table
 
 # The runs table: every setting (the axes table's, `with_role("compare")`), then these figures.
 FIGURE_COLUMNS = ["latency_ms_p50", "latency_ms_p99", "throughput", "accuracy", "accuracy_drop", "accuracy_guard",
@@ -511,7 +511,7 @@ class SweepPanel(w.VBox):
         self._set_progress(plan.done, plan.total)
         if plan.total and plan.remaining == 0 and extra["search"] != SMART and not remeasure:
             self.progress.bar_style = "success"
-            self.messages.show(f"All {plan.total} measurement(s) of this sweep are already stored in study "
+            self.messages.show(f"All {plural(plan.total, 'measurement')} of this sweep are already stored in study "
                                f"'{study}'. Change a setting to measure more.", "ok")
             return
         resuming = f" (resuming: {plan.done} already measured)" if plan.done else ""
@@ -521,7 +521,7 @@ class SweepPanel(w.VBox):
         self.run.disabled, self.cancel_button.disabled = True, False
         self.cancel_button.description = "Cancel"
         what = "at most " if extra["search"] == SMART else ""
-        self.messages.show(f"Profiling into study '{study}': {what}{plan.remaining} measurement(s) to go{resuming}. "
+        self.messages.show(f"Profiling into study '{study}': {what}{plural(plan.remaining, 'measurement')} to go{resuming}. "
                            f"Starting the workers takes a few seconds.")
         self._thread = threading.Thread(target=self._sweep, args=(self.session.model_path, study, values, extra,
                                                                   settings), daemon=True, name="wb-sweep")
