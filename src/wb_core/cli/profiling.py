@@ -148,9 +148,10 @@ def profile(
                                        "point, and each output's own checks: top-1 agreement, detections kept, "
                                        "decoded sequences), a number such as 0.02 (the accuracy metric's drop), "
                                        "or off."),
-    memory_budget: Optional[float] = typer.Option(None, "--memory-budget", help="Megabytes one batch of model "
-                                                  "outputs may take while accuracy is measured (FP32's and a "
-                                                  "variant's together); default: half the free memory."),
+    memory_budget: Optional[float] = typer.Option(None, "--memory-budget", help="Megabytes a worker measuring "
+                                                  "accuracy may hold (its runtime and model, and a batch of outputs "
+                                                  "with FP32's beside them); the batch shrinks to fit. Default: "
+                                                  "half the free memory."),
     int8_recipe: str = typer.Option("auto", "--int8-recipe", help="The first INT8 recipe to try: auto (the model "
                                     "family's: transformer or cnn), default, mixed-preset, transformer, "
                                     "transformer-sq50, accuracy-control, mixed-precision."),
