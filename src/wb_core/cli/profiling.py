@@ -119,7 +119,8 @@ def profile(
                                         "--tokenizer into the model's inputs (input_ids, attention_mask, "
                                         "token_type_ids) at each --dynamic-size: the measured inputs and the "
                                         "calibration and accuracy data."),
-    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for --text."),
+    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for --text, or a "
+                                             "folder holding one."),
     spec_file: Optional[Path] = typer.Option(None, "--spec", help="Sweep spec YAML (replaces the sweep flags)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a silent worker is given before it is killed."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
