@@ -416,18 +416,21 @@ from wb_core.variants.planner import PrecisionOptions
 model, data, db = sys.argv[1:4]
 fast = MeasureSettings(warmup_s=0.1, warmup_iters=3, window_s=0.1, min_windows=3, tolerance=0.5, max_time_s=0.6)
 s = run_sweep(model, SweepSpec(precisions="fp32,int8", batch_sizes="1"), db, "mem", settings=fast,
-              precision=PrecisionOptions(data=data, variants={"openvino/int8": model}, memory_budget_mb=32))
+              precision=PrecisionOptions(data=data, variants={"openvino/int8": model}, memory_budget_mb=BUDGET_MB))
 row = load_results(db, "mem").set_index("precision").loc["int8"]
 print(json.dumps({"ok": s.ok, "errors": s.errors, "guard": row["accuracy_guard"], "accuracy": row["accuracy"],
+                  "notes": s.notes,
                   # VmHWM: this process image's own peak (ru_maxrss would keep the forking pytest's)
                   "parent_kb": int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM"))),
                   "children_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
 """
 
 
-def test_evaluating_a_large_output_model_keeps_parent_and_workers_bounded(tmp_path):
-    """300 samples of 2 MB of outputs each (600 MB per variant, FP32 and INT8): neither the sweep's
-    process nor its workers come near that, with a memory budget of 32 MB for a batch's outputs."""
+def test_evaluating_a_large_output_model_keeps_parent_and_workers_within_the_budget(tmp_path):
+    """300 samples of 2 MB of outputs each (600 MB per variant, FP32 and INT8), a memory budget of
+    400 MB: the sweep's process and every worker, runtime and model included, stay under it (a batch
+    of 64 samples' outputs, 128 MB, is held several times over: the runtime's tensor, the copy it
+    returns, FP32's batch beside it), and a note states the budget and the batch it allowed."""
     from onnx import helper
 
     width = 512 * 1024
@@ -435,17 +438,39 @@ def test_evaluating_a_large_output_model_keeps_parent_and_workers_bounded(tmp_pa
                        [("x", ["batch", 4])], [("hidden", ["batch", width])],
                        {"w": np.random.default_rng(0).normal(size=(4, width))})
     np.savez(tmp_path / "data.npz", x=np.random.default_rng(1).normal(size=(300, 4)).astype(np.float32))
-    total_mb = 300 * width * 4 / 2 ** 20
+    budget_mb = 400
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(model), str(tmp_path / "data.npz"),
-                          str(tmp_path / "r.db")], capture_output=True, text=True, env=env, timeout=600)
+    out = subprocess.run([sys.executable, "-c", SCRIPT.replace("BUDGET_MB", str(budget_mb)), str(model),
+                          str(tmp_path / "data.npz"), str(tmp_path / "r.db")],
+                         capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["ok"] == 2, res["errors"]
     assert res["guard"] == "passed" and res["accuracy"] == pytest.approx(1.0)
     parent_mb, worker_mb = res["parent_kb"] / 1024, res["children_kb"] / 1024
-    assert parent_mb < total_mb / 2, parent_mb  # it never holds a variant's outputs
-    assert worker_mb < total_mb / 2, worker_mb  # nor does any worker
+    assert parent_mb < budget_mb, parent_mb  # it never holds a variant's outputs
+    assert worker_mb < budget_mb, (worker_mb, res["notes"])  # nor does any worker hold more than the budget
+    assert any("at a time to keep each worker within the memory budget of 400 MB" in n for n in res["notes"]), \
+        res["notes"]
+
+
+def test_the_batch_fits_what_the_worker_holds_beside_its_outputs():
+    """The batch leaves room for what the worker holds already, and for each output's copies."""
+    from wb_core.errors import ModelError
+    from wb_core.variants.tasks import OUTPUT_COPIES, fit_batch
+
+    mb = 2 ** 20
+    # 1000 MB budget, 240 MB held, 15.6 MB of logits per sample: (1000 - 240) / (copies * 15.6) samples
+    per = int(15.6 * mb)
+    expected = (1000 - 240) * mb // (OUTPUT_COPIES * per)
+    assert fit_batch(64, False, per, 1000 * mb, 240 * mb) == expected
+    assert 5 * per * expected + 240 * mb < 1000 * mb  # about five copies are held in practice
+    assert fit_batch(64, False, mb, None, 240 * mb) == 64  # no budget: the batch stands
+    assert fit_batch(4, False, mb, 1000 * mb, 240 * mb) == 4  # small enough already
+    with pytest.raises(ModelError, match="holds 990 MB before any output.*more than the memory budget"):
+        fit_batch(64, False, per, 1000 * mb, 990 * mb)
+    with pytest.raises(ModelError, match="batch of 16 samples"):  # a fixed batch is not shrunk
+        fit_batch(16, True, per, 1000 * mb, 240 * mb)
 
 
 def test_a_batch_that_cannot_fit_the_budget_and_a_killed_worker_are_failed_verdicts(tmp_path, db, fast,

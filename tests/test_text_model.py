@@ -330,3 +330,25 @@ def test_the_text_demo_measures_its_own_text_by_default(db, fast):
     assert sample.exists() and tokenizer.exists()
     assert any("lines of text" in n for n in summary.notes), summary.notes
     assert not any("gets values" in n for n in summary.notes)  # no random token ranges
+
+
+def test_a_tokenizer_folder_reads_its_tokenizer_json(text_setup, tmp_path):
+    """A folder saved with save_pretrained holds tokenizer.json: it tokenizes as the file does; a folder
+    without one is one sentence."""
+    import shutil
+
+    from tokenizers import Tokenizer
+
+    from wb_core.text import prepare_text
+
+    model, tok, text = text_setup
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    shutil.copy(tok, folder / "tokenizer.json")
+    ts = prepare_text(text, folder, SPECS, [16])
+    with np.load(ts.path) as f:
+        ids = f["16.input_ids"]
+    want = Tokenizer.from_file(str(tok)).encode(LINES[0]).ids
+    assert ids[0, :len(want)].tolist() == want
+    with pytest.raises(ConfigError, match="holds no tokenizer.json"):
+        prepare_text(text, tmp_path, SPECS, [16])

@@ -56,15 +56,26 @@ def text_roles(specs) -> dict[str, str]:
     return roles
 
 
+def tokenizer_file(path: str | Path) -> Path:
+    """The tokenizer.json that `path` names: the file itself, or the one in a folder (a model saved with
+    `save_pretrained` keeps it there)."""
+    p = Path(path)
+    if p.is_dir():
+        if not (p / "tokenizer.json").is_file():
+            raise ConfigError(f"Tokenizer folder '{p}' holds no tokenizer.json; give the tokenizer.json of the "
+                              f"model's tokenizer (a fast tokenizer's save_pretrained writes one).")
+        return p / "tokenizer.json"
+    return p
+
+
 def load_tokenizer(path: str | Path):
-    """A `tokenizers.Tokenizer` from a local tokenizer.json."""
+    """A `tokenizers.Tokenizer` from a local tokenizer.json, or a folder holding one."""
     from wb_core.streams import refuse_special
 
-    p = Path(path)
+    p = tokenizer_file(path)
     refuse_special(p, "Tokenizer file")
     if not p.is_file():
-        raise ConfigError(f"Tokenizer file '{p}' does not exist." if not p.exists() else
-                          f"Tokenizer file '{p}' is a folder; give its tokenizer.json.")
+        raise ConfigError(f"Tokenizer file '{p}' does not exist.")
     try:
         from tokenizers import Tokenizer
     except ImportError:  # pragma: no cover - a dependency
@@ -153,7 +164,7 @@ def prepare_text(text: str | Path, tokenizer: str | Path, specs, lengths: list[i
         raise ConfigError(f"Text needs a sequence length: give {setting('seq_lens', 'a sequence length')} N (or several, "
                           f"a sweep axis).")
     names = ",".join(f"{s.name}:{s.dtype}" for s in specs)
-    key = _digest("\n".join(lines).encode(), Path(tokenizer).read_bytes(), names.encode(),
+    key = _digest("\n".join(lines).encode(), tokenizer_file(tokenizer).read_bytes(), names.encode(),
                   ",".join(map(str, lengths)).encode())
     path = cache_dir() / "text" / f"{key}.npz"
     arrays = {}

@@ -119,7 +119,8 @@ def profile(
                                         "--tokenizer into the model's inputs (input_ids, attention_mask, "
                                         "token_type_ids) at each --dynamic-size: the measured inputs and the "
                                         "calibration and accuracy data."),
-    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for --text."),
+    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local tokenizer.json for --text, or a "
+                                             "folder holding one."),
     spec_file: Optional[Path] = typer.Option(None, "--spec", help="Sweep spec YAML (replaces the sweep flags)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a silent worker is given before it is killed."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
@@ -148,9 +149,10 @@ def profile(
                                        "point, and each output's own checks: top-1 agreement, detections kept, "
                                        "decoded sequences), a number such as 0.02 (the accuracy metric's drop), "
                                        "or off."),
-    memory_budget: Optional[float] = typer.Option(None, "--memory-budget", help="Megabytes one batch of model "
-                                                  "outputs may take while accuracy is measured (FP32's and a "
-                                                  "variant's together); default: half the free memory."),
+    memory_budget: Optional[float] = typer.Option(None, "--memory-budget", help="Megabytes a worker measuring "
+                                                  "accuracy may hold (its runtime and model, and a batch of outputs "
+                                                  "with FP32's beside them); the batch shrinks to fit. Default: "
+                                                  "half the free memory."),
     int8_recipe: str = typer.Option("auto", "--int8-recipe", help="The first INT8 recipe to try: auto (the model "
                                     "family's: transformer or cnn), default, mixed-preset, transformer, "
                                     "transformer-sq50, accuracy-control, mixed-precision."),

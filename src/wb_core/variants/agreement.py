@@ -38,6 +38,7 @@ KIND_WORDS = {"classes": "class scores", "detection": "class scores of the detec
 DETECTION_THRESHOLD = 0.25  # the score a detection needs (YOLO's usual confidence threshold)
 MATCH_IOU = 0.5  # a kept detection's box overlaps FP32's at least this much
 TIE_RTOL = 1e-5  # scores this close (relative) are one score: float32 rounding in a forward pass is ~1e-6
+SCORE_BYTES = 4 << 20  # a metric's per-sample function takes at most this much output at once (one sample at least)
 CTC_BLANK = 0  # PaddleOCR, wav2vec2 and most CTC heads put the blank first
 
 _EMBEDDING_NAMES = ("embed", "pool", "feature", "hidden", "vector", "sentence", "encoding")
@@ -101,10 +102,14 @@ def _detection_layout(x: np.ndarray) -> tuple[int, str] | None:
     return None
 
 
+KIND_SAMPLES = 16  # the samples read_kind looks at: its float64 copies stay small whatever the batch
+
+
 def read_kind(output: str, reference: np.ndarray) -> OutputKind:
-    """The kind of one output, from its name, its shape [n, ...] and FP32's values for a batch."""
+    """The kind of one output, from its name, its shape [n, ...] and FP32's values for a batch (its
+    first KIND_SAMPLES samples)."""
     shape = tuple(reference.shape[1:])
-    x = np.asarray(reference)
+    x = np.asarray(reference)[:KIND_SAMPLES]
     if x.dtype.kind not in "fc" or not shape:
         return OutputKind(output, "values", f"{x.dtype} values of shape {shape}")
     if len(shape) == 1 and shape[0] >= 2:
@@ -353,8 +358,9 @@ class RunningScore:
         if not k:
             return
         if self.metric.per_sample is not None:  # a few samples at a time: its float64 copies stay small
-            for i in range(0, k, 4):
-                self.total += float(np.sum(self.metric.per_sample(outputs[i:i + 4], targets[i:i + 4])))
+            step = max(1, min(4, SCORE_BYTES // max(1, outputs[:1].nbytes)))
+            for i in range(0, k, step):
+                self.total += float(np.sum(self.metric.per_sample(outputs[i:i + step], targets[i:i + step])))
         else:
             self.total += self.metric(outputs, targets) * k
         self.n += k

@@ -57,7 +57,7 @@ class PrecisionOptions:
     guard: Guard | float | str = "auto"  # the accuracy guard: "auto" (per metric), a largest drop, or "off"
     int8_recipe: str = "auto"  # the first INT8 recipe to try; "auto": the model family's own
     fallback_budget_s: float = DEFAULT_BUDGET_S  # time the INT8 fallbacks may take after the first recipe
-    memory_budget_mb: float | None = None  # a batch of outputs, FP32's and a variant's; None: half the free memory
+    memory_budget_mb: float | None = None  # an evaluating worker's memory; None: half the free memory
     # The user's decoding of the judged output (a function, or its import path package.module:function):
     # a batch [n, ...] -> n task items (labels, sequences, strings) compared between FP32 and each variant.
     decode: str | Callable | None = None
@@ -573,6 +573,10 @@ class VariantPlanner:
             self._note(f"Accuracy was measured on the first {ref['samples']} of {ref['data_samples']} samples: FP32's "
                        f"outputs of more would take over half the {ref['capped_by_disk'] / 2 ** 30:.1f} GB free in "
                        f"the temporary folder.")
+        if ref.get("fitted") and ref.get("budget"):
+            peak = f" (FP32's worker peaked at {ref['peak_rss'] / 2 ** 20:.0f} MB)" if ref.get("peak_rss") else ""
+            self._note(f"Accuracy was measured {ref['batch']} sample{'s' if ref['batch'] != 1 else ''} at a time to "
+                       f"keep each worker within the memory budget of {ref['budget'] / 2 ** 20:.0f} MB{peak}.")
         if plan["target"] == "labels":
             name = metric.name
         elif plan["target"] == "refs":
@@ -686,7 +690,8 @@ class VariantPlanner:
         return self._spool / backend
 
     def memory_budget(self) -> int:
-        """Bytes a batch of outputs may take in an evaluating worker (FP32's and the variant's together)."""
+        """Bytes an evaluating worker may hold: its runtime and model, and a batch's outputs (FP32's and the
+        variant's) with the copies the comparison makes."""
         if self.options.memory_budget_mb:
             return int(self.options.memory_budget_mb * 2 ** 20)
         import psutil
@@ -742,7 +747,9 @@ class VariantPlanner:
                                    "kinds": res.get("kinds"), "agreement": res.get("agreement"),
                                    "decoded": res.get("decoded"), "batch": res.get("batch"), "samples": res.get("samples"),
                                    "checked": res.get("ok"), "samples_per_s": res.get("samples_per_s"),
-                                   "capped_by_disk": res.get("capped_by_disk"), "data_samples": res.get("data_samples")}
+                                   "capped_by_disk": res.get("capped_by_disk"), "data_samples": res.get("data_samples"),
+                                   "fitted": res.get("fitted"), "budget": res.get("budget"),
+                                   "peak_rss": res.get("peak_rss")}
         except ConfigError:
             raise  # bad data or metric: the user must fix it, the sweep cannot mean anything
         except WorkbenchError as e:

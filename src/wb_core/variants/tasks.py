@@ -162,20 +162,47 @@ def _mb(n: float) -> str:
     return f"{n / 2 ** 30:.1f} GB" if n >= 2 ** 30 else f"{n / 2 ** 20:.0f} MB"
 
 
-def fit_batch(batch: int, fixed: bool, per_sample: int, budget: int | None) -> int:
-    """The largest batch (at most `batch`) whose outputs fit the memory budget twice over: FP32's and the
-    variant's side by side. A ModelError says so when not even one sample (or the model's fixed batch) fits."""
+# A batch's outputs are held about this many times over while accuracy is measured: the runtime's
+# output tensor, the copy it returns, FP32's batch read back beside it, and the float64 copies the
+# comparison makes of a few samples. Measured on a 30522-token language model: 4.8 batches' worth.
+OUTPUT_COPIES = 6
+
+
+def worker_rss() -> int:
+    """Bytes this process holds now (its resident set)."""
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def _peak_rss() -> int | None:
+    """Bytes this process has held at most (the kernel's high-water mark), where /proc tells."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def fit_batch(batch: int, fixed: bool, per_sample: int, budget: int | None, held: int = 0) -> int:
+    """The largest batch (at most `batch`) that keeps the worker within the memory budget: the `held`
+    bytes it holds before any output (the runtime, the model, the data) plus OUTPUT_COPIES times the
+    batch's outputs. A ModelError says so when not even one sample (or the model's fixed batch) fits."""
     from wb_core.errors import ModelError
 
-    if not budget or per_sample <= 0 or 2 * per_sample * batch <= budget:
+    cost = OUTPUT_COPIES * per_sample
+    room = (budget or 0) - held
+    if not budget or per_sample <= 0 or cost * batch <= room:
         return batch
-    if fixed or 2 * per_sample > budget:
+    if fixed or cost > room:
         size = batch if fixed else 1
-        raise ModelError(f"One batch of {size} sample{'s' if size != 1 else ''} gives {_mb(per_sample * size)} of "
-                         f"outputs, {_mb(2 * per_sample * size)} with FP32's beside them: more than the memory budget "
-                         f"of {_mb(budget)}, so accuracy is not measured. Give a larger memory budget, or choose a "
-                         f"smaller output to judge.")
-    return max(1, budget // (2 * per_sample))
+        raise ModelError(f"The worker measuring accuracy holds {_mb(held)} before any output (the runtime and the "
+                         f"model), and one batch of {size} sample{'s' if size != 1 else ''} gives "
+                         f"{_mb(per_sample * size)} of outputs, about {_mb(cost * size)} with FP32's beside them and "
+                         f"the copies the comparison makes: more than the memory budget of {_mb(budget)}, so "
+                         f"accuracy is not measured. Give a larger memory budget, or choose a smaller output to "
+                         f"judge.")
+    return max(1, room // cost)
 
 
 def _headline_metric(task: dict, ds):
@@ -233,7 +260,8 @@ def task_evaluate(task: dict) -> None:
     an import path, or {"pickled": ...}), target ("labels", "refs" with refs_name, or "reference": FP32's
     outputs), spool (a folder), write (True for FP32: its judged outputs go to the spool; False: they are
     read from it and compared), batch and samples (FP32's, given to the variants), kinds (FP32's reading
-    of its outputs), budget (bytes a batch's outputs may take, FP32's and this variant's together).
+    of its outputs), budget (bytes the worker may hold: its runtime and model, and a batch's outputs with
+    FP32's beside them).
     Only running sums are kept: one batch of outputs at a time, never all of them.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -259,8 +287,11 @@ def task_evaluate(task: dict) -> None:
     feeds = check_inputs(ds.x, specs, "validation data")
     n = min(ds.size, int(task.get("samples") or ds.size))
     fixed = any(s.shape and s.batched and s.shape[s.batch_axis] > 0 for s in specs)
-    batch = int(task.get("batch") or _batch_for(specs, n))
+    largest = int(task.get("batch") or _batch_for(specs, n))
     budget = task.get("budget")
+    fit = not task.get("batch")  # FP32 sizes the batch; the variants take FP32's, batch k beside batch k
+    # Fitting starts from one sample: what the worker holds then is what it holds beside any batch.
+    batch = 1 if fit and not fixed else largest
 
     def prepare(b: int):
         session.prepare(b, InputOptions(shapes={k: _model_shape(by_name[k], b, a) for k, a in feeds.items()
@@ -269,9 +300,10 @@ def task_evaluate(task: dict) -> None:
         return session.make_infer()
 
     infer = prepare(batch)
+    held = worker_rss()
     per_sample = _static_output_bytes(session)
-    if per_sample and not task.get("batch"):
-        fitted = fit_batch(batch, fixed, per_sample, budget)
+    if per_sample and fit:
+        fit, fitted = False, fit_batch(largest, fixed, per_sample, budget, held)
         if fitted != batch:
             batch, infer = fitted, prepare(fitted)
     spool = ReferenceSpool(task["spool"])
@@ -296,13 +328,13 @@ def task_evaluate(task: dict) -> None:
             names = output_names(res)
             judged = judged or names
             headline = headline if headline in judged else judged[0]
-            if per_sample is None:  # the backend states no output shapes: the first batch tells
+            if fit:  # the backend states no output shapes: the first batch tells
                 per_sample = sum(int(a.nbytes) for _, a in _output_entries(res)) // batch
-                if not task.get("batch"):
-                    batch = fit_batch(batch, fixed, per_sample, budget)
-                    if batch < m:
-                        infer = prepare(batch)
-                        continue  # this batch again, at the size that fits
+                fit, fitted = False, fit_batch(largest, fixed, per_sample, budget, held)
+                if fitted != batch:
+                    del res
+                    batch, infer = fitted, prepare(fitted)
+                    continue  # this batch again, at the size that fits
         outs = [a[:m] for a in _by_name(res, judged)]
         del res
         refs = outs if write else spool.read(k)
@@ -340,6 +372,7 @@ def task_evaluate(task: dict) -> None:
            **({"decoded": {"output": decoded.output, "by": decode_name, "figures": decoded.figures()}}
               if decoded is not None else {}),
            "samples_per_s": round(done / seconds, 1) if seconds > 0 else None,
+           "budget": budget, "peak_rss": _peak_rss(), "fitted": batch < largest,
            **({"capped_by_disk": capped["disk_free"], "data_samples": ds.size} if capped else {})})
 
 
