@@ -185,10 +185,15 @@ def test_a_keras_model_and_its_savedmodel_share_their_int8_build(tmp_path, db, f
     data = tmp_path / "data.npz"
     np.savez(data, x=RNG.standard_normal((16, 8, 8, 3)).astype(np.float32))
     started = _count_quantizing(monkeypatch, tmp_path / "cache")
+    said = {}
     for model, study in ((tmp_path / "m.keras", "keras"), (tmp_path / "sm", "savedmodel")):
-        profile(model, db=db, study=study, backends="openvino", precisions="int8", batch_sizes="1", threads="1",
-                settings=fast, data=str(data), subset_size=16)
+        df = profile(model, db=db, study=study, backends="openvino", precisions="int8", batch_sizes="1", threads="1",
+                     settings=fast, data=str(data), subset_size=16)
+        said[study] = " ".join(map(str, df.attrs["notes"]))
     assert len(started) == 1
+    # The twin's study says where its INT8 variant came from; the one that built it does not.
+    assert "INT8 variant (cnn recipe) was reused from the cache" in said["savedmodel"], said["savedmodel"]
+    assert "reused from the cache" not in said["keras"], said["keras"]
     from wb_core.variants.description import describe_model
 
     # both read from the IR they convert to: one convolution, the same family in both descriptions

@@ -411,6 +411,11 @@ class VariantPlanner:
             tried.update({recipe, actual})
             if actual == "accuracy-control":
                 self._note(self._accuracy_control_words({**info, 'quant_reused': reused}, None if single else budget))
+            elif reused:  # a twin (the same converted graph, another file) or an earlier study built it
+                took = info.get("quant_seconds")
+                self._note(f"The INT8 variant ({actual} recipe) was reused from the cache: a model with the same "
+                           f"converted graph was quantized on the same data before"
+                           f"{f' (in {took:.0f} s)' if isinstance(took, (int, float)) else ''}.")
             attempt = {"recipe": actual, "ok": True, "path": path, "info": info,
                        "seconds": info.get("quant_seconds") or round(time.monotonic() - t0, 2)}
             if basis and "metric" in basis:
