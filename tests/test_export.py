@@ -400,9 +400,18 @@ def test_unknown_format_lists_the_formats():
 
 def test_export_all_writes_a_folder_per_format(study_db, tmp_path):
     out = tmp_path / "deploy"
-    export(dep_of(study_db, 0), "all", out)
+    res = export(dep_of(study_db, 0), "all", out)
+    # The study's model is an OpenVINO IR: TensorFlow Serving, which runs SavedModels only, is left out
+    # with its reason; asked for by name, it is refused before anything is written.
     for name in FORMATS:
-        assert (out / name).is_dir()
+        assert (out / name).is_dir() == (name != "tfserving"), name
+    assert not res["tfserving"].files
+    assert res["tfserving"].notes == ["TensorFlow Serving was not written: its server runs a TensorFlow SavedModel, and "
+                                      "'t' is an OpenVINO IR model; export it for OpenVINO Model Server config, Triton "
+                                      "model repository or KServe InferenceService."]
+    with pytest.raises(ConfigError, match="TensorFlow Serving was not written"):
+        export(dep_of(study_db, 0), "tfserving", tmp_path / "tfs")
+    assert not (tmp_path / "tfs").exists()
     assert (out / "triton" / "model_repository" / "t" / "config.pbtxt").is_file()
     assert (out / "ovms" / "run_ovms.sh").stat().st_mode & 0o100
 

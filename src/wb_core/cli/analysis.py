@@ -279,7 +279,7 @@ def export(study: str = typer.Option(..., "--study"),
                                host_type=host_type, name=name)
     if target_rate is not None:
         with_capacity(dep, _db(db), study, target_rate, max_p99_ms, machine_cores)
-    results = _export(dep, names, out, bundle=bundle)
+    results = _export(dep, fmt, out, bundle=bundle)  # as given: under `all` a server that cannot run it is left out
     echo(f"Exported run {dep.measurement.run_key} ({dep.backend} {dep.precision}, batch {dep.batch_size}) "
                f"to {out}:")
     for fmt_name, res in results.items():

@@ -24,9 +24,16 @@ def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path, bun
     from wb_core.export.bundle import write_model_files
     from wb_core.paths import check_output_file, check_output_folder
 
-    names = parse_formats(",".join(formats) if isinstance(formats, (list, tuple)) else formats)
+    text = ",".join(formats) if isinstance(formats, (list, tuple)) else str(formats)
+    names = parse_formats(text)
+    every = "all" in [t.strip().lower() for t in text.replace(";", ",").split(",")]
+    cannot = {name: why for name in names if (why := cannot_serve(dep, name))}
+    if cannot and not every:
+        raise ConfigError(next(iter(cannot.values())))
     out = check_output_folder(out)
-    rendered = {name: EXPORTERS[name].render(dep) for name in names}
+    # Under `all`, a server that cannot run this model is left out with its reason (no files).
+    rendered = {name: (ExportResult(name, notes=[cannot[name]]) if name in cannot else EXPORTERS[name].render(dep))
+                for name in names}
     for name, res in rendered.items():  # every file checked before the first is written: none half-done
         for rel in res.files:
             check_output_file((out if len(names) == 1 else out / name) / rel, "The export file")
@@ -43,7 +50,7 @@ def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path, bun
                 raise WorkbenchError(f"Cannot write '{path}': {e.strerror or e}.") from None
             if path.suffix == ".sh":
                 path.chmod(0o755)
-        if bundle:
+        if bundle and name not in cannot:
             res.model_files = write_model_files(dep, name, base, res.notes)
     return results
 
@@ -100,6 +107,26 @@ def deployment_for_study(db: str | Path, study: str, run_key: str | None = None,
         ir_path = variant  # an INT8 run ran its own quantized IR, not the study model's FP32 one
     return build(info, run, reason=reason, ir_path=ir_path, savedmodel_path=paths.get("savedmodel_path"),
                  flops_per_sample=flops, cores_used=run.get("cores_used"), name=name, busy_note=busy_note)
+
+
+def cannot_serve(dep: DeploymentConfig, name: str) -> str:
+    """Why format `name`'s server cannot run the run's model, in one sentence; "" when it can. A server
+    that runs a model kind itself (TensorFlow Serving: a SavedModel) needs a model some backend runs
+    as that kind: an ONNX, IR or TFLite model gives TensorFlow Serving nothing to serve."""
+    from wb_core.backends.registry import loaders
+    from wb_core.export.formats import DECLARED, declared
+    from wb_core.models import format_title
+
+    kind = declared(name).serves
+    if kind in ("", "openvino-ir") or dep.model.savedmodel_path or loaders(dep.model.format, kind):
+        return ""
+    others = [f.title.split(" (")[0] for f in DECLARED if f.serves and f.serves != kind]
+    def a(title: str) -> str:
+        return f"{'an' if title[:1] in 'AEIOU' else 'a'} {title}"
+
+    return (f"{declared(name).title.split(' (')[0]} was not written: its server runs {a(format_title(kind))}, and "
+            f"'{dep.model.name}' is {a(format_title(dep.model.format))} model; export it for "
+            f"{', '.join(others[:-1])} or {others[-1]}.")
 
 
 def check_name(name: str) -> str:
