@@ -689,6 +689,46 @@ def test_the_python_api_refuses_objects_in_the_wrong_place_before_any_work(lenet
     assert not db.exists()
 
 
+def test_every_verb_refuses_values_of_the_wrong_kind_in_one_sentence(small_store, lenet_ir, tmp_path):
+    """Paths that are not paths, options objects and callbacks of the wrong kind, given to the verbs after
+    profile: one ConfigError each, before a store is opened or a file written."""
+    from wb_core import api
+    from wb_core.api import ConfigError, RunOptions
+
+    db, out = tmp_path / "r.db", tmp_path / "out"
+    dep = api.deployment_for_study(small_store, "s")
+    runs = api.load_results(small_store, "s")
+    config = api.run_config("s", runs.key.iloc[0], small_store)
+    before = _store_bytes(small_store)
+    calls = {
+        "The model must be a path (a str or pathlib.Path); got an int (42).": lambda: api.profile(42, db=db),
+        "The results database must be a path (a str or pathlib.Path); got a list.": lambda: api.confirm("s", ["x"]),
+        "The configuration to search a rate for must be a RunConfig (api.default_configs or api.run_config give one);"
+        " got a RunOptions.": lambda: api.find_max_rate(lenet_ir, RunOptions(), 5, db=db),
+        "The rate search's steps must be a whole number at least 1 and at most 50; got 1000000000.":
+            lambda: api.find_max_rate(lenet_ir, config, 5, db=db, steps=10**9),
+        "tune() takes a threading.Event as cancel (set it to stop the study), not an int (42).":
+            lambda: api.tune(lenet_ir, db=db, cancel=42),
+        "The output folder must be a path (a str or pathlib.Path); got an int (7).":
+            lambda: api.tune(lenet_ir, db=db, export_dir=7),
+        "The constraints must be a Constraints (api.Constraints(max_p99_ms=...)); got a RunOptions.":
+            lambda: api.recommend(runs, constraints=RunOptions()),
+        "The runs to recommend from must be a DataFrame (api.results gives them); got a str.":
+            lambda: api.recommend("s"),
+        "The run to export must be a DeploymentConfig (api.deployment_for_study gives it); got a RunOptions.":
+            lambda: api.export(RunOptions(), "all", out),
+        "The run to render must be a DeploymentConfig": lambda: api.render(runs, "yaml"),
+        "The output folder must be a path (a str or pathlib.Path); got an int (42).": lambda: api.export(dep, "yaml", 42),
+        "The report file '/proc/report.html' is in a place this user cannot write to":
+            lambda: api.write_report(small_store, "s", "/proc/report.html"),
+    }
+    for words, call in calls.items():
+        with pytest.raises(ConfigError) as e:
+            call()
+        assert str(e.value).startswith(words), str(e.value)
+    assert not db.exists() and not out.exists() and _store_bytes(small_store) == before
+
+
 @pytest.mark.parametrize("value", ["three", "", "2.5", "-1"])
 def test_a_store_whose_schema_version_is_not_a_number(small_store, tmp_path, value):
     db = bad_corpus.store_with_schema_version(small_store, tmp_path / "odd.db", value)

@@ -21,9 +21,11 @@ def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path, bun
     `bundle` also copies the model files into each format's repository layout (see `bundle.py`);
     what each format's result then holds is listed in its `files` (text) and `model_files`.
     """
+    from wb_core.errors import check_kind
     from wb_core.export.bundle import write_model_files
     from wb_core.paths import check_output_file, check_output_folder
 
+    check_kind(dep, DeploymentConfig, "The run to export", "api.deployment_for_study gives it")
     names = parse_formats(",".join(formats) if isinstance(formats, (list, tuple)) else formats)
     out = check_output_folder(out)
     rendered = {name: EXPORTERS[name].render(dep) for name in names}
