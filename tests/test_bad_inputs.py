@@ -663,6 +663,17 @@ def test_each_backend_asked_for_opens_the_model_before_the_sweep(tmp_path, backe
     assert r.returncode == 0 and count_runs(db) == 1, r.stderr
 
 
+def test_a_study_whose_points_all_could_not_run_says_why_and_exits_nonzero(tmp_path):
+    """Only a backend that cannot run the model's format was asked for: the points are kept as skipped
+    (with their reason), and the summary line says that reason and the exit status is not success."""
+    path = bad_corpus.matmul_onnx(tmp_path / "m.onnx")
+    db = tmp_path / "r.db"
+    r = wb_here("profile", path, "--backend", "tensorflow", "--db", db, *FAST_FLAGS)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    assert "0 ok, 0 failed, 1 skipped (the tensorflow backend cannot run a model in the ONNX format)" in r.stdout
+    assert list(load_results(db, "m").status) == ["skipped"]  # kept with its reason; nothing measured
+
+
 def test_the_python_api_refuses_objects_in_the_wrong_place_before_any_work(lenet_ir, tmp_path):
     from wb_core import api
     from wb_core.api import ConfigError, MeasureSettings, RunOptions
