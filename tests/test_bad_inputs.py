@@ -931,6 +931,10 @@ def test_numbers_beyond_the_data_or_what_a_command_can_use_are_one_sentence_with
         assert count_runs(small_store) == before
     r = wb_here("results", "--study", "s", "--db", small_store, "--outputs")
     assert r.returncode == 0 and "no INT8 or BF16 run has per-output figures" in r.stdout, r.stderr
+    key = load_results(small_store, "s").key.iloc[0]
+    r = wb_here("layers", "--study", "s", "--db", small_store, "--run", key, "--top", "0", "--iterations", "2")
+    assert r.returncode == 0 and "By layer type:" in r.stdout, r.stderr
+    assert "Slowest" not in r.stdout and "Empty DataFrame" not in r.stdout, r.stdout  # --top 0: the types only
 
 
 def test_an_image_folder_the_parent_cannot_hold_is_refused_before_an_image_is_decoded(lenet_ir, tmp_path):
