@@ -79,7 +79,7 @@ def test_a_registered_backend_is_swept_like_the_others(toy_backend, lenet_ir, db
 def test_a_backend_that_cannot_run_the_format_is_skipped_with_its_reason(toy_backend, lenet_savedmodel, db, fast):
     summary = run_sweep(lenet_savedmodel, SweepSpec(backends="toy"), db, "toy-sm", settings=fast)
     assert summary.skipped == 1
-    assert "the toy backend cannot run a savedmodel model" in load_results(db, "toy-sm").error.iloc[0]
+    assert "the toy backend cannot run a model in the TensorFlow SavedModel format" in load_results(db, "toy-sm").error.iloc[0]
 
 
 def test_the_worker_environment_comes_from_the_registration(toy_backend):

@@ -663,6 +663,17 @@ def test_each_backend_asked_for_opens_the_model_before_the_sweep(tmp_path, backe
     assert r.returncode == 0 and count_runs(db) == 1, r.stderr
 
 
+def test_a_study_whose_points_all_could_not_run_says_why_and_exits_nonzero(tmp_path):
+    """Only a backend that cannot run the model's format was asked for: the points are kept as skipped
+    (with their reason), and the summary line says that reason and the exit status is not success."""
+    path = bad_corpus.matmul_onnx(tmp_path / "m.onnx")
+    db = tmp_path / "r.db"
+    r = wb_here("profile", path, "--backend", "tensorflow", "--db", db, *FAST_FLAGS)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    assert "0 ok, 0 failed, 1 skipped (the tensorflow backend cannot run a model in the ONNX format)" in r.stdout
+    assert list(load_results(db, "m").status) == ["skipped"]  # kept with its reason; nothing measured
+
+
 def test_the_python_api_refuses_objects_in_the_wrong_place_before_any_work(lenet_ir, tmp_path):
     from wb_core import api
     from wb_core.api import ConfigError, MeasureSettings, RunOptions
@@ -687,6 +698,46 @@ def test_the_python_api_refuses_objects_in_the_wrong_place_before_any_work(lenet
             call()
         assert str(e.value).startswith(words), str(e.value)
     assert not db.exists()
+
+
+def test_every_verb_refuses_values_of_the_wrong_kind_in_one_sentence(small_store, lenet_ir, tmp_path):
+    """Paths that are not paths, options objects and callbacks of the wrong kind, given to the verbs after
+    profile: one ConfigError each, before a store is opened or a file written."""
+    from wb_core import api
+    from wb_core.api import ConfigError, RunOptions
+
+    db, out = tmp_path / "r.db", tmp_path / "out"
+    dep = api.deployment_for_study(small_store, "s")
+    runs = api.load_results(small_store, "s")
+    config = api.run_config("s", runs.key.iloc[0], small_store)
+    before = _store_bytes(small_store)
+    calls = {
+        "The model must be a path (a str or pathlib.Path); got an int (42).": lambda: api.profile(42, db=db),
+        "The results database must be a path (a str or pathlib.Path); got a list.": lambda: api.confirm("s", ["x"]),
+        "The configuration to search a rate for must be a RunConfig (api.default_configs or api.run_config give one);"
+        " got a RunOptions.": lambda: api.find_max_rate(lenet_ir, RunOptions(), 5, db=db),
+        "The rate search's steps must be a whole number at least 1 and at most 50; got 1000000000.":
+            lambda: api.find_max_rate(lenet_ir, config, 5, db=db, steps=10**9),
+        "tune() takes a threading.Event as cancel (set it to stop the study), not an int (42).":
+            lambda: api.tune(lenet_ir, db=db, cancel=42),
+        "The output folder must be a path (a str or pathlib.Path); got an int (7).":
+            lambda: api.tune(lenet_ir, db=db, export_dir=7),
+        "The constraints must be a Constraints (api.Constraints(max_p99_ms=...)); got a RunOptions.":
+            lambda: api.recommend(runs, constraints=RunOptions()),
+        "The runs to recommend from must be a DataFrame (api.results gives them); got a str.":
+            lambda: api.recommend("s"),
+        "The run to export must be a DeploymentConfig (api.deployment_for_study gives it); got a RunOptions.":
+            lambda: api.export(RunOptions(), "all", out),
+        "The run to render must be a DeploymentConfig": lambda: api.render(runs, "yaml"),
+        "The output folder must be a path (a str or pathlib.Path); got an int (42).": lambda: api.export(dep, "yaml", 42),
+        "The report file '/proc/report.html' is in a place this user cannot write to":
+            lambda: api.write_report(small_store, "s", "/proc/report.html"),
+    }
+    for words, call in calls.items():
+        with pytest.raises(ConfigError) as e:
+            call()
+        assert str(e.value).startswith(words), str(e.value)
+    assert not db.exists() and not out.exists() and _store_bytes(small_store) == before
 
 
 @pytest.mark.parametrize("value", ["three", "", "2.5", "-1"])
@@ -880,6 +931,10 @@ def test_numbers_beyond_the_data_or_what_a_command_can_use_are_one_sentence_with
         assert count_runs(small_store) == before
     r = wb_here("results", "--study", "s", "--db", small_store, "--outputs")
     assert r.returncode == 0 and "no INT8 or BF16 run has per-output figures" in r.stdout, r.stderr
+    key = load_results(small_store, "s").key.iloc[0]
+    r = wb_here("layers", "--study", "s", "--db", small_store, "--run", key, "--top", "0", "--iterations", "2")
+    assert r.returncode == 0 and "By layer type:" in r.stdout, r.stderr
+    assert "Slowest" not in r.stdout and "Empty DataFrame" not in r.stdout, r.stdout  # --top 0: the types only
 
 
 def test_an_image_folder_the_parent_cannot_hold_is_refused_before_an_image_is_decoded(lenet_ir, tmp_path):

@@ -144,6 +144,27 @@ def test_an_address_that_does_not_speak_the_schedulers_protocol(http_server, len
     assert _nothing_stored(db)
 
 
+@pytest.mark.parametrize("scheme,needle", [("http", "is not a Dask scheduler address"),
+                                           ("ws", "Cannot connect to a Dask scheduler at ws://"),
+                                           ("tls", "with Dask's TLS settings for a tls:// one")])
+def test_an_address_of_another_scheme_is_one_sentence_and_the_command_ends_at_once(http_server, lenet_ir, tmp_path,
+                                                                                    scheme, needle):
+    """Schemes the handshake check does not read: the client's own failure is the sentence, and the client it
+    half built is closed at once (left to exit, it waited 30 s and printed a traceback)."""
+    import time
+
+    address = http_server.replace("tcp://", f"{scheme}://")
+    db = tmp_path / "r.db"
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "wb_core", "profile", str(lenet_ir), "--cluster", address, "--db", str(db),
+                        "--quiet"], capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - t0 < 20, r.stderr
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "unexpected" not in r.stderr, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0], r.stderr
+    assert _nothing_stored(db)
+
+
 def test_the_handshake_reads_a_real_scheduler_and_refuses_a_banner(fleet):
     import socket
     import threading

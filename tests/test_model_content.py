@@ -200,3 +200,41 @@ def test_a_keras_model_and_its_savedmodel_share_their_int8_build(tmp_path, db, f
     assert {describe_model(tmp_path / n).family_reason for n in ("m.keras", "sm")} == {"1 convolution, no attention blocks"}
     x = RNG.standard_normal((2, 8, 8, 3)).astype(np.float32)
     np.testing.assert_array_equal(_run_ir(_fp32_ir(db, "keras"), x), _run_ir(_fp32_ir(db, "savedmodel"), x))
+
+
+def test_a_model_rewritten_after_its_study_is_never_used_under_the_studys_name(tmp_path, db, fast, monkeypatch):
+    """After the study, the user's files are rewritten: a conversion the cache no longer holds is refused
+    rather than made from the new content and kept under the old fingerprint; a layer profile of the
+    user's own IR is refused; a bundle leaves out the files it cannot vouch for, saying why."""
+    from wb_core.api import deployment_for_study, export, layer_profile, load_results, profile
+    from wb_core.variants.convert import ensure_ir
+
+    monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path / "cache"))
+    w, b = RNG.standard_normal((6, 3)).astype(np.float32), RNG.standard_normal(3).astype(np.float32)
+    onnx_model = linear_onnx(tmp_path / "model.onnx", w, b, external="weights.data")
+    old_fp = fingerprint(onnx_model)
+    profile(onnx_model, db=db, study="onnx", backends="onnxruntime", batch_sizes="1", threads="1", settings=fast,
+            accuracy=False)
+    ir = ensure_ir(onnx_model)
+    shutil.copy(ir, tmp_path / "own.xml")
+    shutil.copy(ir.with_suffix(".bin"), tmp_path / "own.bin")
+    own = tmp_path / "own.xml"
+    profile(own, db=db, study="ir", batch_sizes="1", threads="1", settings=fast, accuracy=False)
+    shutil.rmtree(tmp_path / "cache" / "ir")  # the cache forgot the conversion (cleared, or another machine's)
+
+    linear_onnx(tmp_path / "other.onnx", w + 1, b, external="other.data")
+    shutil.copy(tmp_path / "other.data", tmp_path / "weights.data")
+    data = bytearray(own.with_suffix(".bin").read_bytes())
+    data[-1] ^= 0xFF
+    own.with_suffix(".bin").write_bytes(bytes(data))
+
+    with pytest.raises(ModelError, match="has changed since it was measured"):
+        ensure_ir(onnx_model, "onnx", old_fp)
+    assert not (tmp_path / "cache" / "ir" / old_fp).exists()  # nothing kept under the name of what was measured
+    with pytest.raises(ModelError, match=r"The model at '.*own.xml' has changed since it was measured"):
+        layer_profile("ir", load_results(db, "ir").key.iloc[0], db, iterations=2)
+    for study, fmt in (("onnx", "triton"), ("ir", "ovms")):
+        results = export(deployment_for_study(db, study), fmt, tmp_path / f"out-{study}", bundle=True)
+        assert results[fmt].model_files == [], study
+        assert any("has no model files" in n and "has changed since it was measured" in n for n in results[fmt].notes)
+    assert not list((tmp_path / "out-onnx").rglob("*.data")) and not list((tmp_path / "out-ir").rglob("*.bin"))

@@ -68,7 +68,7 @@ def test_bf16_runs_really_execute_bf16(lenet_ir, db, fast):
 def test_tensorflow_backend_on_ir_is_skipped_with_reason(lenet_ir, db, fast):
     s = run_sweep(lenet_ir, SweepSpec(backends="tensorflow"), db, "skip", settings=fast)
     df = load_results(db, "skip")
-    assert s.skipped == 1 and "cannot run a openvino model" in df.error.iloc[0]
+    assert s.skipped == 1 and "cannot run a model in the OpenVINO IR format" in df.error.iloc[0]
 
 
 def test_worker_out_of_memory_is_a_failed_record_and_sweep_goes_on(lenet_ir, db, fast):

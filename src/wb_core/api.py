@@ -436,7 +436,7 @@ def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, s
     from wb_core.tune import tune as _tune
 
     _check_kinds("tune", settings=settings)
-    _check_callbacks("tune", on_progress=on_progress)
+    _check_callbacks("tune", on_progress=on_progress, cancel=cancel)
     return _tune(model, time_budget=time_budget, db=db, study=study, data=data, text=text, tokenizer=tokenizer,
                  dynamic_size=dynamic_size, batch_sizes=batch_sizes, settings=settings, export_dir=export_dir,
                  on_progress=on_progress, calib_size=calib_size, progress=progress, cancel=cancel)

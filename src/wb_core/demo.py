@@ -69,9 +69,12 @@ def write_demo(name: str, out_dir: str | Path) -> Path:
 
 def resolve_model(model: str | Path) -> Path:
     """A demo name becomes its cached SavedModel; anything else is a path as given."""
-    if isinstance(model, str) and model in DEMOS and not Path(model).exists():
+    from wb_core.paths import given_path
+
+    path = given_path(model, "The model")
+    if isinstance(model, str) and model in DEMOS and not path.exists():
         return demo_model_path(model)
-    return Path(model)
+    return path
 
 
 # ---- the builders (run inside a child process: they import TensorFlow) ----

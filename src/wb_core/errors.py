@@ -112,3 +112,18 @@ class StoreError(WorkbenchError):
 
 class WorkerError(WorkbenchError):
     """A child process failed before it could report a result."""
+
+
+def check_kind(value, kinds, what: str, how: str = "") -> None:
+    """Refuse `value` unless it is one of `kinds` (a type or a tuple of types): a ConfigError saying
+    "`what` must be a Kind (`how` to get one); got a Other.", before any work reads a field it lacks."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if isinstance(value, kinds):
+        return
+
+    def a(name: str) -> str:
+        return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+    wanted = " or ".join(a(k.__name__) for k in kinds if k is not type(None))  # None, where taken, goes unsaid
+    got = "None" if value is None else a(type(value).__name__)
+    raise ConfigError(f"{what} must be {wanted}{f' ({how})' if how else ''}; got {got}.")

@@ -10,6 +10,7 @@ process asks a child for it (see `wb_core.proc.parent`); ONNX and IR are read wi
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 
 import numpy as np
@@ -141,15 +142,29 @@ def onnx_external_files(path: str | Path) -> tuple[str, ...]:
     return _EXTERNAL[key]
 
 
+# SHA-256 per file, by (path, inode, size, mtime): a rewritten file gets a new mtime, so it is read again,
+# while the checks that a model is still the one measured cost one stat() per file after the first. Only
+# files unchanged for RACY_S are kept: a rewrite within the file system's clock tick keeps the mtime.
+_DIGESTS: dict[tuple, str] = {}
+RACY_S = 2.0
+
+
 def file_digests(path: str | Path) -> dict[str, str]:
     """Label -> SHA-256 of the bytes, for every file the model reads (see `model_files`)."""
     out = {}
     for label, f in model_files(path):
-        h = hashlib.sha256()
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        out[label] = h.hexdigest()
+        st = f.stat()
+        key = (str(f.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+        digest = _DIGESTS.get(key)
+        if digest is None:
+            h = hashlib.sha256()
+            with open(f, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+            digest = h.hexdigest()
+            if time.time() - st.st_mtime > RACY_S:
+                _DIGESTS[key] = digest
+        out[label] = digest
     return out
 
 
@@ -161,6 +176,29 @@ def fingerprint(path: str | Path, digests: dict[str, str] | None = None) -> str:
     for label in sorted(digests):
         h.update(f"{label}\0{digests[label]}\n".encode())
     return h.hexdigest()[:16]
+
+
+def check_measured(path: str | Path, fp: str | None) -> None:
+    """Refuse to use the model at `path` for a study that measured content `fp` (its stored fingerprint)
+    when a file it reads now holds something else: a converted file cached under `fp`, a layer profile
+    or a bundle would otherwise be the changed model under the study's name. None: nothing to compare."""
+    if not fp or fp == "None" or fingerprint(path) == fp:
+        return
+    raise ModelError(f"The model at '{path}' has changed since it was measured (its files' content differs from the "
+                     f"study's); profile it again in a new study.")
+
+
+def own_files(paths, model: str | Path) -> bool:
+    """Whether any of `paths` is a file the model at `model` reads (the user's own, which may have been
+    rewritten since it was measured) rather than one the workbench made (cached by content)."""
+    model = Path(model)
+    try:
+        if not model.exists():
+            return False
+        own = {f.resolve() for _, f in model_files(model)}
+    except (ModelError, OSError):
+        return True  # a file it reads is missing: what it reads now cannot be what was measured
+    return any(Path(p).resolve() in own for p in paths)
 
 
 def changed_files(stored: dict[str, str], path: str | Path) -> list[str]:

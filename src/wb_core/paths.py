@@ -13,6 +13,19 @@ def cache_dir() -> Path:
     return d
 
 
+def given_path(value, what: str) -> Path:
+    """`value` as a Path when it is one a user can give (a str or os.PathLike); else a ConfigError naming
+    `what` ("The model", "The results database") and what it got, before anything is read or stored."""
+    from wb_core.errors import ConfigError
+
+    if isinstance(value, (str, os.PathLike)) and not isinstance(value, bytes):
+        return Path(value)
+    kind = type(value).__name__
+    shown = f" ({value!r})" if isinstance(value, (int, float, bool)) else ""
+    raise ConfigError(f"{what} must be a path (a str or pathlib.Path); got {'an' if kind[:1] in 'aeiou' else 'a'} "
+                      f"{kind}{shown}.")
+
+
 def default_db() -> Path:
     """The default results database: `wb.db` in the working directory, or `$WB_DB`."""
     return Path(os.environ.get("WB_DB") or "wb.db")
@@ -65,7 +78,7 @@ def check_output_file(path: str | Path, flag: str | None = None) -> Path:
     from wb_core.errors import ConfigError, setting
 
     flag = flag or setting("out", "The output file")
-    p = Path(path).expanduser()
+    p = given_path(path, flag).expanduser()
     _check_name_lengths(p, flag)
     if p.is_dir():
         raise ConfigError(f"{flag} '{p}' is a folder; give a file name, e.g. {p / 'plots.html'}.")
@@ -84,7 +97,7 @@ def check_output_folder(path: str | Path, flag: str | None = None) -> Path:
     from wb_core.errors import ConfigError, setting
 
     flag = flag or setting("out", "The output folder")
-    p = Path(path).expanduser()
+    p = given_path(path, flag).expanduser()
     _check_name_lengths(p, flag)
     if p.exists() and not p.is_dir():
         raise ConfigError(f"{flag} '{p}' is a file; give a folder to write into.")

@@ -135,9 +135,11 @@ def _precision_loss(db, study: str, df) -> str:
 
 
 def write_report(db: str | Path, study: str, out: str | Path, **kwargs) -> Path:
-    """Write the report of a study to `out` and return its path."""
+    """Write the report of a study to `out` and return its path (`out` checked before the report is built)."""
+    from wb_core.paths import check_output_file
+
+    out = check_output_file(out, "The report file")
     text = build_report(db, study, **kwargs)
-    out = Path(out)
     try:
         if out.parent and not out.parent.exists():
             out.parent.mkdir(parents=True, exist_ok=True)

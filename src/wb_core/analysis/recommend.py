@@ -276,6 +276,10 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
     Overlapping runs not shown equivalent leave the higher median picked, and a note asks for more
     rounds (`--ci`). Runs whose accuracy guard failed are never recommended; a note says which.
     """
+    from wb_core.errors import check_kind
+
+    check_kind(df, (pd.DataFrame, type(None)), "The runs to recommend from", "api.results gives them")
+    check_kind(constraints, (Constraints, type(None)), "The constraints", "api.Constraints(max_p99_ms=...)")
     constraints = constraints or Constraints()
     objective = check_objective(objective)
     if df is None or df.empty:

@@ -198,11 +198,12 @@ def layers(study: str = typer.Option(..., "--study"), run: str = typer.Option(..
     t["time_ms"] = t["time_ms"].map(lambda v: f"{v:.4f}")
     t["share"] = t["share"].map(lambda v: f"{v:.1%}")
     echo(t.to_string(index=False))
-    echo(f"\nSlowest {min(top, len(profile.layers))} layers:")
-    v = profile.top(top)[["name", "type", "exec_type", "precision", "time_ms", "share"]].copy()
-    v["time_ms"] = v["time_ms"].map(lambda x: f"{x:.4f}")
-    v["share"] = v["share"].map(lambda x: f"{x:.1%}")
-    echo(v.to_string(index=False))
+    if top:  # --top 0: the layer types only
+        echo(f"\nSlowest {min(top, len(profile.layers))} layers:")
+        v = profile.top(top)[["name", "type", "exec_type", "precision", "time_ms", "share"]].copy()
+        v["time_ms"] = v["time_ms"].map(lambda x: f"{x:.4f}")
+        v["share"] = v["share"].map(lambda x: f"{x:.1%}")
+        echo(v.to_string(index=False))
     if out:
         from wb_core.api import plots, write_output_file
 

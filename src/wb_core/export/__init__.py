@@ -21,12 +21,14 @@ def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path, bun
     `bundle` also copies the model files into each format's repository layout (see `bundle.py`);
     what each format's result then holds is listed in its `files` (text) and `model_files`.
     """
+    from wb_core.errors import check_kind
     from wb_core.export.bundle import write_model_files
     from wb_core.paths import check_output_file, check_output_folder
 
-    text = ",".join(formats) if isinstance(formats, (list, tuple)) else str(formats)
-    names = parse_formats(text)
-    every = "all" in [t.strip().lower() for t in text.replace(";", ",").split(",")]
+    check_kind(dep, DeploymentConfig, "The run to export", "api.deployment_for_study gives it")
+    asked = ",".join(formats) if isinstance(formats, (list, tuple)) else str(formats)
+    names = parse_formats(asked)
+    every = "all" in [t.strip().lower() for t in asked.replace(";", ",").split(",")]
     cannot = {name: why for name in names if (why := cannot_serve(dep, name))}
     if cannot and not every:
         raise ConfigError(next(iter(cannot.values())))

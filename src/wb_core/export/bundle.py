@@ -57,21 +57,40 @@ def model_files(dep: DeploymentConfig, fmt: str, notes: list[str]) -> list[tuple
         from wb_core.models import onnx_external_files
 
         extra = onnx_external_files(src) if src.suffix.lower() == ".onnx" else ()  # the weights it reads by name
-        return [(f"{base}/{model_file_name(dep, fmt)}", src)] + [(f"{base}/{loc}", src.parent / loc) for loc in extra]
+        return _as_measured(dep, fmt, notes, [(f"{base}/{model_file_name(dep, fmt)}", src)]
+                            + [(f"{base}/{loc}", src.parent / loc) for loc in extra])
     if wants_ir:
         files = _ir_files(dep)
         if files is None:
             notes.append(f"The bundle has no model files for {fmt}: the OpenVINO IR ({dep.model.ir_path or 'none'}) "
                          "is not on disk; profile the study again to rebuild it.")
             return []
-        return [(f"{base}/model.xml", files[0]), (f"{base}/model.bin", files[1])]
+        return _as_measured(dep, fmt, notes, [(f"{base}/model.xml", files[0]), (f"{base}/model.bin", files[1])])
     files = _savedmodel_files(dep)
     if files is None:
         notes.append(f"The bundle has no model files for {fmt}: it serves a SavedModel, and this study has none "
                      f"on disk ({dep.model.savedmodel_path or 'its model is not a TensorFlow model'}).")
         return []
     base = (layout.savedmodel_dir or layout.model_dir).format(name=name)
-    return [(f"{base}/{rel}", src) for rel, src in files]
+    return _as_measured(dep, fmt, notes, [(f"{base}/{rel}", src) for rel, src in files])
+
+
+def _as_measured(dep: DeploymentConfig, fmt: str, notes: list[str], files: list[tuple[str, Path]]
+                 ) -> list[tuple[str, Path]]:
+    """`files`, when they hold what the run measured: the workbench's cache is keyed by content, but a
+    user's own file (an IR, an ONNX file and its weights, a SavedModel) may have been rewritten since."""
+    from wb_core.errors import ModelError
+    from wb_core.models import check_measured, own_files
+
+    if not own_files([src for _, src in files], dep.model.path):
+        return files
+    try:
+        check_measured(dep.model.path, dep.model.fingerprint)
+    except ModelError as e:
+        why = str(e).rstrip(".")
+        notes.append(f"The bundle has no model files for {fmt}: {why[:1].lower()}{why[1:]}.")
+        return []
+    return files
 
 
 def write_model_files(dep: DeploymentConfig, fmt: str, base: str | Path, notes: list[str]) -> list[str]:

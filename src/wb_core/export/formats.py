@@ -124,6 +124,10 @@ def parse_generation_formats(text: str) -> list[str]:
 
 def render(dep, fmt: str):
     """One format of a DeploymentConfig, as an ExportResult."""
+    from wb_core.errors import check_kind
+    from wb_core.export.deployment import DeploymentConfig
+
+    check_kind(dep, DeploymentConfig, "The run to render", "api.deployment_for_study gives it")
     (name,) = parse_formats(fmt) if fmt != "all" else (None,)
     if name is None:
         raise ConfigError("render() takes one format; use export() for several.")

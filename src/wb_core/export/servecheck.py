@@ -352,6 +352,10 @@ def serve_check(db: str | Path, study: str, run_key: str, *, max_time: float | N
     if not dep.model.ir_path or not Path(dep.model.ir_path).is_file():
         raise WorkbenchError(f"The OpenVINO IR run {dep.measurement.run_key} measured is not on disk "
                              f"({dep.model.ir_path or 'the model has moved'}); profile the study again to rebuild it.")
+    from wb_core.models import check_measured, own_files
+
+    if own_files([dep.model.ir_path], dep.model.path):  # the user's own IR: still what was measured?
+        check_measured(dep.model.path, dep.model.fingerprint)
     with Store(db, readonly=True) as s:
         info = s.get_study(study)
         cfg = s.run_config(study, dep.measurement.run_key)

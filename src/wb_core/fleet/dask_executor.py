@@ -78,6 +78,24 @@ def check_scheduler(address: str, connect_timeout: float, timeout: float = HANDS
             raise NotAScheduler("what it sent is not Dask's handshake")
 
 
+def _connect(client_class, address: str, timeout: float):
+    """A Dask client connected to `address`. A client whose connection failed is closed at once: left
+    to the garbage collector, it would wait 30 s at exit and print a traceback while closing."""
+
+    class Closing(client_class):
+        def start(self, **kwargs):
+            try:
+                return super().start(**kwargs)
+            except BaseException:
+                try:
+                    self.close(timeout=2)
+                except Exception:  # closing what never opened: the connection's own error is the one to tell
+                    pass
+                raise
+
+    return Closing(address, timeout=timeout, set_as_default=False)
+
+
 def _probe(dask_worker=None) -> dict:
     """Runs on each worker: the host's identity and hardware."""
     from wb_core.fleet.hosts import describe_this_host
@@ -132,7 +150,7 @@ class DaskExecutor:
         self.ship_model = ship_model
         try:
             check_scheduler(address, connect_timeout, min(connect_timeout, HANDSHAKE_TIMEOUT_S))
-            self.client = Client(address, timeout=connect_timeout, set_as_default=False)
+            self.client = _connect(Client, address, connect_timeout)
         except NotAScheduler as why:
             raise ConfigError(f"The address {address} answers, but not as a Dask scheduler ({why}); give the "
                               f"scheduler's own address ({setting('cluster', 'Cluster')}: tcp://HOST:8786 as `dask "
@@ -142,6 +160,12 @@ class DaskExecutor:
                                  f"`dask scheduler` there, or check the address (tcp://HOST:PORT).") from None
         except ValueError as e:  # an address Dask cannot parse
             raise ConfigError(f"'{address}' is not a Dask scheduler address (tcp://HOST:PORT): {e}.") from None
+        except Exception as e:  # a transport's own failure (a TLS address without TLS settings, a websocket refused)
+            from wb_core.model_inputs import first_line
+
+            raise ConfigError(f"Cannot connect to a Dask scheduler at {address}: {first_line(e)}; give the "
+                              f"scheduler's own address ({setting('cluster', 'Cluster')}: tcp://HOST:8786 as `dask "
+                              f"scheduler` prints it), with Dask's TLS settings for a tls:// one.") from None
         self.connect_timeout = connect_timeout
         self._down_since: float | None = None  # when asking the scheduler first failed (None: it answers)
         self._live: set[str] | None = None  # the workers it named last

@@ -178,6 +178,9 @@ class PostgresConnection(Connection):
 
 def connect(target, readonly: bool) -> tuple[Connection, str]:
     """A connection to a database file or URL, and how to name it in messages."""
+    from wb_core.paths import given_path
+
+    given_path(target, "The results database")  # an int or a list is a sentence, not pathlib's TypeError
     if is_url(target):
         url = normalise_url(target)
         try:

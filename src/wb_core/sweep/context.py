@@ -52,10 +52,15 @@ class SweepSummary:
     ci: object = None  # what an interval target gave (sweep.local.CiOutcome), when one was set
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # things a user should know, e.g. accuracy skipped
+    skip_reasons: list[str] = field(default_factory=list)  # why points were skipped, each reason once
 
     def line(self) -> str:
+        # A study whose points were all skipped says why on its one line, not only in the stored rows.
+        shown = self.skip_reasons[:3] + ([f"{len(self.skip_reasons) - 3} more reasons"] if len(self.skip_reasons) > 3
+                                         else [])
+        why = f" ({'; '.join(printable(r) for r in shown)})" if self.skipped and shown else ""
         return (f"Study '{printable(self.study)}' in {printable(self.db)}: "
-                f"{self.ok} ok, {self.failed} failed, {self.skipped} skipped, "
+                f"{self.ok} ok, {self.failed} failed, {self.skipped} skipped{why}, "
                 f"{self.skipped_done} already stored"
                 + (f", {self.held_elsewhere} left to another sweep measuring them" if self.held_elsewhere else "")
                 + (" (cancelled)" if self.cancelled else "") + ".")
@@ -75,7 +80,9 @@ def library_versions() -> dict:
 def infeasible_reason(cfg: RunConfig, fmt: str, hw: hardware.Hardware) -> str | None:
     """Why a config cannot run here (checked before any worker starts), or None."""
     if fmt not in backend_formats(cfg.backend):
-        return f"the {cfg.backend} backend cannot run a {fmt} model"
+        from wb_core.models import format_title
+
+        return f"the {cfg.backend} backend cannot run a model in the {format_title(fmt)} format"
     ok, why = hw.supports(cfg.precision)
     if not ok:
         return f"{cfg.precision} skipped: {why}"
@@ -577,6 +584,7 @@ class SweepContext:
         setattr(self.summary, status, getattr(self.summary, status) + 1)
         if error and status == "failed":
             self.summary.errors.append(f"{cfg.label()}{f' on {where}' if where else ''}: {error}")
+        self._skip_reason(status, error)
         if self.bar is not None:
             self.bar.update(1)
         point = {"key": key, "config": cfg, "status": status, "metrics": metrics, "error": error}
@@ -586,6 +594,10 @@ class SweepContext:
         if self.on_point:
             self.on_point(point)
         return point
+
+    def _skip_reason(self, status: str, error: str | None) -> None:
+        if status == "skipped" and error and str(error) not in self.summary.skip_reasons:
+            self.summary.skip_reasons.append(str(error))
 
     def record_round(self, cfg: RunConfig, round_no: int, status: str, metrics: dict | None = None,
                      error: str | None = None) -> dict:
@@ -605,6 +617,7 @@ class SweepContext:
             setattr(self.summary, status, getattr(self.summary, status) + 1)
             if error and status == "failed":
                 self.summary.errors.append(f"{cfg.label()}: {error}")
+            self._skip_reason(status, error)
         if self.bar is not None:
             self.bar.update(1)
         point = {"key": key, "config": cfg, "status": status, "metrics": summary_metrics, "error": error,

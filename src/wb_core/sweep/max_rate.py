@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from wb_core.config import InputOptions, MeasureSettings, RunConfig
-from wb_core.errors import ConfigError, WorkbenchError
+from wb_core.errors import ConfigError, WorkbenchError, check_kind
 from wb_core.proc.parent import run_child
 from wb_core.sweep.context import SweepContext, point_timeout
 from wb_core.sweep.local import worker_task
@@ -25,8 +25,12 @@ def find_max_rate(model, config: RunConfig, p99_ms: float, db: str | Path, study
     Returns {"best": {...} or None, "closed_loop_rate", ...}.
     """
     from wb_core.config import check_p99_target
+    from wb_core.parsing import check_number
 
+    # options of another kind would fail deep inside, after the study opens
+    check_kind(config, RunConfig, "The configuration to search a rate for", "api.default_configs or api.run_config give one")
     check_p99_target(p99_ms)
+    steps = check_number(steps, "The rate search's steps", 1, 50, integer=True)
     ctx = SweepContext(model, db, study, [config], settings=settings or MeasureSettings(max_time_s=3.0),
                        inputs=inputs, precision=precision, on_point=on_point)
     result: dict = {}

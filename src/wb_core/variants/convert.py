@@ -20,7 +20,7 @@ from pathlib import Path
 
 from wb_core.backends.registry import backend_formats, get, loaders, names
 from wb_core.errors import ModelError
-from wb_core.models import IR_FORMAT, detect_format, fingerprint
+from wb_core.models import IR_FORMAT, check_measured, detect_format, fingerprint
 from wb_core.paths import cache_dir
 from wb_core.proc.parent import run_task
 
@@ -46,10 +46,12 @@ def ensure_ir(path: str | Path, fmt: str | None = None, fp: str | None = None) -
     path = Path(path)
     fmt = fmt or detect_format(path)
     if fmt == IR_FORMAT:
+        check_measured(path, fp)
         return path
     fp = fp or fingerprint(path)
 
     def build(tmp: Path):
+        check_measured(path, fp)  # a file converted now is cached under `fp`: it must hold what `fp` names
         res = run_task({"task": "wb_core.variants.ir_tasks:task_convert_ir", "format": fmt, "path": str(path),
                         "out": str(tmp / "model.xml")},
                        timeout=1800, what=f"converting '{path}' to OpenVINO IR")
@@ -87,6 +89,7 @@ def ensure_savedmodel(path: str | Path, fmt: str | None = None, fp: str | None =
     path = Path(path)
     fmt = fmt or detect_format(path)
     if fmt == "savedmodel":
+        check_measured(path, fp)
         return path
     if not loaders(fmt, "savedmodel"):
         runs_sm = ", ".join(n for n in names() if get(n).loads == "savedmodel") or "none registered"
@@ -96,6 +99,7 @@ def ensure_savedmodel(path: str | Path, fmt: str | None = None, fp: str | None =
     fp = fp or fingerprint(path)
 
     def build(tmp: Path):
+        check_measured(path, fp)
         run_task({"task": "convert", "target": "savedmodel", "format": fmt, "path": str(path),
                   "out": str(tmp / "saved_model")}, timeout=1800, what=f"exporting '{path}' as a SavedModel")
 
@@ -108,6 +112,7 @@ def variant_path(backend: str, path: str | Path, fmt: str, fp: str) -> Path:
     if loads in MAKERS:
         return MAKERS[loads](path, fmt, fp)
     if loads == fmt:  # a backend that runs the model file as it is
+        check_measured(path, fp)
         return Path(path)
     raise ModelError(f"The {backend} backend loads {loads} files, which the workbench cannot make from a {fmt} model.")
 
