@@ -28,7 +28,7 @@ def export(dep: DeploymentConfig, formats: str | list[str], out: str | Path, bun
     check_kind(dep, DeploymentConfig, "The run to export", "api.deployment_for_study gives it")
     asked = ",".join(formats) if isinstance(formats, (list, tuple)) else str(formats)
     names = parse_formats(asked)
-    every = "all" in [t.strip().lower() for t in asked.replace(";", ",").split(",")]
+    every = set(names) == set(FORMATS)  # `all`, or every format by name
     cannot = {name: why for name in names if (why := cannot_serve(dep, name))}
     if cannot and not every:
         raise ConfigError(next(iter(cannot.values())))
