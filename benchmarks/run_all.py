@@ -31,6 +31,7 @@ SCRIPTS = [
     ("Search efficiency", "search_efficiency.py", [], ["--quick"]),
     ("Value of tuning", "value_of_tuning.py", [], ["--quick"]),
     ("Noise", "noise.py", [], ["--quick"]),
+    ("Comparison design", "comparison_design.py", [], ["--quick"]),
     ("Sweep cost", "sweep_cost.py", ["--max-time", "3"], ["--max-time", "1"]),
     ("Instances", "instances.py", ["--max-time", "2"], ["--max-time", "1", "--models", "lenet-digits"]),
     ("Precision throughput", "precision_throughput.py", ["--rounds", "3"],
