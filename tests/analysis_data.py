@@ -47,10 +47,16 @@ def sample_frame() -> pd.DataFrame:
 def make_study_db(path, runs: list[dict], name: str = "t", model_path: str = "/nonexistent/t",
                   inputs=None) -> None:
     """A results database holding `runs` as if a sweep had stored them."""
+    from pathlib import Path
+
+    from wb_core.models import fingerprint
     from wb_core.store import Store
 
+    # A model on disk is stored with its content's fingerprint, as a sweep stores it: what reads the
+    # study later checks that the model is still the one measured.
+    fp = fingerprint(model_path) if Path(model_path).exists() else "fp0"
     with Store(path) as s:
-        s.ensure_study(name, model_path, "openvino", "fp0", HARDWARE, "hw0", {"openvino": "2026.4.1"},
+        s.ensure_study(name, model_path, "openvino", fp, HARDWARE, "hw0", {"openvino": "2026.4.1"},
                        {"sweep": {}, "settings": {}, "inputs": {}},
                        inputs if inputs is not None else [{"name": "image", "shape": [-1, 8, 8, 1],
                                                            "dtype": "float32"}])

@@ -285,7 +285,10 @@ def test_a_backend_that_serves_the_model_file_as_it_is_gets_that_file_in_the_exp
     onnx = tmp_path / "lenet" / "lenet.onnx"
     onnx.parent.mkdir()
     onnx.write_bytes(b"not really onnx")
-    study = {"name": "s", "model_path": str(onnx), "model_format": "onnx", "model_fingerprint": "f",
+    from wb_core.models import fingerprint
+
+    # The study's fingerprint is the file's, as a sweep stores it: the bundle copies only what was measured.
+    study = {"name": "s", "model_path": str(onnx), "model_format": "onnx", "model_fingerprint": fingerprint(onnx),
              "inputs": [{"name": "x", "shape": [-1, 4], "dtype": "float32"}], "hardware": {}, "versions": {}}
     run = {"key": "k2", "backend": "filert", "precision": "fp32", "batch_size": 1, "threads": 2,
            "inter_op_threads": 1, "concurrency": 1, "instances": 1, "latency_ms_p50": 1.0}

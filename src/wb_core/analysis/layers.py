@@ -117,7 +117,6 @@ def study_layer_profile(db: str | Path, study: str, run_key: str, iterations: in
     """
     from wb_core.analysis.recommend import find_run
     from wb_core.models import check_measured
-    from wb_core.paths import cache_dir
     from wb_core.store import Store
     from wb_core.variants.convert import ensure_ir
 
@@ -135,7 +134,7 @@ def study_layer_profile(db: str | Path, study: str, run_key: str, iterations: in
     variant = row.get("variant_path")
     if isinstance(variant, str) and variant.endswith(".xml") and Path(variant).exists():
         ir = Path(variant)
-        if cache_dir().resolve() not in ir.resolve().parents:  # the user's own IR: still what was measured?
+        if ir.resolve() == Path(info["model_path"]).resolve():  # the user's own IR: still what was measured?
             check_measured(ir, info.get("model_fingerprint"))
     else:
         ir = ensure_ir(info["model_path"], info.get("model_format"), info.get("model_fingerprint"))
