@@ -356,3 +356,21 @@ def test_a_generation_run_is_named_by_its_own_settings_in_words():
         "OpenVINO GenAI · INT8 weights · BF16 activations · 128-token prompts · 32 tokens out · 2 threads · not pinned")
     assert "INT4 share" not in run_name({**row, "ratio": 1.0})
     assert run_name({**row, "weight_format": "none"}).startswith("OpenVINO GenAI · the model's own weights · BF16")
+
+
+def test_poisson_arrivals_count_each_requests_wait_from_its_arrival(generator, tmp_path):
+    # A rate no CPU keeps up with puts every request at the door at once: through one slot each waits
+    # for those before it (the last for three services). At 2 a second they hardly wait at all.
+    df = generate_profile(generator, db=tmp_path / "p.db", study="p", threads="1", prompt_lens="16", output_lens="8",
+                          requests=4, rates="100000,2", concurrency="1")
+    rows = {r["rate"]: r for r in df.to_dict("records")}
+    flood, calm = rows[100000.0], rows[2.0]
+    for r in (flood, calm):
+        assert r["status"] == "ok" and r["requests"] == 4 and r["target_rate"] == r["rate"], r
+        assert r["ttft_p99_ms"] >= r["queue_p99_ms"]  # the first token counts from the arrival
+    service = calm["e2e_p50_ms"]  # a request that did not wait: its own time
+    assert flood["queue_p99_ms"] > 2 * service, (flood["queue_p99_ms"], service)
+    assert calm["queue_ms_mean"] < 0.5 * service, (calm["queue_ms_mean"], service)
+    from wb_core.api import run_name
+
+    assert run_name(flood).endswith("· 100000 req/s") and "in flight" not in run_name(flood)

@@ -449,6 +449,7 @@ GENERATION: tuple[Axis, ...] = (
          text_default="32", annotation="int", ordered=True, stage="point", searched=False, in_name="{value} tokens out",
          name_rank=7),
     _generic("concurrency"),
+    _generic("rate"),  # requests arriving at random (Poisson), at most `concurrency` of them in flight
 )
 
 

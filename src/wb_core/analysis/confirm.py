@@ -411,7 +411,9 @@ def _guard_failed(row: dict) -> bool:
 
 def _requests(row: dict) -> str:
     n = row.get("requests_in_flight")
-    return f", {int(n)} request(s) in flight as the runtime asks" if n == n and n else ""
+    from wb_core.analysis.words import plural
+
+    return f", {plural(int(n), 'request')} in flight as the runtime asks" if n == n and n else ""
 
 
 def _executed(row: dict) -> str:

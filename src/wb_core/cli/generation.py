@@ -14,7 +14,8 @@ from wb_core.cli.app import app, echo, report_summary
 from wb_core.cli.app import fail as _fail
 
 GENERATION_TABLE = [("variant", "weights"), ("inference_precision", "prec"), ("kv_cache_precision", "kv"),
-                    ("threads", "threads"), ("cores", "cores"), ("concurrency", "in flight"), ("prompt_len", "in"),
+                    ("threads", "threads"), ("cores", "cores"), ("concurrency", "in flight"), ("rate", "arrivals/s"),
+                    ("prompt_len", "in"),
                     ("output_len", "out"), ("ttft_p50_ms", "TTFT p50"), ("ttft_p99_ms", "TTFT p99"),
                     ("tpot_p50_ms", "TPOT p50"), ("tpot_p99_ms", "TPOT p99"), ("e2e_p99_ms", "latency p99"),
                     ("output_tokens_per_s", "tokens/s"), ("requests_per_s", "req/s"), ("peak_rss_mb", "peak MB"),

@@ -28,6 +28,7 @@ class GenPoint:
     prompt_len: int = 32
     output_len: int = 32
     concurrency: int = 1
+    rate: float | None = None  # Poisson arrivals per second (None: the next request as soon as one ends)
 
     def canonical(self) -> dict:
         """The settings that differ from their defaults (a run key hashes these)."""
@@ -67,7 +68,7 @@ class GenPoint:
 
         return (f"{self.variant_name()} {self.inference_precision} kv {v(self.kv_cache_precision)} "
                 f"threads {v(self.threads)} cores={format_cores(self.cores)} c{self.concurrency} "
-                f"in {self.prompt_len} out {self.output_len}")
+                f"in {self.prompt_len} out {self.output_len}" + (f" at {self.rate:g} req/s" if self.rate else ""))
 
 
 @dataclass

@@ -290,6 +290,52 @@ def _batched(pipe, prompts, cfg, concurrency: int) -> list[dict]:
     return out
 
 
+def _poisson(pipe, prompts, cfg, rate: float, in_flight: int, seed: int = 0) -> list[dict]:
+    """Open loop through ContinuousBatchingPipeline: requests arrive at random (Poisson, `rate` per
+    second, the arrival times drawn beforehand from `seed`), at most `in_flight` of them are run at
+    once, and the others wait in arrival order. A request's TTFT and end-to-end latency count from
+    its arrival: the runtime's own TTFT (from `add_request`) plus the time it waited to be added,
+    which is where a server that cannot keep up shows it."""
+    import numpy as np
+    import openvino_genai as og
+
+    gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=len(prompts))
+    start = time.perf_counter() + 0.01
+    arrivals = start + np.cumsum(gaps) - gaps[0]  # the first request arrives at the start
+    waiting: list[int] = []
+    live: dict[int, dict] = {}
+    out: list[dict] = []
+    nxt = 0
+    while nxt < len(prompts) or waiting or live:
+        now = time.perf_counter()
+        while nxt < len(prompts) and arrivals[nxt] <= now:
+            waiting.append(nxt)
+            nxt += 1
+        while waiting and len(live) < in_flight:
+            rid = waiting.pop(0)
+            live[rid] = {"handle": pipe.add_request(rid, _request_input(prompts[rid]), cfg),
+                         "arrival": float(arrivals[rid]), "added": time.perf_counter()}
+        if not live:  # nothing to run until the next arrival: sleep, not spin (the CPUs serve the model)
+            time.sleep(max(0.0, min(float(arrivals[nxt]) - time.perf_counter(), 0.05)))
+            continue
+        pipe.step()
+        now = time.perf_counter()
+        for rid in list(live):
+            r = live[rid]
+            h = r["handle"]
+            if h.can_read():
+                h.read()
+            if h.get_status() != og.GenerationStatus.RUNNING:
+                stats = request_stats(h.get_perf_metrics(), r["arrival"], now)
+                wait_ms = (r["added"] - r["arrival"]) * 1e3
+                if stats["ttft_ms"] is not None:
+                    stats["ttft_ms"] += wait_ms
+                out.append({**stats, "queue_ms": wait_ms})
+                emit({"type": "heartbeat"})
+                del live[rid]
+    return out
+
+
 def task_generate(task: dict) -> None:
     """Measure one configuration: load, warm up (not counted), run the requests, emit a point."""
     _apply(task)
@@ -300,8 +346,9 @@ def task_generate(task: dict) -> None:
     folder = task["folder"]
     props = plugin_properties(task)
     concurrency = int(task.get("concurrency") or 1)
+    rate = float(task["rate"]) if task.get("rate") else None
     t_load = time.perf_counter()
-    if concurrency > 1:
+    if concurrency > 1 or rate:  # requests overlap: the continuous-batching pipeline schedules them
         sched = og.SchedulerConfig()
         if task.get("cache_size_gb"):
             sched.cache_size = int(task["cache_size_gb"])
@@ -322,10 +369,11 @@ def task_generate(task: dict) -> None:
     texts = prompt_texts(pipe.get_tokenizer(), prompts)
     ran["prompt_input"] = "text" if texts is not None else "token ids"
     prompts = texts if texts is not None else prompts
-    run = (lambda ps: _batched(pipe, ps, cfg, concurrency)) if concurrency > 1 else (lambda ps: _single(pipe, ps, cfg))
-    run(prompts[:warmup])
+    run = (lambda ps: _batched(pipe, ps, cfg, concurrency)) if concurrency > 1 or rate else (
+        lambda ps: _single(pipe, ps, cfg))
+    run(prompts[:warmup])  # warm-up back to back, arrivals or not
     cpu0, t0 = time.process_time(), time.perf_counter()  # CPU time of every thread, nanosecond clock
-    stats = run(prompts[warmup:])
+    stats = _poisson(pipe, prompts[warmup:], cfg, rate, concurrency) if rate else run(prompts[warmup:])
     wall = time.perf_counter() - t0
     busy = time.process_time() - cpu0
     metrics: dict = {"study_kind": "generation", "requests": len(stats), "load_s": load_s, "measure_s": wall}
@@ -335,6 +383,10 @@ def task_generate(task: dict) -> None:
             metrics[f"{name[:-3] if name.endswith('_ms') else name}_p{q}" + ("_ms" if name.endswith("_ms") else "")] = \
                 percentile(values, q) if values else None
         metrics[f"{name}_mean"] = sum(values) / len(values) if values else None
+    if rate:  # the arrivals asked for, those served per second, and how long requests waited to start
+        waits = [s["queue_ms"] for s in stats]
+        metrics.update(target_rate=rate, achieved_rate=len(stats) / wall, queue_p99_ms=percentile(waits, 99),
+                       queue_ms_mean=sum(waits) / len(waits))
     for name in ("genai_ttft_ms", "genai_tpot_ms", "tokenization_ms"):
         values = [s[name] for s in stats if s.get(name) is not None]
         metrics[name if name.startswith("genai") else f"{name}_mean"] = sum(values) / len(values) if values else None
