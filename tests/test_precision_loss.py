@@ -35,6 +35,14 @@ def _runs():
             run(precision="bf16", thr=1500.0)]  # BF16 faster: nothing to explain
 
 
+def test_a_precision_within_three_per_cent_of_fp32_did_not_run_slower():
+    # 0.998x is the two running as fast (the equivalence band): nothing to explain; 0.96x is slower.
+    even = pd.DataFrame([run(precision="fp32", thr=1000.0), run(precision="int8", thr=998.0)])
+    assert slow_pairs(even) == [] and loss_notes(even, lambda _k: None) == []
+    slower = pd.DataFrame([run(precision="fp32", thr=1000.0), run(precision="int8", thr=960.0)])
+    assert [(p.precision, p.ratio) for p in slow_pairs(slower)] == [("int8", pytest.approx(0.96))]
+
+
 def test_the_slowest_pair_per_precision_is_explained_by_the_layer_types_that_took_longer():
     df = pd.DataFrame(_runs())
     pairs = slow_pairs(df)
@@ -216,8 +224,11 @@ def test_a_real_int8_slower_than_fp32_is_explained_by_the_layers_quantization_ad
     res = CliRunner().invoke(app, ["recommend", "--study", "t", "--db", str(db), "--layers"])
     assert res.exit_code == 0, res.output
     [note] = [line[len("note: "):] for line in res.output.splitlines() if line.startswith("note: INT8")]
+    # Whether INT8's layers took more or less in all varies with the machine and its load (a model this
+    # small spends most of a request outside its layers): the sentence says which, in either form.
     assert re.match(rf"INT8 ran at 0\.70x the throughput of FP32 \(run {int8_run['key']} against "
-                    rf"{fp32_run['key']}\); its layers took [\d.e+-]+ ms per inference against [\d.e+-]+; ", note), note
+                    rf"{fp32_run['key']}\); its layers took [\d.e+-]+ ms per inference against [\d.e+-]+(; |, less "
+                    rf"in all, so what INT8 lost went outside the layers)", note), note
     only = re.search(r"The (?:\d+ layers|layer) only INT8 runs \(([^)]*)\) took [\d.e+-]+ ms", note)
     assert only, note
     listed = set(re.split(r", | and ", only.group(1)))

@@ -303,8 +303,9 @@ def test_tunes_answer_says_why_a_reduced_precision_ran_slower_or_which_runs_to_p
     make_study_db(db, [fp32, int8])
     rec = recommend(frame([fp32, int8]), hardware=HARDWARE)
     text = _answer(Path("m.xml"), rec.best, rec, None, None, 10.0, 180.0, None, study_loss_notes(db, "t"))
-    assert (f"Why INT8 ran slower than FP32 (0.40x) shows in the layer profiles of run {int8['key']} and its FP32 "
-            f"twin {fp32['key']}") in text, text
+    assert (f"Why INT8 ran slower than FP32 (0.40x) shows in the layer profiles of OpenVINO · INT8 · batch 1 · 1 "
+            f"thread · not pinned (run {int8['key']}) and of its FP32 twin OpenVINO · FP32 · batch 1 · 1 thread · not "
+            f"pinned (run {fp32['key']})") in text, text
 
     def profile(key, rows):
         df = pd.DataFrame([(n, t, f"x_{p}", p, ms, ms, 0.0, "EXECUTED") for n, t, p, ms in rows],

@@ -1,7 +1,8 @@
 """Why a reduced precision ran slower than FP32, in words, from the two runs' layer profiles.
 
 The rule: a BF16 or INT8 point whose throughput is below its FP32 twin's (same settings but
-precision) is explained by comparing the layer profiles of the two runs: the layer types whose
+precision) by more than the equivalence band (3%: within it the two ran as fast) is explained by
+comparing the layer profiles of the two runs: the layer types whose
 time grew beyond noise (types only the reduced run has, such as the Reorder and FakeQuantize
 layers quantization adds, count in full), and the precision each layer type of the reduced run
 executed in (a layer type that stayed in f32 gains nothing from the variant). Where the layers
@@ -21,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from wb_core.analysis.precision import match_columns, vs_fp32
+from wb_core.analysis.recommend import EQUIVALENCE
 from wb_core.errors import Sentence, one_line, setting
 from wb_core.precisions import baseline, precision, reduced
 
@@ -51,7 +53,7 @@ def slow_pairs(df: pd.DataFrame) -> list[SlowPair]:
     out = []
     for prec in reduced():
         r = ratio[df["precision"].eq(prec)].dropna()
-        r = r[r < 1.0]
+        r = r[r < 1.0 - EQUIVALENCE]  # within the equivalence band it did not run slower: nothing to explain
         if r.empty:
             continue
         i = r.idxmin()
@@ -136,6 +138,7 @@ def ran_in(profile, name: str) -> str:
 def loss_notes(df: pd.DataFrame, profile_of: Callable[[str], object | None]) -> list[Sentence]:
     """One sentence per reduced precision slower than FP32: why, where `profile_of(key)` gives both
     runs' layer profiles; otherwise which two profiles would say it."""
+    from wb_core.analysis.words import run_name
     from wb_core.backends.registry import get
 
     notes = []
@@ -144,9 +147,11 @@ def loss_notes(df: pd.DataFrame, profile_of: Callable[[str], object | None]) -> 
         if a is not None and b is not None and not a.layers.empty and not b.layers.empty:
             notes.append(why_slower(pair, a, b))
         elif get(pair.backend).layer_profiling:
+            named = {k: run_name(df.loc[df["key"].astype(str) == k].iloc[0]) for k in (pair.key, pair.fp32_key)}
             notes.append(Sentence(
                 f"Why {pair.precision.upper()} ran slower than FP32 ({pair.ratio:.2f}x) shows in the layer profiles "
-                f"of run {pair.key} and its FP32 twin {pair.fp32_key}: "
+                f"of {named[pair.key]} (run {pair.key}) and of its FP32 twin {named[pair.fp32_key]} "
+                f"(run {pair.fp32_key}): "
                 f"profile both runs ({setting('precision_layers', 'the Layers tab')}) to see the layer types that "
                 f"took longer."))
     return notes

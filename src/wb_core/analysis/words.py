@@ -115,7 +115,7 @@ def executed_words(value) -> str:
 def worded(text: str, runs) -> str:
     """A message from the analysis with run keys taken out (the runs are named in words already)."""
 
-    text = re.sub(r"\s*\((?:key|run) [0-9a-f]{6,}\)", "", text)
+    text = re.sub(r"\s*\((?:key|run) [0-9a-f]{6,}(?: against [0-9a-f]{6,})?\)", "", text)
     return re.sub(r"\b[0-9a-f]{16}\b", "this run", text)
 
 

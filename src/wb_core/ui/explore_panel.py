@@ -361,7 +361,7 @@ class ExplorePanel(w.VBox):
             f"{html.escape(pick.name)}</b><br>{html.escape(pick.reason)}</div>" + changed + left_out
             + ("Next best:<ul>" + "".join(f"<li>{html.escape(r)}</li>" for r in pick.runners_up) + "</ul>"
                if pick.runners_up else "")
-            + "".join(f"<div class='wb-msg wb-msg-info wb-precision-loss'>{html.escape(said(n))}</div>"
+            + "".join(f"<div class='wb-msg wb-msg-info wb-precision-loss'>{html.escape(worded(said(n), None))}</div>"
                       for n in precision_losses(self.session.study, self.session.db)))
         self._draw_pareto(best, cons)
 
