@@ -66,6 +66,21 @@ class Sentence(str):
         return (Sentence, (self.template,))
 
 
+def noun(n, word: str, many: str | None = None) -> str:
+    """`word` when `n` is 1, else its plural (`many`, or `word` + s)."""
+    return word if float(n) == 1 else (many or word + "s")
+
+
+def counted(n: int, word: str, many: str | None = None) -> str:
+    """`1 point`, `3 points`: a whole count and its noun."""
+    return f"{n} {noun(n, word, many)}"
+
+
+def were(n) -> str:
+    """The verb after a count: `1 point was`, `3 points were`."""
+    return "was" if float(n) == 1 else "were"
+
+
 def joined(parts, sep: str = " ") -> Sentence:
     """Strings joined into one Sentence, the settings each names kept."""
     return Sentence(sep.join(str(getattr(p, "template", p)) for p in parts))

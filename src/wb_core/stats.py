@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wb_core.errors import counted
+
 LEVEL = 0.95
 
 
@@ -175,7 +177,7 @@ class Decision:
 
     def sentence(self, what: str = "The ratio") -> str:
         m = f"+-{100 * self.margin:g}%"
-        rule = f"decided at {100 * self.decision_level:.1f}% per look over {self.looks} look(s)"
+        rule = f"decided at {100 * self.decision_level:.1f}% per look over {counted(self.looks, 'look')}"
         wrong = f"so each answer is wrong in at most {100 * (1 - LEVEL):g}% of comparisons"
         if self.outcome == DIFFERENCE:
             return f"{what} differs beyond {m}: {self.ratio.percent()}, {rule}, {wrong}."

@@ -14,7 +14,7 @@ import pandas as pd
 from wb_core.analysis.precision import slowdown_notes, vs_fp32
 from wb_core.analysis.precision_loss import study_loss_notes
 from wb_core.analysis.recommend import tied_with_best
-from wb_core.errors import Sentence, setting
+from wb_core.errors import Sentence, counted, setting, were
 from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
 from wb_core.store import Store, load_results
 
@@ -26,7 +26,8 @@ def busy_notes(df: pd.DataFrame) -> list[str]:
     n = int((df["busy"].astype(object).map(lambda v: v is True or v == 1) & (df["status"] == "ok")).sum())
     if not n:
         return []
-    return [Sentence(f"{n} point(s) were measured on a busy machine (others used more than {BUSY_OTHER_CPU:g} cores' worth "
+    return [Sentence(f"{counted(n, 'point')} {were(n)} measured on a busy machine (others used more than "
+                     f"{BUSY_OTHER_CPU:g} cores' worth "
             f"of CPU on their cores, or steal above {BUSY_STEAL_PCT:g}%): re-measure them by profiling the same "
             f"study again with {setting('remeasure_busy', 'remeasure_busy=True')}.")]
 

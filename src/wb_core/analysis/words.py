@@ -13,6 +13,7 @@ import math
 import re
 
 from wb_core.axes import all_axes
+from wb_core.errors import noun
 from wb_core.metrics import METRICS, metric
 from wb_core.naming import name_parts, run_name  # noqa: F401 - every face names runs through these
 from wb_core.precisions import PRECISIONS
@@ -103,7 +104,7 @@ def p99_verdict(p99, limit, saturated=False) -> str:
 def plural(n, word: str, many: str | None = None) -> str:
     """`1 thread`, `2 threads` (numbers rounded as counts)."""
     v = float(n)
-    return f"{rounded(int(v) if v.is_integer() else v)} {word if v == 1 else (many or word + 's')}"
+    return f"{rounded(int(v) if v.is_integer() else v)} {noun(v, word, many)}"
 
 
 def executed_words(value) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 from wb_core import hardware
 from wb_core.backends.registry import backend_formats, default_backend, runtime_distributions
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, check_timeout
-from wb_core.errors import ConfigError, Sentence, WorkbenchError, printable, setting
+from wb_core.errors import ConfigError, Sentence, WorkbenchError, counted, printable, setting, were
 from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT
 from wb_core.models import detect_format, fingerprint, resolve_int_ranges
 from wb_core.stats import summarize
@@ -451,7 +451,8 @@ class SweepContext:
         if not busy or self.summary.busy:
             return
         self.summary.busy = [p["config"].label() if hasattr(p["config"], "label") else p["key"] for p in busy]
-        self.note(Sentence(f"{len(busy)} point(s) were measured on a busy machine (other processes used more "
+        self.note(Sentence(f"{counted(len(busy), 'point')} {were(len(busy))} measured on a busy machine (other processes "
+                           f"used more "
                            f"than {BUSY_OTHER_CPU:g} cores' worth of CPU on their cores, or the hypervisor stole "
                            f"more than {BUSY_STEAL_PCT:g}%): re-measure them by profiling the same study again "
                            f"with {setting('remeasure_busy', 'remeasure_busy=True')}."))
@@ -497,7 +498,8 @@ class SweepContext:
             self.summary.skipped_done += 1
         for who, cs in held.items():
             self.summary.held_elsewhere += len(cs)
-            self.summary.notes.append(f"{len(cs)} point(s) were left to another sweep measuring them ({who}); "
+            self.summary.notes.append(f"{counted(len(cs), 'point')} {were(len(cs))} left to another sweep measuring them "
+                                      f"({who}); "
                                       f"rerun once it ends to measure any it could not.")
         if mine:
             self._start_heartbeat()

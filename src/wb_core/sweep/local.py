@@ -17,7 +17,7 @@ from pathlib import Path
 
 from wb_core.backends.registry import get as get_backend
 from wb_core.config import InputOptions, MeasureSettings, RunConfig, SweepSpec
-from wb_core.errors import ConfigError, Sentence, WorkbenchError, setting
+from wb_core.errors import ConfigError, Sentence, WorkbenchError, counted, setting, were
 from wb_core.proc.parent import run_child
 from wb_core.proc.supervisor import StartBarrier, Supervisor
 from wb_core.sweep.context import SweepContext, SweepSummary, point_timeout
@@ -234,7 +234,7 @@ class CiOutcome:
 
     def sentence(self) -> str:
         pct = f"+-{100 * self.target:g}%"
-        added = f"after {self.extra_rounds} extra round(s) of at most {self.budget}"
+        added = f"after {counted(self.extra_rounds, 'extra round')} of at most {self.budget}"
         if not self.reached and not self.missed:
             return f"Interval target {pct}: no configuration was measured ok, so no leader to refine."
 
@@ -243,9 +243,9 @@ class CiOutcome:
 
         out = f"Interval target {pct}, {added}: "
         if self.reached:
-            out += f"{len(self.reached)} leading configuration(s) reached it: {named(self.reached)}"
+            out += f"{counted(len(self.reached), 'leading configuration')} reached it: {named(self.reached)}"
         if self.missed:
-            out += ("; " if self.reached else "") + (f"{len(self.missed)} leading configuration(s) did not reach "
+            out += ("; " if self.reached else "") + (f"{counted(len(self.missed), 'leading configuration')} did not reach "
                                                      f"it (the round budget ran out): {named(self.missed)}; raise "
                                                      f"{setting('max_rounds', 'the extra-round budget')} to go on")
         return Sentence(out + ".")
@@ -366,7 +366,8 @@ def _run_group(path, members, settings, inputs, record, cancel, memory_limit_mb,
             record(pending.pop(key), "failed", error=outcome.sentence(),
                    metrics={"stderr_tail": outcome.stderr_tail[-2000:]})
         if pending:
-            summary.notes.append(f"{len(pending)} point(s) were not started before the worker died; rerunning "
+            summary.notes.append(f"{counted(len(pending), 'point')} {were(len(pending))} not started before the worker died; "
+                                 f"rerunning "
                                  f"the same command measures them.")
 
 

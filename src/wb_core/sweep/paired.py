@@ -29,7 +29,7 @@ from pathlib import Path
 
 from wb_core.axes import all_axes
 from wb_core.config import InputOptions, MeasureSettings, RunConfig
-from wb_core.errors import Sentence
+from wb_core.errors import Sentence, counted
 from wb_core.stats import DIFFERENCE, EQUIVALENT, UNDECIDED, Decision, decide, look_times
 
 BLOCK_S = 0.3  # seconds of one block: short enough to alternate often, long enough for a slow model
@@ -371,7 +371,7 @@ class PairedOutcome:
     def sentence(self) -> Sentence:
         n = len(self.cycles)
         why = {"decided": "every comparison was decided", "time": "the time was up"}.get(self.stopped, self.stopped)
-        text = (f"Measured side by side in one worker: {n} cycle(s) of alternating blocks in a balanced random "
+        text = (f"Measured side by side in one worker: {counted(n, 'cycle')} of alternating blocks in a balanced random "
                 f"order ({self.elapsed_s:.0f} s); stopped because {why}.")
         if self.busy_cycles:
             text += (f" {self.busy_cycles} of the {n} cycles ran while other processes used these cores: "

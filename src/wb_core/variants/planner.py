@@ -31,7 +31,7 @@ from wb_core.backends.registry import get as get_backend
 from wb_core.backends.registry import ir_backend, title
 from wb_core.config import RunConfig
 from wb_core.data import Dataset, ImageOptions, check_inputs, check_references, complete_inputs, load_dataset
-from wb_core.errors import ConfigError, Sentence, WorkbenchError, WorkerError, setting
+from wb_core.errors import ConfigError, Sentence, WorkbenchError, WorkerError, counted, setting
 from wb_core.paths import cache_dir
 from wb_core.proc.parent import run_task
 from wb_core.variants.description import ModelDescription
@@ -383,7 +383,7 @@ class VariantPlanner:
             spent = time.monotonic() - started
             if self.attempts and spent > budget:
                 self._note(f"INT8 fallbacks stopped at their time budget ({budget:g} s) after "
-                           f"{len(self.attempts)} recipe(s); {', '.join(queue + [recipe])} not tried.")
+                           f"{counted(len(self.attempts), 'recipe')}; {', '.join(queue + [recipe])} not tried.")
                 break
             base = best["recipe"] if best else base_recipe(family)
             builds_on = recipe in ("accuracy-control", "mixed-precision")
