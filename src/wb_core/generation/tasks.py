@@ -259,8 +259,6 @@ def _batched(pipe, prompts, cfg, concurrency: int) -> list[dict]:
     added as one finishes. TTFT and TPOT from each request handle's own PerfMetrics (the runtime
     times a request from `add_request`); end-to-end latency from our clock, from `add_request` to the step that
     finished it."""
-    import openvino_genai as og
-
     queue = list(enumerate(prompts))
     live: dict[int, dict] = {}
     out = []
@@ -274,20 +272,30 @@ def _batched(pipe, prompts, cfg, concurrency: int) -> list[dict]:
     while queue and len(live) < concurrency:
         add()
     while live:
-        pipe.step()
-        now = time.perf_counter()
-        for rid in list(live):
-            r = live[rid]
-            h = r["handle"]
-            if h.can_read():
-                h.read()  # drained, so the handle does not hold every token until the end
-            if h.get_status() != og.GenerationStatus.RUNNING:
-                out.append(request_stats(h.get_perf_metrics(), r["t0"], now))
-                emit({"type": "heartbeat"})
-                del live[rid]
-                if queue:
-                    add()
+        now, done = _step(pipe, live)
+        for r in done:
+            out.append(request_stats(r["handle"].get_perf_metrics(), r["t0"], now))
+            emit({"type": "heartbeat"})
+            if queue:
+                add()
     return out
+
+
+def _step(pipe, live: dict) -> tuple[float, list[dict]]:
+    """One step of the continuous-batching scheduler: when it ended, and the requests it finished
+    (taken out of `live`, request id -> {"handle": ..., ...})."""
+    import openvino_genai as og
+
+    pipe.step()
+    now = time.perf_counter()
+    done = []
+    for rid in list(live):
+        h = live[rid]["handle"]
+        if h.can_read():
+            h.read()  # drained, so the handle does not hold every token until the end
+        if h.get_status() != og.GenerationStatus.RUNNING:
+            done.append(live.pop(rid))
+    return now, done
 
 
 def _poisson(pipe, prompts, cfg, rate: float, in_flight: int, seed: int = 0) -> list[dict]:
@@ -297,7 +305,6 @@ def _poisson(pipe, prompts, cfg, rate: float, in_flight: int, seed: int = 0) -> 
     its arrival: the runtime's own TTFT (from `add_request`) plus the time it waited to be added,
     which is where a server that cannot keep up shows it."""
     import numpy as np
-    import openvino_genai as og
 
     gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=len(prompts))
     start = time.perf_counter() + 0.01
@@ -318,21 +325,14 @@ def _poisson(pipe, prompts, cfg, rate: float, in_flight: int, seed: int = 0) -> 
         if not live:  # nothing to run until the next arrival: sleep, not spin (the CPUs serve the model)
             time.sleep(max(0.0, min(float(arrivals[nxt]) - time.perf_counter(), 0.05)))
             continue
-        pipe.step()
-        now = time.perf_counter()
-        for rid in list(live):
-            r = live[rid]
-            h = r["handle"]
-            if h.can_read():
-                h.read()
-            if h.get_status() != og.GenerationStatus.RUNNING:
-                stats = request_stats(h.get_perf_metrics(), r["arrival"], now)
-                wait_ms = (r["added"] - r["arrival"]) * 1e3
-                if stats["ttft_ms"] is not None:
-                    stats["ttft_ms"] += wait_ms
-                out.append({**stats, "queue_ms": wait_ms})
-                emit({"type": "heartbeat"})
-                del live[rid]
+        now, done = _step(pipe, live)
+        for r in done:
+            stats = request_stats(r["handle"].get_perf_metrics(), r["arrival"], now)
+            wait_ms = (r["added"] - r["arrival"]) * 1e3
+            if stats["ttft_ms"] is not None:
+                stats["ttft_ms"] += wait_ms
+            out.append({**stats, "queue_ms": wait_ms})
+            emit({"type": "heartbeat"})
     return out
 
 
