@@ -76,6 +76,11 @@ def counted(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {noun(n, word, many)}"
 
 
+def article(word: str) -> str:
+    """`a TensorFlow SavedModel`, `an ONNX`: the word after the article its sound takes (by its first letter)."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def were(n) -> str:
     """The verb after a count: `1 point was`, `3 points were`."""
     return "was" if float(n) == 1 else "were"
@@ -135,10 +140,6 @@ def check_kind(value, kinds, what: str, how: str = "") -> None:
     kinds = kinds if isinstance(kinds, tuple) else (kinds,)
     if isinstance(value, kinds):
         return
-
-    def a(name: str) -> str:
-        return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
-
-    wanted = " or ".join(a(k.__name__) for k in kinds if k is not type(None))  # None, where taken, goes unsaid
-    got = "None" if value is None else a(type(value).__name__)
+    wanted = " or ".join(article(k.__name__) for k in kinds if k is not type(None))  # None, where taken, unsaid
+    got = "None" if value is None else article(type(value).__name__)
     raise ConfigError(f"{what} must be {wanted}{f' ({how})' if how else ''}; got {got}.")

@@ -16,14 +16,12 @@ def cache_dir() -> Path:
 def given_path(value, what: str) -> Path:
     """`value` as a Path when it is one a user can give (a str or os.PathLike); else a ConfigError naming
     `what` ("The model", "The results database") and what it got, before anything is read or stored."""
-    from wb_core.errors import ConfigError
+    from wb_core.errors import ConfigError, article
 
     if isinstance(value, (str, os.PathLike)) and not isinstance(value, bytes):
         return Path(value)
-    kind = type(value).__name__
     shown = f" ({value!r})" if isinstance(value, (int, float, bool)) else ""
-    raise ConfigError(f"{what} must be a path (a str or pathlib.Path); got {'an' if kind[:1] in 'aeiou' else 'a'} "
-                      f"{kind}{shown}.")
+    raise ConfigError(f"{what} must be a path (a str or pathlib.Path); got {article(type(value).__name__)}{shown}.")
 
 
 def default_db() -> Path:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wb_core.errors import ConfigError, WorkbenchError, setting
+from wb_core.errors import ConfigError, WorkbenchError, article, setting
 from wb_core.export.common import ExportResult
 from wb_core.export.deployment import DeploymentConfig, load_schema, validate
 from wb_core.export.formats import EXPORTERS, FORMATS, parse_formats, render
@@ -123,11 +123,8 @@ def cannot_serve(dep: DeploymentConfig, name: str) -> str:
     if kind in ("", "openvino-ir") or dep.model.savedmodel_path or loaders(dep.model.format, kind):
         return ""
     others = [f.title.split(" (")[0] for f in DECLARED if f.serves and f.serves != kind]
-    def a(title: str) -> str:
-        return f"{'an' if title[:1] in 'AEIOU' else 'a'} {title}"
-
-    return (f"{declared(name).title.split(' (')[0]} was not written: its server runs {a(format_title(kind))}, and "
-            f"'{dep.model.name}' is {a(format_title(dep.model.format))} model; export it for "
+    return (f"{declared(name).title.split(' (')[0]} was not written: its server runs {article(format_title(kind))}, "
+            f"and '{dep.model.name}' is {article(format_title(dep.model.format))} model; export it for "
             f"{', '.join(others[:-1])} or {others[-1]}.")
 
 
