@@ -221,3 +221,13 @@ def test_constraint_values_are_accepted_or_refused_clearly(p99, drop, cores):
     assert c.max_p99_ms is None or (c.max_p99_ms > 0 and c.max_p99_ms == c.max_p99_ms)
     assert c.max_accuracy_drop is None or 0 <= c.max_accuracy_drop <= 1
     assert c.max_cores is None or (c.max_cores >= 1 and not isinstance(c.max_cores, bool))
+
+
+def test_a_study_whose_only_runs_are_saturated_says_so_instead_of_no_successful_runs():
+    from wb_core.errors import WorkbenchError
+
+    df = pd.DataFrame([{"key": "k", "status": "ok", "backend": "openvino", "precision": "fp32", "batch_size": 1,
+                        "throughput": 300.0, "latency_ms_p99": None, "saturated": True}])
+    with pytest.raises(WorkbenchError, match=r"its 1 successful run has no p99 latency \(saturated: requests arrived "
+                                             r"faster than they were served\); measure lower arrival rates"):
+        recommend(df)

@@ -360,7 +360,8 @@ def test_a_generation_run_is_named_by_its_own_settings_in_words():
 
 def test_poisson_arrivals_count_each_requests_wait_from_its_arrival(generator, tmp_path):
     # A rate no CPU keeps up with puts every request at the door at once: through one slot each waits
-    # for those before it (the last for three services). At 2 a second they hardly wait at all.
+    # for those before it (the last for three services: 9.6 ms against 2.2 ms of a request's own work
+    # here). At 2 a second they hardly wait at all.
     df = generate_profile(generator, db=tmp_path / "p.db", study="p", threads="1", prompt_lens="16", output_lens="8",
                           requests=4, rates="100000,2", concurrency="1")
     rows = {r["rate"]: r for r in df.to_dict("records")}
@@ -368,9 +369,15 @@ def test_poisson_arrivals_count_each_requests_wait_from_its_arrival(generator, t
     for r in (flood, calm):
         assert r["status"] == "ok" and r["requests"] == 4 and r["target_rate"] == r["rate"], r
         assert r["ttft_p99_ms"] >= r["queue_p99_ms"]  # the first token counts from the arrival
-    service = calm["e2e_p50_ms"]  # a request that did not wait: its own time
-    assert flood["queue_p99_ms"] > 2 * service, (flood["queue_p99_ms"], service)
-    assert calm["queue_ms_mean"] < 0.5 * service, (calm["queue_ms_mean"], service)
+    # A request's own work, from the runtime's timing of the same point (so load on the machine hits
+    # both sides): its first token (from add_request, not from arrival) and the steps after it. The
+    # requests' own work is more (tokenizing, detokenizing): the flood's last waits about 3 of them.
+    def service(r):
+        return r["genai_ttft_ms"] + (r["output_len"] - 1) * r["tpot_p50_ms"]
+
+    assert flood["queue_p99_ms"] > 2 * service(flood), (flood["queue_p99_ms"], service(flood))
+    # At 2 a second a request waits only for the dispatcher to wake (no busy-waiting: about 0.5 ms here).
+    assert calm["queue_ms_mean"] < service(calm), (calm["queue_ms_mean"], service(calm))
     from wb_core.api import run_name
 
     assert run_name(flood).endswith("· 100000 req/s") and "in flight" not in run_name(flood)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from wb_core.analysis.words import run_name
-from wb_core.errors import ConfigError, Sentence, WorkbenchError, joined, setting
+from wb_core.errors import ConfigError, Sentence, WorkbenchError, counted, joined, setting
 from wb_core.precisions import NAMES, baseline
 from wb_core.stats import Ratio, ratio
 from wb_core.variants.guard import guard_failed_runs
@@ -306,6 +306,15 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
     ok = successful(df)
     ok = ok[ok["throughput"].notna() & ok["latency_ms_p99"].notna()]
     if ok.empty:
+        done = successful(df)
+        if not done.empty:  # they ran, but give no figure to choose by: saturated arrival-rate points
+            saturated = "saturated" in done.columns and done["saturated"].fillna(False).astype(bool).all()
+            raise WorkbenchError(
+                f"No run of the study can be chosen: its {counted(len(done), 'successful run')} "
+                f"{'has' if len(done) == 1 else 'have'} no p99 latency"
+                + (" (saturated: requests arrived faster than they were served); measure lower arrival rates "
+                   f"({setting('rates', 'Arrival rate')}), or on a quieter machine." if saturated else
+                   "; see `wb results`."))
         counts = df["status"].value_counts().to_dict() if "status" in df.columns else {}
         detail = ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"
         raise WorkbenchError(f"The study has no successful runs to choose from ({detail}); "

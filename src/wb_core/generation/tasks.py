@@ -320,8 +320,9 @@ def _poisson(pipe, prompts, cfg, rate: float, in_flight: int, seed: int = 0) -> 
             nxt += 1
         while waiting and len(live) < in_flight:
             rid = waiting.pop(0)
+            added = time.perf_counter()  # before add_request: the runtime's TTFT counts from its start
             live[rid] = {"handle": pipe.add_request(rid, _request_input(prompts[rid]), cfg),
-                         "arrival": float(arrivals[rid]), "added": time.perf_counter()}
+                         "arrival": float(arrivals[rid]), "added": added}
         if not live:  # nothing to run until the next arrival: sleep, not spin (the CPUs serve the model)
             time.sleep(max(0.0, min(float(arrivals[nxt]) - time.perf_counter(), 0.05)))
             continue
