@@ -193,7 +193,7 @@ def test_a_pick_resting_on_busy_points_says_so_and_a_quiet_one_does_not():
     assert rec.busy_sentence in rec.notes and rec.busy_sentence in rec.reason
     assert f"the pick, {run_name(df.iloc[0])}, was measured on a busy machine" in rec.reason
     # a busy runner measured low may be the true best: it is named too
-    assert f"1 other run(s) it was compared with were measured on a busy machine and may be faster than they read " \
+    assert f"1 other run it was compared with was measured on a busy machine and may be faster than it reads " \
            f"({run_name(df.iloc[2])})" in rec.reason
     check_reason(rec.reason, df)
     quiet = recommend(frame([run(threads=2, thr=900.0, busy=False), run(threads=1, thr=500.0)]), hardware=HARDWARE)
@@ -206,7 +206,7 @@ def test_a_tie_between_busy_runs_says_so():
                 run(threads=None, busy=True, **rounds(base))])
     rec = recommend(df, hardware=HARDWARE)
     assert len(rec.tied) == 2
-    assert "the pick, " in rec.reason and "1 run(s) it is tied with were too" in rec.reason
+    assert "the pick, " in rec.reason and "1 run it is tied with was too" in rec.reason
 
 
 def test_the_exported_yaml_marks_a_pick_resting_on_busy_points(tmp_path):

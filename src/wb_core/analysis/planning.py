@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from wb_core.axes import with_role
-from wb_core.errors import ConfigError, WorkbenchError, setting
+from wb_core.errors import ConfigError, WorkbenchError, counted, setting
 from wb_core.limits import within_p99
 
 
@@ -37,7 +37,7 @@ class Allocation:
 
     def describe(self) -> str:
         tag = " (extrapolated from fewer cores)" if self.extrapolated else ""
-        return (f"{self.instances} instance(s) x {self.cores_per_instance} core(s): "
+        return (f"{counted(self.instances, 'instance')} x {counted(self.cores_per_instance, 'core')}: "
                 f"{self.predicted_throughput:,.1f} samples/s predicted{tag}")
 
 
@@ -168,11 +168,13 @@ class CapacityPlan:
         """The plan in full: its sentence, then where its figures come from."""
         from wb_core.analysis.words import p99_limit_words
 
-        return (f"{self.sentence()} {self.instances} instance(s) of {self.cores_per_instance} core(s) serve "
+        return (f"{self.sentence()} {counted(self.instances, 'instance')} of {counted(self.cores_per_instance, 'core')} "
+                f"serve{'s' if self.instances == 1 else ''} "
                 f"{self.target_rate:g} req/s {p99_limit_words(self.p99_ms)} ({self.per_instance_rate:,.1f} req/s each, "
                 f"{self.headroom:.0%} "
-                f"headroom, {self.basis}); {self.replicas} machine(s)/replica(s) of {self.instances_per_machine} "
-                f"instance(s); CPU request = limit = {self.cpu_request} per instance.")
+                f"headroom, {self.basis}); {counted(self.replicas, 'machine')} or replica"
+                f"{'' if self.replicas == 1 else 's'} of {counted(self.instances_per_machine, 'instance')}; CPU request "
+                f"= limit = {self.cpu_request} per instance.")
 
 
 def same_run_columns() -> tuple[str, ...]:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from wb_core.analysis.words import run_name
-from wb_core.errors import ConfigError, Sentence, WorkbenchError, counted, joined, setting
+from wb_core.errors import ConfigError, Sentence, WorkbenchError, counted, joined, setting, were
 from wb_core.precisions import NAMES, baseline
 from wb_core.stats import Ratio, ratio
 from wb_core.variants.guard import guard_failed_runs
@@ -354,7 +354,8 @@ def recommend(df: pd.DataFrame, constraints: Constraints | None = None, objectiv
         ranked = pd.concat([ranked.loc[[pick]], ranked.drop(index=pick)])
     unsettled = [i for i in tied if i not in equivalent]
     if unsettled:
-        notes.append(Sentence(f"{len(unsettled)} run(s) overlap the best within noise but are not shown equivalent "
+        notes.append(Sentence(f"{counted(len(unsettled), 'run')} overlap{'s' if len(unsettled) == 1 else ''} the best "
+                              f"within noise but {'is' if len(unsettled) == 1 else 'are'} not shown equivalent "
                               f"within {pm}: the highest median is kept; measure more rounds (an interval target such "
                               f"as {setting('ci', 'Interval target')} 3%) to settle it."))
     best = ranked.iloc[0]
@@ -405,11 +406,13 @@ def _busy_words(ranked: pd.DataFrame, tied: list) -> tuple[list[str], str | None
                      f"used its cores)")
     ties = [i for i in flagged if i in tied and i != best]
     if ties:
-        parts.append(f"{len(ties)} run(s) it is tied with were too ({', '.join(run_name(ranked.loc[i]) for i in ties)})")
+        parts.append(f"{counted(len(ties), 'run')} it is tied with {were(len(ties))} too "
+                     f"({', '.join(run_name(ranked.loc[i]) for i in ties)})")
     others = [i for i in flagged if i not in tied and i != best]
     if others:
-        parts.append(f"{len(others)} other run(s) it was compared with were measured on a busy machine and may be "
-                     f"faster than they read ({', '.join(run_name(ranked.loc[i]) for i in others[:3])}"
+        parts.append(f"{counted(len(others), 'other run')} it was compared with {were(len(others))} measured on a busy "
+                     f"machine and may be faster than {'it reads' if len(others) == 1 else 'they read'} "
+                     f"({', '.join(run_name(ranked.loc[i]) for i in others[:3])}"
                      f"{', ...' if len(others) > 3 else ''})")
     text = "; ".join(parts)
     sentence = Sentence(f"This pick rests on points measured on a busy machine: {text}; measure them again on a "
