@@ -112,20 +112,27 @@ def deployment_for_study(db: str | Path, study: str, run_key: str | None = None,
 
 
 def cannot_serve(dep: DeploymentConfig, name: str) -> str:
-    """Why format `name`'s server cannot run the run's model, in one sentence; "" when it can. A server
-    that runs a model kind itself (TensorFlow Serving: a SavedModel) needs a model some backend runs
-    as that kind: an ONNX, IR or TFLite model gives TensorFlow Serving nothing to serve."""
-    from wb_core.backends.registry import loaders
+    """Why format `name`'s server cannot run the run's model, in one sentence; "" when it can (`serves`).
+    An ONNX, IR or TFLite model gives TensorFlow Serving, which serves a SavedModel, nothing to serve."""
+    from wb_core.export.common import served_file
     from wb_core.export.formats import DECLARED, declared
     from wb_core.models import format_title
 
-    kind = declared(name).serves
-    if kind in ("", "openvino-ir") or dep.model.savedmodel_path or loaders(dep.model.format, kind):
+    if serves(dep, name):
         return ""
-    others = [f.title.split(" (")[0] for f in DECLARED if f.serves and f.serves != kind]
-    return (f"{declared(name).title.split(' (')[0]} was not written: its server runs {article(format_title(kind))}, "
-            f"and '{dep.model.name}' is {article(format_title(dep.model.format))} model; export it for "
-            f"{', '.join(others[:-1])} or {others[-1]}.")
+    others = [f.title.split(" (")[0] for f in DECLARED if f.serves and f.name != name and serves(dep, f.name)]
+    return (f"{declared(name).title.split(' (')[0]} was not written: its server runs "
+            f"{article(format_title(served_file(dep, name)))}, and '{dep.model.name}' is "
+            f"{article(format_title(dep.model.format))} model; export it for {', '.join(others[:-1])} or {others[-1]}.")
+
+
+def serves(dep: DeploymentConfig, name: str) -> bool:
+    """Whether format `name`'s server can run the run's model: the file it serves (`common.served_file`)
+    is one a backend makes from the model's format, or the run has a SavedModel on disk already."""
+    from wb_core.backends.registry import loaders
+    from wb_core.export.common import served_file
+
+    return bool(dep.model.savedmodel_path or loaders(dep.model.format, served_file(dep, name)))
 
 
 def check_name(name: str) -> str:
