@@ -422,11 +422,11 @@ GENERATION: tuple[Axis, ...] = (
     Axis("group_size", "group_sizes", whole_numbers("INT4 group size", 1 << 16, auto=False), "Weights per INT4 "
          "scale (must divide the hidden size), e.g. 32,64.", "INT4 group sizes", "--group-size", default=32,
          sweep_default=(32,), text_default="32", annotation="int", ordered=True, stage="variant",
-         in_name="groups of {value}", name_when=("weight_format", "int4"), name_rank=2),
+         in_name="groups of {value}", applies_when=("weight_format", "int4"), name_rank=2),
     Axis("ratio", "ratios", _ratios, "Share of the layers compressed to INT4 (the rest INT8), e.g. 0.8,1.",
          "INT4 ratios", "--ratio", default=1.0, sweep_default=(1.0,), text_default="1", annotation="float",
          ordered=True, stage="variant", canonical=float, in_name="INT4 share {value}", name_under=1,
-         name_when=("weight_format", "int4"), name_rank=3),
+         applies_when=("weight_format", "int4"), name_rank=3),
     Axis("inference_precision", "inference_precisions", one_of("inference precision", GENERATION_PRECISIONS),
          "Activations: fp32, or bf16 where the CPU has it.", "Inference precisions", "--inference-precision",
          default="fp32", sweep_default=("fp32",), text_default="fp32", annotation="str", choices=GENERATION_PRECISIONS,

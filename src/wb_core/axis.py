@@ -87,10 +87,15 @@ class Axis:
     name_over: float | None = None
     name_rank: int = 50
     # `words`: a value's words where the name shows it ({value}, {VALUE}); `name_under`: said only
-    # below this value; `name_when`: (an axis, a prefix): said only while that axis's value starts so.
+    # below this value; `applies_when`: (an axis, a prefix): it shapes a point only while that axis's
+    # value starts so; otherwise it stays at its default and a run's name leaves it out.
     words: tuple[tuple[str, str], ...] = ()
     name_under: float | None = None
-    name_when: tuple[str, str] = ()
+    applies_when: tuple[str, str] = ()
+
+    def applies(self, get) -> bool:
+        """Whether this axis shapes a point whose settings `get(name)` reads (see `applies_when`)."""
+        return not self.applies_when or str(get(self.applies_when[0]) or "").startswith(self.applies_when[1])
 
     def __post_init__(self):
         if self.stage not in STAGES:

@@ -35,7 +35,7 @@ def name_parts(run) -> list[str]:
     else:
         named, parts = [axis(name) for name in with_role("name")], []
     for a in named:
-        if a.name_when and not str(g(a.name_when[0]) or "").startswith(a.name_when[1]):
+        if not a.applies(g):
             continue
         part = _named(a, g(a.name))
         if part:

@@ -92,8 +92,9 @@ class GenerationSpec:
         out: list[GenPoint] = []
         for combo in itertools.product(*(self.parsed[n] for n in names)):
             d = dict(zip(names, combo))
-            if not d["weight_format"].startswith("int4"):  # group size and ratio shape INT4 only
-                d["group_size"], d["ratio"] = AXES["group_size"].default, AXES["ratio"].default
+            for a in GENERATION:  # an axis that does not apply here (INT4's group size and ratio) stays at its default
+                if not a.applies(d.get):
+                    d[a.name] = a.default
             p = GenPoint(**d)
             if p not in out:
                 out.append(p)
