@@ -451,10 +451,9 @@ class SweepContext:
         if not busy or self.summary.busy:
             return
         self.summary.busy = [p["config"].label() if hasattr(p["config"], "label") else p["key"] for p in busy]
-        self.note(Sentence(f"{counted(len(busy), 'point')} {were(len(busy))} measured on a busy machine (other processes "
-                           f"used more "
-                           f"than {BUSY_OTHER_CPU:g} cores' worth of CPU on their cores, or the hypervisor stole "
-                           f"more than {BUSY_STEAL_PCT:g}%): re-measure them by profiling the same study again "
+        self.note(Sentence(f"{counted(len(busy), 'point')} {were(len(busy))} measured on a busy machine (other "
+                           f"processes used more than {BUSY_OTHER_CPU:g} cores' worth of CPU on their cores, or the "
+                           f"hypervisor stole more than {BUSY_STEAL_PCT:g}%): re-measure them by profiling the same study again "
                            f"with {setting('remeasure_busy', 'remeasure_busy=True')}."))
 
     # ---- planning ----
@@ -498,9 +497,8 @@ class SweepContext:
             self.summary.skipped_done += 1
         for who, cs in held.items():
             self.summary.held_elsewhere += len(cs)
-            self.summary.notes.append(f"{counted(len(cs), 'point')} {were(len(cs))} left to another sweep measuring them "
-                                      f"({who}); "
-                                      f"rerun once it ends to measure any it could not.")
+            self.summary.notes.append(f"{counted(len(cs), 'point')} {were(len(cs))} left to another sweep measuring "
+                                      f"them ({who}); rerun once it ends to measure any it could not.")
         if mine:
             self._start_heartbeat()
         return mine
