@@ -73,8 +73,9 @@ def test_requests_in_flight_run_through_continuous_batching(generator, tmp_path)
     assert row["output_tokens"] == 4 * 4
     assert row["ran_kv_cache_precision"] == "u8"
     assert row["pipeline"] == "ContinuousBatchingPipeline" and row["ran_max_num_seqs"] >= 2
-    # Per request from each handle's PerfMetrics, inside the span from add_request to the step that ended it.
-    assert row["ttft_ms_mean"] == pytest.approx(row["genai_ttft_ms"], rel=1e-3, abs=1e-3)
+    # TPOT per request from each handle's PerfMetrics. TTFT from our clock, before add_request, as
+    # `generate` counts it: the handle's own clock starts after the prompt is tokenized, so it reads less.
+    assert row["ttft_ms_mean"] > row["genai_ttft_ms"] > 0
     assert row["tpot_ms_mean"] == pytest.approx(row["genai_tpot_ms"], rel=1e-3, abs=1e-3)
     assert 0 < row["ttft_ms_mean"] + 3 * row["tpot_ms_mean"] <= row["e2e_ms_mean"] + 1e-3
     # Rerun: every point is stored, nothing is measured again.

@@ -210,12 +210,15 @@ def _request_input(prompt):
 
 # ---- measure ----
 
-def request_stats(perf_metrics, t0: float, t_end: float) -> dict:
+def request_stats(perf_metrics, t0: float, t_end: float, t_first: float | None = None) -> dict:
     """One request's TTFT, TPOT (ms) and tokens from the runtime's own raw timing, by openvino_genai's
     definitions; end-to-end latency (ms) and output tokens/s from our wall clock around the request.
 
     TTFT: the runtime's time from the request's start to its first token (`m_times_to_first_token`;
-    with a text prompt the start is before its tokenization, as in `PerfMetrics.get_ttft()`).
+    with a text prompt given to `generate` the start is before its tokenization, as in
+    `PerfMetrics.get_ttft()`). A request added with `add_request` is timed by the runtime from after
+    its tokenization, so there `t_first` (our clock at the end of the step that gave its first token)
+    is read instead, from `t0` taken before `add_request`, as `generate` counts it.
     TPOT: the mean gap between consecutive token timestamps (`m_new_token_times`), each gap divided
     by the tokens it brought (`m_batch_sizes`), the first token's prefill excluded: what
     `PerfMetrics.get_tpot()` reports. The runtime stamps tokens as it makes them, so a callback
@@ -231,7 +234,8 @@ def request_stats(perf_metrics, t0: float, t_end: float) -> dict:
     gaps = [(times[i] - times[i - 1]) / sizes[i] for i in range(1, len(times)) if sizes[i]]
     e2e = (t_end - t0) * 1e3
     tokenization = float(perf_metrics.get_tokenization_duration().mean)  # -1 when the prompt came as ids
-    return {"ttft_ms": firsts[0] / 1e3 if firsts else None, "tpot_ms": sum(gaps) / len(gaps) if gaps else None,
+    ttft = (t_first - t0) * 1e3 if t_first is not None else firsts[0] / 1e3 if firsts else None
+    return {"ttft_ms": ttft, "tpot_ms": sum(gaps) / len(gaps) if gaps else None,
             "e2e_ms": e2e, "tokens": n, "tokens_per_s": n / (t_end - t0) if t_end > t0 else None,
             "input_tokens": int(perf_metrics.get_num_input_tokens()),
             "tokenization_ms": tokenization if tokenization >= 0 else None,
@@ -274,7 +278,7 @@ def _batched(pipe, prompts, cfg, concurrency: int) -> list[dict]:
     while live:
         now, done = _step(pipe, live)
         for r in done:
-            out.append(request_stats(r["handle"].get_perf_metrics(), r["t0"], now))
+            out.append(request_stats(r["handle"].get_perf_metrics(), r["t0"], now, r.get("first")))
             emit({"type": "heartbeat"})
             if queue:
                 add()
@@ -283,7 +287,8 @@ def _batched(pipe, prompts, cfg, concurrency: int) -> list[dict]:
 
 def _step(pipe, live: dict) -> tuple[float, list[dict]]:
     """One step of the continuous-batching scheduler: when it ended, and the requests it finished
-    (taken out of `live`, request id -> {"handle": ..., ...})."""
+    (taken out of `live`, request id -> {"handle": ..., ...}); a request's "first" is when the step
+    that gave its first token ended."""
     import openvino_genai as og
 
     pipe.step()
@@ -291,8 +296,10 @@ def _step(pipe, live: dict) -> tuple[float, list[dict]]:
     done = []
     for rid in list(live):
         h = live[rid]["handle"]
-        if h.can_read():
-            h.read()  # drained, so the handle does not hold every token until the end
+        # Looked at only until its first token: Python run between steps lengthens every step (TPOT),
+        # and the tokens themselves are not needed here.
+        if "first" not in live[rid] and h.can_read():
+            live[rid]["first"] = now
         if h.get_status() != og.GenerationStatus.RUNNING:
             done.append(live.pop(rid))
     return now, done
@@ -302,8 +309,8 @@ def _poisson(pipe, prompts, cfg, rate: float, in_flight: int, seed: int = 0) -> 
     """Open loop through ContinuousBatchingPipeline: requests arrive at random (Poisson, `rate` per
     second, the arrival times drawn beforehand from `seed`), at most `in_flight` of them are run at
     once, and the others wait in arrival order. A request's TTFT and end-to-end latency count from
-    its arrival: the runtime's own TTFT (from `add_request`) plus the time it waited to be added,
-    which is where a server that cannot keep up shows it."""
+    its arrival, so they hold the time it waited to be added, which is where a server that cannot
+    keep up shows it."""
     import numpy as np
 
     gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=len(prompts))
@@ -320,7 +327,7 @@ def _poisson(pipe, prompts, cfg, rate: float, in_flight: int, seed: int = 0) -> 
             nxt += 1
         while waiting and len(live) < in_flight:
             rid = waiting.pop(0)
-            added = time.perf_counter()  # before add_request: the runtime's TTFT counts from its start
+            added = time.perf_counter()
             live[rid] = {"handle": pipe.add_request(rid, _request_input(prompts[rid]), cfg),
                          "arrival": float(arrivals[rid]), "added": added}
         if not live:  # nothing to run until the next arrival: sleep, not spin (the CPUs serve the model)
@@ -328,11 +335,8 @@ def _poisson(pipe, prompts, cfg, rate: float, in_flight: int, seed: int = 0) -> 
             continue
         now, done = _step(pipe, live)
         for r in done:
-            stats = request_stats(r["handle"].get_perf_metrics(), r["arrival"], now)
-            wait_ms = (r["added"] - r["arrival"]) * 1e3
-            if stats["ttft_ms"] is not None:
-                stats["ttft_ms"] += wait_ms
-            out.append({**stats, "queue_ms": wait_ms})
+            stats = request_stats(r["handle"].get_perf_metrics(), r["arrival"], now, r.get("first"))
+            out.append({**stats, "queue_ms": (r["added"] - r["arrival"]) * 1e3})
             emit({"type": "heartbeat"})
     return out
 
