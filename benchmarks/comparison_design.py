@@ -35,7 +35,7 @@ from pathlib import Path
 
 from bench_util import print_table
 
-from wb_core.api import InputOptions, MeasureSettings, SweepSpec, demo_sample_text, load_results, profile, resolve_model
+from wb_core.api import InputOptions, MeasureSettings, SweepSpec, demo_sample_text, profile, resolve_model, results
 from wb_core.stats import log_ratio_interval, ratio
 from wb_core.sweep.paired import log_ratios, run_paired
 
@@ -61,7 +61,7 @@ def fresh_rounds(model, spec: SweepSpec, inputs: InputOptions, settings: Measure
     profile(model, spec=spec, db=db, study=study, settings=settings, inputs=inputs, accuracy=False,
             return_frame=False)
     wall = time.perf_counter() - t0
-    rows = load_results(db, study).set_index("key")
+    rows = results(study, db, "stored").set_index("key")
     a, b = rows.loc[a_key], rows.loc[b_key]
     r = ratio(a["round_throughput"], b["round_throughput"], a["round_ids"], b["round_ids"])
     return r, wall

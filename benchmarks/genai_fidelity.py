@@ -38,8 +38,9 @@ from pathlib import Path
 
 from bench_util import print_table
 
-from wb_core.api import cache_dir, ensure_demo, generate_profile, hardware_info
+from wb_core.api import ensure_demo, generate_profile, hardware_info
 from wb_core.axes import WEIGHT_FORMATS
+from wb_core.paths import cache_dir
 from wb_core.stats import log_ratio_interval
 
 BUILD = r"""

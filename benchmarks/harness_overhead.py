@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench_util import run_benchmark_app
 
-from wb_core.api import MeasureSettings, SweepSpec, convert_to_ir, inspect_model, load_results, profile, resolve_model
+from wb_core.api import MeasureSettings, SweepSpec, convert_to_ir, inspect_model, profile, resolve_model, results
 
 HERE = Path(__file__).resolve().parent
 
@@ -38,7 +38,7 @@ def workbench(backend: str, model: Path, seconds: float, db: Path, study: str) -
     settings = MeasureSettings(warmup_s=0.5, window_s=seconds / 3, max_time_s=seconds, tolerance=1e-9)
     profile(model, spec=SweepSpec(backends=backend, threads="1", cores="0", precisions="fp32"), db=db, study=study,
             settings=settings, return_frame=False)
-    row = load_results(db, study).iloc[0]
+    row = results(study, db, "stored").iloc[0]
     return {"median_ms": float(row.latency_ms_p50), "p99_ms": float(row.latency_ms_p99),
             "throughput": float(row.throughput)}
 

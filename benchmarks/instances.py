@@ -12,7 +12,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from wb_core.api import MeasureSettings, SweepSpec, hardware_info, load_results, profile, resolve_model
+from wb_core.api import MeasureSettings, SweepSpec, hardware_info, profile, resolve_model, results
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
             for name, spec in layouts:
                 study = f"{model}-{name}"
                 profile(path, spec=spec, db=db, study=study, settings=settings, return_frame=False)
-                for _, r in load_results(db, study).iterrows():
+                for _, r in results(study, db, "stored").iterrows():
                     rows.append((r.batch_size, name, r))
             for b, name, r in sorted(rows, key=lambda t: (t[0], t[1])):
                 if r.status != "ok":  # a failed layout is a row that says why, not the end of the table

@@ -26,7 +26,7 @@ from pathlib import Path
 import synthetic_model
 from bench_util import print_table
 
-from wb_core.api import MeasureSettings, SweepSpec, load_results, profile, resolve_model
+from wb_core.api import MeasureSettings, SweepSpec, profile, resolve_model, results
 from wb_core.store import Store
 
 Z95 = 1.96
@@ -48,7 +48,7 @@ def measure(model, spec: dict, db: Path, study: str, settings: MeasureSettings, 
     summary = profile(model, spec=SweepSpec(**spec, **({"repeats": kw.pop("repeats")} if "repeats" in kw else {})),
                       db=db, study=study, settings=settings, **kw, return_frame=False)
     wall = time.perf_counter() - t0
-    row = load_results(db, study).iloc[0].to_dict()
+    row = results(study, db, "stored").iloc[0].to_dict()
     with Store(db) as s:
         rounds = [r for r in s.rounds(study) if r["status"] == "ok"]
     busy = sum(bool(r["metrics"].get("busy")) for r in rounds) if rounds else int(row.get("busy") is True)

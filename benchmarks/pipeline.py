@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bench_util import median_spread, print_table
 
-from wb_core.api import ImageOptions, convert_to_ir, load_results, pipeline_profile, sample_video
+from wb_core.api import ImageOptions, convert_to_ir, pipeline_profile, results, sample_video
 
 HERE = Path(__file__).resolve().parent
 PUBLISHED = {"serial_s": 7.0, "concurrent_s": 3.5, "frames": 720}
@@ -52,7 +52,7 @@ def workbench(ir: Path, video: Path, workers: int, batch: int, image: ImageOptio
                          image_scale=image.scale, return_frame=False)
     if s.failed:
         raise SystemExit(f"pipeline point failed: {s.errors}")
-    return load_results(db, study).iloc[-1].to_dict()
+    return results(study, db, "stored").iloc[-1].to_dict()
 
 
 def compare(model: str, video: Path, a, workers: list[int], db: Path) -> tuple[Path, ImageOptions, dict]:

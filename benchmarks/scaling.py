@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from synthetic_model import build
 
-from wb_core.api import MeasureSettings, SweepSpec, describe_hardware, hardware_info, load_results, profile
+from wb_core.api import MeasureSettings, SweepSpec, describe_hardware, hardware_info, profile, results
 from wb_core.sweep.local import run_sweep
 
 
@@ -59,7 +59,7 @@ def main() -> None:
     print(f"{'threads':>7} {'pinning':>8} {'batch':>5} {'samples/s':>10} {'speed-up':>8} {'p50 ms':>8} "
           f"{'p99 ms':>8} {'cpu':>6}")
     for cores in ("pinned", "none"):
-        df = load_results(db, f"threads-{cores}").sort_values(["batch_size", "threads"])
+        df = results(f"threads-{cores}", db, "stored").sort_values(["batch_size", "threads"])
         for _, r in df.iterrows():
             if r.status != "ok":
                 print(f"{r.threads:>7} {cores:>8} {r.batch_size:>5} failed: {r.error}")
@@ -77,7 +77,7 @@ def main() -> None:
             if inst > 1 else SweepSpec(threads=str(k), cores=f"first{k}", batch_sizes="1")
         study = f"layout-{inst}x{k}"
         profile(model, spec=spec, db=db, study=study, settings=settings, return_frame=False)
-        r = load_results(db, study).iloc[0]
+        r = results(study, db, "stored").iloc[0]
         if r.status != "ok":
             print(f"{inst:>4} x {k:<4} failed: {r.error}")
             continue

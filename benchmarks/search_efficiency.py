@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench_util import print_table
 
-from wb_core.api import MeasureSettings, SweepSpec, convert_to_ir, load_results, profile, resolve_model
+from wb_core.api import MeasureSettings, SweepSpec, convert_to_ir, profile, resolve_model, results
 
 SPEC = dict(backends="openvino", threads="1,2", batch_sizes="1,2,4,8,16,32", streams="1,2", cores="none,first1")
 WITHIN = 0.05
@@ -61,9 +61,9 @@ def main() -> None:
                     continue  # filled in below, once the grid has set the target
                 runs[search] = timed_search(model, spec, db, f"{search}-{r}", search, target, settings)
             if target is None:
-                target = float(f"{statistics.median(load_results(db, f'grid-{r}').latency_ms_p99):.2g}")
+                target = float(f"{statistics.median(results(f'grid-{r}', db, 'stored').latency_ms_p99):.2g}")
                 runs["smart"] = timed_search(model, spec, db, f"smart-{r}", "smart", target, settings)
-            grid = load_results(db, f"grid-{r}").set_index("key")
+            grid = results(f"grid-{r}", db, "stored").set_index("key")
             feasible = grid[(grid.status == "ok") & (grid.latency_ms_p99 <= target)]
             best_key = feasible.throughput.idxmax()
             best = feasible.throughput.max()

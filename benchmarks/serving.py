@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench_util import fixed_time, fmt_ratio, median_spread, print_table
 
-from wb_core.api import ConfigError, SweepSpec, available_cpus, load_results, profile, resolve_model, serve_check
+from wb_core.api import ConfigError, SweepSpec, available_cpus, profile, resolve_model, results, serve_check
 from wb_core.export.tritonserver import find_tritonserver
 
 
@@ -57,17 +57,17 @@ def main() -> None:
                                  cores=str(core))
                 profile(paths[model], spec=spec, db=db, study=study, settings=fixed_time(a.seconds),
                         return_frame=False)
-                row = load_results(db, study).iloc[0]
+                row = results(study, db, "stored").iloc[0]
                 if row["status"] != "ok":
                     raise SystemExit(f"{study}: the in-process point failed: {row['error']}")
                 res = serve_check(study, row["key"], db, max_time=a.seconds)
                 got[(model, batch)].append(res)
     rows = []
-    for (model, batch), results in got.items():
-        pred_t = [x.predicted["throughput"] for x in results]
-        serv_t = [x.served["throughput"] for x in results]
-        pred_p99 = [x.predicted["latency_ms_p99"] for x in results]
-        serv_p99 = [x.served["latency_ms_p99"] for x in results]
+    for (model, batch), checks in got.items():
+        pred_t = [x.predicted["throughput"] for x in checks]
+        serv_t = [x.served["throughput"] for x in checks]
+        pred_p99 = [x.predicted["latency_ms_p99"] for x in checks]
+        serv_p99 = [x.served["latency_ms_p99"] for x in checks]
         t_ratio = median_spread([x.ratio["throughput"] for x in results])
         p_ratio = median_spread([x.ratio["latency_ms_p99"] for x in results])
         rows.append([model, batch, median_spread(pred_t)[0], median_spread(serv_t)[0], fmt_ratio(*t_ratio),

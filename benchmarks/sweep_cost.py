@@ -37,7 +37,7 @@ def child(backend: str, max_time: float, tolerance: float, db: str) -> None:
     """One sweep of the grid in this process, with whichever wb_core PYTHONPATH names, after a sweep of
     its first point alone (what a sweep costs whatever its size: reading the model, its accuracy);
     prints one JSON line."""
-    from wb_core.api import MeasureSettings, SweepSpec, convert_to_ir, load_results, profile, resolve_model
+    from wb_core.api import MeasureSettings, SweepSpec, convert_to_ir, profile, resolve_model, results
 
     model = resolve_model("lenet-digits")
     ir = convert_to_ir(model)  # cached: a one-off cost, kept out of the figure
@@ -50,7 +50,7 @@ def child(backend: str, max_time: float, tolerance: float, db: str) -> None:
         t0 = time.perf_counter()
         profile(model, spec=spec, db=db, study=f"{backend}-{name}", settings=settings, return_frame=False)
         walls[name] = time.perf_counter() - t0
-    df = load_results(db, f"{backend}-grid")
+    df = results(f"{backend}-grid", db, "stored")
     ok = df[df.status == "ok"]
     print(json.dumps({"points": len(ok), "wall_s": walls["grid"], "one_s": walls["one"], "stable": int(ok.stable.sum()),
                       "measure_s": float(ok.measure_s.mean()), "throughput": ok.throughput.tolist()}))

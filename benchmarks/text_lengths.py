@@ -27,9 +27,9 @@ from wb_core.api import (
     SweepSpec,
     available_cpus,
     ensure_demo,
-    load_results,
     profile,
     resolve_model,
+    results,
 )
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -48,7 +48,7 @@ def run_ours(xml: Path, lengths: list[int], threads: int, seconds: float, inputs
                      seq_lens=",".join(map(str, lengths)))
     s = profile(xml, spec=spec, db=db, study=study, settings=fixed_time(seconds), inputs=inputs,
                 precision_options=PrecisionOptions(accuracy=False), return_frame=False)
-    return {int(r["seq_len"]): r for r in load_results(db, study).to_dict("records")}, s.notes
+    return {int(r["seq_len"]): r for r in results(study, db, "stored").to_dict("records")}, s.notes
 
 
 def main() -> None:

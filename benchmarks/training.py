@@ -30,7 +30,7 @@ from pathlib import Path
 
 from bench_util import median_spread, print_table
 
-from wb_core.api import available_cpus, load_results, recommend_training, train_profile, write_fashion_npz, write_lenet5
+from wb_core.api import available_cpus, recommend_training, results, train_profile, write_fashion_npz, write_lenet5
 
 HERE = Path(__file__).resolve().parent
 PUBLISHED = {"default_s": 160.0, "tuned_s": 4.55, "more_cores_s": 6.0}
@@ -49,7 +49,7 @@ def workbench(model: Path, data: Path, batch: int, epochs: int, db: Path, study:
                       return_frame=False, **{k: str(v) for k, v in threads.items()})
     if s.failed:
         raise SystemExit(f"training point failed: {s.errors}")
-    return load_results(db, study).iloc[-1].to_dict()
+    return results(study, db, "stored").iloc[-1].to_dict()
 
 
 def main() -> None:
@@ -107,7 +107,7 @@ def main() -> None:
     per_cores = []
     for k in range(1, len(cpus) + 1):
         per_cores.append(workbench(model, data, a.batch, a.epochs, db, "cores", cores=f"first{k}", **TUNED))
-    df = load_results(db, "cores")
+    df = results("cores", db, "stored")
     rec = recommend_training(df)
     print_table("Cores given to the tuned setting (OMP 2, intra 2, inter 1)",
                 ["cores", "s/epoch", "samples/s", "CPU use of cores given", "samples/s per core"],

@@ -8,10 +8,11 @@ Layers, lowest first (a module may import its own layer and those below, never a
   3 sweeps        sweep, fleet (the executor and the coordinator), pipeline and training studies
   4 results       analysis, plots, report, export, fleet.compare and fleet.plots (reading fleet studies),
                   tune (search, confirm and export in one budget)
-  5 the API       api (and the package itself, which re-exports it)
+  5 the API       api (and the package itself, which re-exports it); faces, the kit the CLI and the
+                  dashboard share beyond the verbs
   6 faces         cli, ui
-The CLI, the dashboard and the notebooks import only `wb_core.api` (plus their own package); the
-benchmarks too, but for the measurement internals named in BENCHMARK_INTERNALS.
+The notebooks import only `wb_core.api`; the CLI and the dashboard it and `wb_core.faces` (plus their
+own package); the benchmarks `wb_core.api`, but for the measurement internals named in BENCHMARK_INTERNALS.
 
 What counts as an import: `import x` and `from x import y` anywhere (inside functions too),
 relative imports (`from . import x`, `from ..store import y`), `importlib.import_module("wb_core.x")`
@@ -52,7 +53,7 @@ LAYERS = [
     {"wb_core.sweep", "wb_core.fleet", "wb_core.pipeline", "wb_core.training", "wb_core.generation"},
     {"wb_core.analysis", "wb_core.plots", "wb_core.report", "wb_core.export", "wb_core.fleet.compare",
      "wb_core.fleet.plots", "wb_core.tune"},
-    {"wb_core.api", "wb_core"},
+    {"wb_core.api", "wb_core.faces", "wb_core"},
     {"wb_core.cli", "wb_core.ui", "wb_core.__main__"},
 ]
 
@@ -100,6 +101,7 @@ BENCHMARK_INTERNALS = {
                             "windows, the order of each cycle), which a confirmation sums up",
     "wb_core.stats": "comparison_design.py computes each design's ratio from the same per-round and per-cycle "
                      "values the verdicts use",
+    "wb_core.paths": "genai_fidelity.py keeps the decoder it builds in the workbench's cache folder",
     "wb_core.axes": "genai_fidelity.py offers the declared weight formats as its --weights choices",
     "wb_core.generation.spec": "genai_fidelity.py names the weight-compressed point whose cached folder the "
                                "reference loads, so both sides run the same files",
@@ -347,7 +349,7 @@ def test_declarations_name_real_modules():
 
 def _face_violations(name: str, targets: set[str], own: str) -> list[str]:
     return [f"{name} imports {t}" for t in sorted(targets)
-            if t != "wb_core.api" and not t.startswith(own)]
+            if t not in ("wb_core.api", "wb_core.faces") and not t.startswith(own)]
 
 
 def test_cli_and_ui_use_only_the_api():
@@ -430,83 +432,16 @@ def test_the_api_names_resolve():
         assert getattr(api, name) is getattr(wb_core, name)
 
 
-# What the API offers, by kind. A name added to `wb_core.api.__all__` must be added here, under its
-# kind: a store, a runner or a registry is none of these, and belongs behind a verb.
-API_VERBS = {
-    # measure
-    "profile", "pipeline_profile", "train_profile", "find_max_rate", "tune", "confirm", "compare_configs",
-    "serve_check",
-    "layer_profile", "verify_allocation", "convert_to_ir", "inspect_model", "hardware_info", "describe_hardware",
-    "generate_profile", "generation_quality",
-    "list_backends", "cluster_hosts", "preview_sweep", "default_configs", "backend_title", "layer_profiling_backends",
-    # read
-    "results", "results_with_notes", "load_results", "load_measurements", "stored_runs", "point_row", "studies",
-    "study_info", "study_record", "run_config", "stored_layer_profile", "load_serve_checks", "load_comparison",
-    # decide and compare
-    "recommend", "recommend_training", "recommend_generation",
-    "with_efficiency", "successful", "pareto_front", "pareto_mask", "find_run",
-    "plan_allocation", "capacity", "compare_runs", "best_runs", "layer_diff", "ratio_sentences",
-    "compare_hosts", "config_by_host_type", "select_host_type", "precision_losses",
-    # share
-    "export", "render", "deployment_for_study", "with_capacity", "export_formats", "model_files", "zip_bundle",
-    "write_report", "build_report", "host_type_bars", "host_type_scatter", "plots", "pipeline_plots",
-    "training_plots", "export_generation", "is_generation_study", "generation_run", "is_generation_model",
-    # write what a face keeps with a study
-    "save_study_settings", "save_layer_profile",
-    # demos and example inputs
-    "ensure_demo", "write_demo", "resolve_model", "demo_name_of", "demo_sample_text", "default_study_name",
-    "write_fashion_npz", "write_lenet5", "sample_video", "frame_geometry",
-}
-API_TYPES = {
-    # what the verbs take
-    "SweepSpec", "MeasureSettings", "InputOptions", "PrecisionOptions", "ImageOptions", "RunConfig", "Constraints",
-    "RunOptions",
-    # what they return
-    "ModelDescription", "SweepSummary", "SweepPreview", "Recommendation", "Allocation", "CapacityPlan", "LayerProfile",
-    "LayerDiff", "ServeCheckResult",
-    # what they raise
-    "WorkbenchError", "ConfigError", "ModelError", "StoreError", "WorkerError", "NoRunMeetsConstraints",
-}
-API_FACE_HELPERS = {
-    # checking what a user typed, in one sentence, before anything runs
-    "check_number", "check_timeout", "check_ci_target", "check_max_rounds", "check_objective", "check_capacity_inputs",
-    "check_plan_inputs",
-    "check_output_file", "check_output_folder", "check_database", "describe_data_source", "describe_text_source",
-    "parse_number", "parse_ci_target", "parse_seq_lens", "parse_shape_axis", "parse_formats", "parse_prices",
-    "load_spec_file", "field_help", "available_cpus", "oversubscription_warnings", "parse_time", "parse_generation_formats",
-    # whether a run may be exported or reported, and why not (every face asks the same rule)
-    "unfit_reason", "export_caution", "pickable", "format_title", "guard_failed_runs",
-    # whether a figure lies within another's measured interval (a face claims noise only then)
-    "within_noise",
-    # the settings a face offers, and how it names one that a message or note is about
-    "sweep_axes", "SPEC_OPTIONS", "axis_readers", "backend_title", "layer_profiling_backends", "generation_axes",
-    "setting_flag", "setting_label", "word_for_cli", "word_for_dashboard", "with_role", "pipeline_axes",
-    # words and files, the same in every face
-    "printable", "label", "plural", "rounded", "run_name", "worded", "executed_words", "results_table",
-    "p99_verdict", "p99_limit_words", "within_p99",
-    "write_output_file", "default_db", "cache_dir",
-    # the choices a face offers, and the thresholds it names
-    "DEMOS", "FORMATS", "PRECISIONS", "OBJECTIVES", "LABELS", "MODES", "SCALES", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
-}
-
-
-def test_the_api_offers_verbs_and_result_types_only():
-    from wb_core import api
-
-    expected = API_VERBS | API_TYPES | API_FACE_HELPERS
-    extra, missing = set(api.__all__) - expected, expected - set(api.__all__)
-    assert not extra, f"the API re-exports {sorted(extra)}: offer a verb instead, or name its kind in this test"
-    assert not missing, f"the API lost {sorted(missing)}"
-
-
 def test_no_store_runner_or_registry_behind_the_api():
-    """Whatever the list says, no public name is the store, a sweep runner, a converter or a registry."""
-    from wb_core import api
+    """No public name of the API or of the faces' kit is the store, a sweep runner, a converter or a
+    registry (docs/api.md and tests/test_api_surface.py hold the API's list)."""
+    from wb_core import api, faces
 
     internal = {"wb_core.store", "wb_core.store.sql", "wb_core.sweep.local", "wb_core.sweep.search",
                 "wb_core.variants.convert", "wb_core.proc.parent",
                 "wb_core.fleet.cli_support", "wb_core.backends.registry"}
-    leaked = [n for n in api.__all__ if getattr(getattr(api, n), "__module__", None) in internal]
+    leaked = [f"{m.__name__}.{n}" for m in (api, faces) for n in m.__all__
+              if getattr(getattr(m, n), "__module__", None) in internal]
     assert not leaked, f"internals behind the API: {leaked}"
 
 
@@ -521,7 +456,7 @@ import sys
 from wb_core import api
 db = {str(tmp_path / "p.db")!r}
 api.profile({str(lenet_ir)!r}, db=db, study="s", settings=api.MeasureSettings(max_time_s=0.2, warmup_s=0.05))
-df = api.results("s", db, efficiency=True)
+df = api.results("s", db, "efficiency")
 assert df["gflops"].notna().all(), df.columns
 dep = api.deployment_for_study(db, "s")
 api.export(dep, list(api.FORMATS), {str(tmp_path / "out")!r})

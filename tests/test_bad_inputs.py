@@ -435,7 +435,7 @@ def test_the_api_returns_the_clis_notes_and_columns(text_setup, tmp_path, fast):
     assert df["tied_with_best"].tolist() == ["best"] and df["vs_fp32"].tolist() == [1.0]
     cli = json.loads(wb("results", "--study", "api", "--db", db, "--format", "json").stdout)
     assert set(df.columns) == set(cli[0]) and cli[0]["tied_with_best"] == "best"
-    assert api.results("api", db).attrs["notes"] == api.results_with_notes("api", db)[1]
+    assert api.results("api", db, "stored").attrs.get("notes") is None  # as stored: no notes added
 
 
 def test_an_empty_database_file_is_one_sentence(tmp_path):
@@ -708,7 +708,7 @@ def test_every_verb_refuses_values_of_the_wrong_kind_in_one_sentence(small_store
 
     db, out = tmp_path / "r.db", tmp_path / "out"
     dep = api.deployment_for_study(small_store, "s")
-    runs = api.load_results(small_store, "s")
+    runs = api.results("s", small_store, "stored")
     config = api.run_config("s", runs.key.iloc[0], small_store)
     before = _store_bytes(small_store)
     calls = {
@@ -821,7 +821,8 @@ def test_report_layers_never_profiles_a_run_it_does_not_recommend(small_store, t
     assert r.returncode == 0, r.stderr
     assert "Per-layer profile" in out.read_text()
     # A profile of any other run is left out of the report, whoever passes it.
-    from wb_core.api import LayerProfile, build_report, layer_profile
+    from wb_core.api import LayerProfile, layer_profile
+    from wb_core.faces import build_report
 
     own = layer_profile("s", json.loads(wb("results", "--study", "s", "--db", small_store, "--format",
                                            "json").stdout)[0]["key"], small_store, iterations=5)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis_data import HARDWARE, frame, run
-from wb_core import api
+from wb_core import api, faces
 from wb_core.analysis.compare import base_type, best_runs, compare_runs, layer_diff, ratio_sentences
 from wb_core.analysis.layers import LAYER_COLUMNS, LayerProfile
 from wb_core.config import RunConfig, SweepSpec
@@ -154,7 +154,7 @@ def test_a_layer_profile_round_trips_through_the_store(db):
         back = LayerProfile.from_dict(s.layer_profile("st", "k1"))
     pd.testing.assert_frame_equal(back.layers, prof.layers)
     assert back.label == "k1" and back.batch_size == 1 and back.properties["INFERENCE_PRECISION_HINT"]
-    assert api.stored_layer_profile(db, "st", "other") is None
+    assert faces.stored_layer_profile(db, "st", "other") is None
 
 
 def test_a_study_run_is_profiled_once_and_then_read_back(lenet_ir, db, fast):
@@ -163,10 +163,10 @@ def test_a_study_run_is_profiled_once_and_then_read_back(lenet_ir, db, fast):
     s = run_sweep(lenet_ir, SweepSpec(threads="1"), db, "lay", settings=fast)
     assert s.ok == 1, s.errors
     key = api.results("lay", db)["key"].iloc[0]
-    assert api.stored_layer_profile(db, "lay", key) is None
+    assert faces.stored_layer_profile(db, "lay", key) is None
     first = api.layer_profile("lay", key, db, iterations=5, reuse=True)
     assert not first.layers.empty
-    stored = api.stored_layer_profile(db, "lay", key)
+    stored = faces.stored_layer_profile(db, "lay", key)
     pd.testing.assert_frame_equal(stored.layers, first.layers)
     with Store(db) as st:  # mark the stored copy: a reuse must return it, not measure again
         d = st.layer_profile("lay", key)
@@ -201,7 +201,7 @@ def test_layers_and_compare_tabs_profile_compare_and_reuse(lenet_ir, db, fast):
     html_out = " ".join(getattr(c, "value", "") for c in layers.result.children)
     assert "Layer type" in html_out and "Convolution" in html_out and "Executed in" in html_out
     assert any(type(c).__name__ == "PlotArea" and len(c.figure.data) for c in layers.result.children)
-    assert api.stored_layer_profile(db, "two", keys[0]) is not None
+    assert faces.stored_layer_profile(db, "two", keys[0]) is not None
     assert "Profiled earlier" in LayersPanel(session).status.value  # a new page shows the kept profile at once
 
     compare = ComparePanel(session)
@@ -222,7 +222,7 @@ def test_layers_and_compare_tabs_profile_compare_and_reuse(lenet_ir, db, fast):
     summary = " ".join(getattr(c, "value", "") for c in compare.layers_result.children)
     assert "wb-layer-summary" in summary and "Second run (ms)" in summary, compare.messages.text.value
     assert "closed loop" in compare.ratios.value and "sum of layer times" in summary  # the modes, and why they differ
-    assert api.stored_layer_profile(db, "two", keys[1]) is not None  # profiled by Compare, kept for next time
+    assert faces.stored_layer_profile(db, "two", keys[1]) is not None  # profiled by Compare, kept for next time
 
     compare.mode.value = "studies"
     assert compare.studies_box.layout.display == "" and compare.runs_box.layout.display == "none"

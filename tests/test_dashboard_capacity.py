@@ -25,7 +25,7 @@ def test_capacity_tab(server, page, lenet_dir, fast, tmp_path):
     import dataclasses
     import re
 
-    from wb_core.api import load_results, profile
+    from wb_core.api import profile, results
     from wb_core.ui.explore_panel import _span
     from wb_core.ui.words import run_name
 
@@ -101,9 +101,9 @@ def test_capacity_tab(server, page, lenet_dir, fast, tmp_path):
     assert find.is_enabled()
     assert "Done: 3 rates tried" in cap.locator(".wb-rate-progress").inner_text()
     assert "samples/s for this run" in cap.locator(".wb-modes").inner_text()  # why its figures differ
-    probes = load_results(db, "lenet-digits", probes=True)
+    probes = results("lenet-digits", db, "probes")
     assert len(probes) == 3 and set(probes.probe_of) == {small["key"]}  # every probe stored, as a probe
-    assert len(load_results(db, "lenet-digits")) == 2  # and not as a run
+    assert len(results("lenet-digits", db, "stored")) == 2  # and not as a run
     shoot(page, "capacity")
 
     # Explore, Export and the report still stand on Explore's limit and pick.

@@ -136,7 +136,7 @@ NEW_SETTING = textwrap.dedent('''
 
     from typer.testing import CliRunner
 
-    from wb_core import api
+    from wb_core import api, faces
     from wb_core.analysis.planning import Allocation, allocation_spec, same_run_columns, same_settings
     from wb_core.analysis.precision import match_columns
     from wb_core.axes import spec_schema
@@ -164,7 +164,7 @@ NEW_SETTING = textwrap.dedent('''
     df = load_results(db, "s")
     out["store"] = sorted(df["toy_knob"].tolist()) == [2, 3]
     row = df[df["toy_knob"] == 3].iloc[0].to_dict()
-    out["run_name"] = api.run_name(row).endswith("knob 3")
+    out["run_name"] = faces.run_name(row).endswith("knob 3")
     frame, differing = api.compare_runs(df)
     out["compare"] = "toy_knob" in differing and "toy_knob" in frame.columns
     out["planning"] = "toy_knob" in same_run_columns() and len(same_settings(df, row["key"])) == 1
@@ -219,7 +219,7 @@ NEW_PRECISION = textwrap.dedent('''
     precisions.PRECISIONS = (fp32, bf16, fp16, int8)
     precisions.NAMES = ("fp32", "bf16", "fp16", "int8")
 
-    from wb_core import api
+    from wb_core import api, faces
     from wb_core.axes import GENERATION_PRECISIONS, axis, field_help
     from wb_core.config import SweepSpec
     from wb_core.hardware import _ops_per_cycle, _precision_paths, detect
@@ -246,7 +246,7 @@ NEW_PRECISION = textwrap.dedent('''
     out["order"] = precisions.narrowest_first() == ("int8", "fp16", "bf16", "fp32")
     out["by_hint"] = "fp16" in precisions.hinted()
     out["generation"] = "fp16" in GENERATION_PRECISIONS
-    out["run_name"] = "FP16" in api.run_name({"backend": "openvino", "precision": "fp16", "batch_size": 1})
+    out["run_name"] = "FP16" in faces.run_name({"backend": "openvino", "precision": "fp16", "batch_size": 1})
     from wb_core.ui.state import DashboardState
     from wb_core.ui.sweep_panel import SweepPanel
     import sys

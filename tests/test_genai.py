@@ -17,7 +17,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from wb_core.api import ConfigError, ModelError, generate_profile, generation_quality, inspect_model, recommend_generation
+from wb_core.api import (
+    ConfigError,
+    ModelError,
+    generate_profile,
+    generation_quality,
+    inspect_model,
+    recommend_generation,
+)
 
 
 @pytest.fixture(scope="session")
@@ -344,7 +351,7 @@ def test_generation_plot_colours_by_weight_format():
 
 
 def test_a_generation_run_is_named_by_its_own_settings_in_words():
-    from wb_core.api import run_name
+    from wb_core.faces import run_name
 
     row = {"study_kind": "generation", "backend": "openvino-genai", "precision": "fp32", "batch_size": 1,
            "weight_format": "int4_sym", "group_size": 64, "ratio": 0.8, "inference_precision": "bf16",
@@ -379,6 +386,6 @@ def test_poisson_arrivals_count_each_requests_wait_from_its_arrival(generator, t
     assert flood["queue_p99_ms"] > 2 * service(flood), (flood["queue_p99_ms"], service(flood))
     # At 2 a second a request waits only for the dispatcher to wake (no busy-waiting: about 0.5 ms here).
     assert calm["queue_ms_mean"] < service(calm), (calm["queue_ms_mean"], service(calm))
-    from wb_core.api import run_name
+    from wb_core.faces import run_name
 
     assert run_name(flood).endswith("· 100000 req/s") and "in flight" not in run_name(flood)

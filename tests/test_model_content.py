@@ -13,9 +13,9 @@ import sys
 import numpy as np
 import pytest
 
+from wb_core.api import results
 from wb_core.errors import ConfigError, ModelError
 from wb_core.models import fingerprint, model_files
-from wb_core.store import load_results
 from wb_core.variants import quantize as quantize_module
 
 RNG = np.random.default_rng(0)
@@ -52,7 +52,7 @@ def _run_ir(xml, x=X, output=None):
 
 
 def _fp32_ir(db, study):
-    rows = load_results(db, study)
+    rows = results(study, db, "stored")
     assert (rows["status"] == "ok").all(), rows.get("error")
     return rows.iloc[0]["variant_path"]
 
@@ -206,7 +206,7 @@ def test_a_model_rewritten_after_its_study_is_never_used_under_the_studys_name(t
     """After the study, the user's files are rewritten: a conversion the cache no longer holds is refused
     rather than made from the new content and kept under the old fingerprint; a layer profile of the
     user's own IR is refused; a bundle leaves out the files it cannot vouch for, saying why."""
-    from wb_core.api import deployment_for_study, export, layer_profile, load_results, profile
+    from wb_core.api import deployment_for_study, export, layer_profile, profile
     from wb_core.variants.convert import ensure_ir
 
     monkeypatch.setenv("WB_CACHE_DIR", str(tmp_path / "cache"))
@@ -232,9 +232,9 @@ def test_a_model_rewritten_after_its_study_is_never_used_under_the_studys_name(t
         ensure_ir(onnx_model, "onnx", old_fp)
     assert not (tmp_path / "cache" / "ir" / old_fp).exists()  # nothing kept under the name of what was measured
     with pytest.raises(ModelError, match=r"The model at '.*own.xml' has changed since it was measured"):
-        layer_profile("ir", load_results(db, "ir").key.iloc[0], db, iterations=2)
+        layer_profile("ir", results("ir", db, "stored").key.iloc[0], db, iterations=2)
     for study, fmt in (("onnx", "triton"), ("ir", "ovms")):
-        results = export(deployment_for_study(db, study), fmt, tmp_path / f"out-{study}", bundle=True)
-        assert results[fmt].model_files == [], study
-        assert any("has no model files" in n and "has changed since it was measured" in n for n in results[fmt].notes)
+        exported = export(deployment_for_study(db, study), fmt, tmp_path / f"out-{study}", bundle=True)
+        assert exported[fmt].model_files == [], study
+        assert any("has no model files" in n and "has changed since it was measured" in n for n in exported[fmt].notes)
     assert not list((tmp_path / "out-onnx").rglob("*.data")) and not list((tmp_path / "out-ir").rglob("*.bin"))

@@ -141,7 +141,7 @@ def test_broken_ir_gets_one_plain_sentence(tmp_path, lenet_ir, case, needle):
     (("zoo", "efficientnet"), "efficientnet"),
 ])
 def test_default_study_name_skips_generic_names(tmp_path, parts, expected):
-    from wb_core.api import default_study_name
+    from wb_core.faces import default_study_name
 
     path = tmp_path.joinpath(*parts)
     if path.suffix:

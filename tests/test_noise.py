@@ -233,7 +233,7 @@ def test_a_point_sharing_its_core_with_a_busy_loop_is_flagged_busy_and_can_be_me
     assert "measured on a busy machine" in r.stdout and "--remeasure-busy" in r.stdout
     import html
 
-    from wb_core.api import label
+    from wb_core.faces import label
 
     page = build_report(db, "busy")
     assert "<h2>Busy machine</h2>" in page and f"<th>{html.escape(label('other_cpu'))}</th>" in page  # worded
@@ -359,14 +359,14 @@ def test_results_and_report_show_intervals_and_ties_as_columns(lenet_ir, db, fas
     import subprocess
     import sys
 
-    from wb_core.api import results_with_notes
+    from wb_core.api import results
     from wb_core.config import SweepSpec
     from wb_core.report import build_report
     from wb_core.sweep.local import run_sweep
 
     run_sweep(lenet_ir, SweepSpec(backends="openvino", threads="1,2", batch_sizes="1", repeats=2), db, "cols",
               settings=fast)
-    df, _ = results_with_notes("cols", db)
+    df = results("cols", db)
     assert list(df["tied_with_best"]).count("best") == 1
     assert set(df["tied_with_best"]) <= {"best", "yes", "no"}
     best = df[df["tied_with_best"] == "best"].iloc[0]
@@ -383,7 +383,7 @@ def test_results_and_report_show_intervals_and_ties_as_columns(lenet_ir, db, fas
         assert col in header
     import html
 
-    from wb_core.api import label
+    from wb_core.faces import label
 
     page = build_report(db, "cols")
     for col in ("throughput_ci_low", "throughput_ci_high", "latency_ms_p99_ci_high", "tied_with_best"):

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analysis_data import make_study_db, run
-from wb_core import api
+from wb_core import api, faces
 from wb_core.analysis.layers import LAYER_COLUMNS, LayerProfile
 from wb_core.analysis.precision_loss import loss_notes, slow_pairs
 from wb_core.cli import app
@@ -91,7 +91,7 @@ def test_without_profiles_the_note_says_which_two_runs_to_profile():
     df = pd.DataFrame(_runs())
     [note] = loss_notes(df, lambda key: None)
     assert df["key"].iloc[1] in note and df["key"].iloc[0] in note and "profile both runs" in note
-    assert "(--layers)" in api.word_for_cli(note)
+    assert "(--layers)" in faces.word_for_cli(note)
     assert loss_notes(pd.DataFrame([run(precision="fp32"), run(precision="int8", thr=2000.0)]), lambda k: None) == []
 
 
@@ -113,8 +113,8 @@ def test_real_profile_rows_name_the_slower_type_in_results_recommend_and_report(
     reduced = LayerProfile(key=int8_run["key"], label="int8", iterations=5, batch_size=1, layers=layers)
     db = tmp_path / "r.db"
     make_study_db(db, [fp32_run, int8_run])
-    api.save_layer_profile("t", fp32_run["key"], real, db)
-    api.save_layer_profile("t", int8_run["key"], reduced, db)
+    faces.save_layer_profile("t", fp32_run["key"], real, db)
+    faces.save_layer_profile("t", int8_run["key"], reduced, db)
 
     [note] = api.precision_losses("t", db)
     assert f"the layer types that took longer were {slow_type} (" in note and "ran in u8" in note, note
@@ -124,7 +124,7 @@ def test_real_profile_rows_name_the_slower_type_in_results_recommend_and_report(
     res = CliRunner().invoke(app, ["recommend", "--study", "t", "--db", str(db)])
     assert res.exit_code == 0, res.output
     assert "note: INT8 ran at 0.40x the throughput of FP32" in res.output and slow_type in res.output, res.output
-    html = api.build_report(db, "t")
+    html = faces.build_report(db, "t")
     assert "Why a precision ran slower" in html and f"were {slow_type} (" in html
 
 
@@ -138,12 +138,12 @@ def test_recommend_with_layers_profiles_the_pair_stores_both_and_says_why(lenet_
     res = CliRunner().invoke(app, ["recommend", "--study", "t", "--db", str(db)])
     assert res.exit_code == 0, res.output
     assert "profile both runs (--layers)" in res.output, res.output
-    assert api.stored_layer_profile(db, "t", int8_run["key"]) is None
+    assert faces.stored_layer_profile(db, "t", int8_run["key"]) is None
     res = CliRunner().invoke(app, ["recommend", "--study", "t", "--db", str(db), "--layers"])
     assert res.exit_code == 0, res.output
     assert "note: INT8 ran at 0.50x the throughput of FP32" in res.output and "its layers took" in res.output
     for key in (fp32_run["key"], int8_run["key"]):
-        assert not api.stored_layer_profile(db, "t", key).layers.empty
+        assert not faces.stored_layer_profile(db, "t", key).layers.empty
 
 
 # ---- a tiny real model whose INT8 is slower than FP32 ----
@@ -239,5 +239,5 @@ def test_a_real_int8_slower_than_fp32_is_explained_by_the_layers_quantization_ad
     ran = note.split("In INT8 the layers ran in ", 1)[1]
     for p in precisions:
         assert re.search(rf"(^| and |, ){p} \d+% of the time \(", ran), note
-    html = api.build_report(db, "t")
+    html = faces.build_report(db, "t")
     assert "Why a precision ran slower" in html and "only INT8 runs (" in html

@@ -292,7 +292,7 @@ def test_tunes_answer_says_why_a_reduced_precision_ran_slower_or_which_runs_to_p
     import pandas as pd
 
     from analysis_data import HARDWARE, frame, make_study_db, run
-    from wb_core import api
+    from wb_core import faces
     from wb_core.analysis.layers import LAYER_COLUMNS, LayerProfile
     from wb_core.analysis.precision_loss import study_loss_notes
     from wb_core.analysis.recommend import recommend
@@ -312,8 +312,8 @@ def test_tunes_answer_says_why_a_reduced_precision_ran_slower_or_which_runs_to_p
                           columns=list(LAYER_COLUMNS))
         return LayerProfile(key=key, label=key, iterations=10, batch_size=1, layers=df)
 
-    api.save_layer_profile("t", fp32["key"], profile(fp32["key"], [("fc", "FullyConnected", "f32", 0.02)]), db)
-    api.save_layer_profile("t", int8["key"], profile(int8["key"], [
+    faces.save_layer_profile("t", fp32["key"], profile(fp32["key"], [("fc", "FullyConnected", "f32", 0.02)]), db)
+    faces.save_layer_profile("t", int8["key"], profile(int8["key"], [
         ("fc", "FullyConnectedQuantizedLegacy", "i8", 0.02), ("x/fq", "FakeQuantize", "f32", 0.01)]), db)
     text = _answer(Path("m.xml"), rec.best, rec, None, None, 10.0, 180.0, None, study_loss_notes(db, "t"))
     assert ("INT8 ran at 0.40x the throughput of FP32" in text and "The layer only INT8 runs (FakeQuantize) took "

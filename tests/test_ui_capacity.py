@@ -148,7 +148,7 @@ def test_rate_figure_draws_the_limit_and_marks_the_queueing_rates():
 
 
 def test_find_max_rate_draws_each_probe_and_answers_in_words(lenet_ir, tmp_path, fast):
-    from wb_core.api import load_results, profile
+    from wb_core.api import profile, results
 
     db = tmp_path / "rate.db"
     profile(lenet_ir, db=db, study="rate", threads="1", settings=fast)
@@ -178,9 +178,9 @@ def test_find_max_rate_draws_each_probe_and_answers_in_words(lenet_ir, tmp_path,
     assert sum(len(t.x) for t in fig.data if t.name != "p99 limit") >= 4  # three probes and the star
     assert f"sustains {rounded(star.x[0])} requests/s" in p.rate_answer.value  # the star is the answer
     assert not p.find.disabled and not seen  # probes are not runs: the other tabs have nothing new
-    probes = load_results(db, "rate", probes=True)
+    probes = results("rate", db, "probes")
     assert len(probes) == 3 and set(probes.probe_of) == {session.results().key.iloc[0]}  # every probe stored
-    assert load_results(db, "rate").rate.isna().all()  # and none among the runs
+    assert results("rate", db, "stored").rate.isna().all()  # and none among the runs
     assert len(p.run.control.options) == 1  # probes are not runs to search from
     # Reopened, the tab shows the last answer and its probes again.
     again = CapacityPanel(session)
@@ -234,7 +234,7 @@ def test_the_plan_rests_on_the_rate_the_search_says_is_sustained():
 
 
 def test_noise_is_claimed_only_when_the_interval_says_so():
-    from wb_core.api import within_noise
+    from wb_core.faces import within_noise
     from wb_core.ui.capacity_panel import modes_explained
 
     assert within_noise(1000, 950, 1050) is True

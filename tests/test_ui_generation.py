@@ -40,10 +40,11 @@ def test_a_generation_model_gets_the_generation_sweep(tmp_path, generator, lenet
     assert [t.name for t in fig.data if t.name == "the model's own"] == ["the model's own"]  # one point
     assert "Recommended:" in gen.answer.value and "own weights · FP32 activations" in gen.answer.value
     assert "output tokens/s" in gen.answer.value and not gen.run.disabled and session.measuring == ""
-    from wb_core.api import is_generation_study, load_results
+    from wb_core.api import results
+    from wb_core.faces import is_generation_study
 
     assert is_generation_study("gen-ui", session.db)  # stored as a generation study, one point
-    assert len(load_results(session.db, "gen-ui")) == 1
+    assert len(results("gen-ui", session.db, "stored")) == 1
 
 
 def test_a_bad_generation_setting_is_one_sentence(tmp_path, generator):
@@ -82,12 +83,12 @@ def test_cancel_stops_a_generation_sweep_and_keeps_its_finished_points(tmp_path,
     import sqlite3
     import time
 
-    from wb_core.api import StoreError, load_results
+    from wb_core.api import StoreError, results
     from wb_core.ui.sweep_panel import SweepPanel
 
     def stored() -> int:
         try:
-            return len(load_results(session.db, "gen-cancel"))
+            return len(results("gen-cancel", session.db, "stored"))
         except (StoreError, sqlite3.OperationalError):  # the sweep has not created the store yet
             return 0
 

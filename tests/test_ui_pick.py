@@ -12,7 +12,8 @@ import sqlite3
 import pytest
 
 from analysis_data import make_study_db, run, sample_frame
-from wb_core.api import Constraints, build_report, load_results
+from wb_core.api import Constraints, results
+from wb_core.faces import build_report
 from wb_core.store import Store
 from wb_core.ui.capacity_panel import CapacityPanel
 from wb_core.ui.explore_panel import ExplorePanel
@@ -129,7 +130,7 @@ def test_a_swept_arrival_rate_stays_a_run_in_the_migration(tmp_path):
         s.add_run("t", cfg.key, cfg.to_dict(), "ok", {"latency_ms_p99": 1.0, "throughput": 50.0})
     with sqlite3.connect(db) as c:
         c.execute("UPDATE meta SET value = '2' WHERE name = 'schema_version'")
-    assert list(load_results(Store(db).path, "t").key) == [cfg.key]
+    assert list(results("t", Store(db).path, "stored").key) == [cfg.key]
 
 
 def test_accuracy_failed_runs_are_marked_and_never_picked(tmp_path):
@@ -267,7 +268,7 @@ def test_the_core_refuses_a_guard_failed_run_by_key(tmp_path):
 
     db = tmp_path / "core.db"
     _two_studies(db)
-    bad = load_results(db, "u").query("accuracy_guard == 'failed'").iloc[0]
+    bad = results("u", db, "stored").query("accuracy_guard == 'failed'").iloc[0]
     with pytest.raises(WorkbenchError, match="failed the accuracy guard"):
         deployment_for_study(db, "u", run_key=bad["key"])
     report = build_report(db, "u", pick=bad["key"], pick_reason="chosen")

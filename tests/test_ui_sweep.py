@@ -326,7 +326,7 @@ def test_runs_table_in_words_with_the_reason_of_a_skipped_run():
 
 def test_a_text_model_sweeps_real_text_at_the_lengths_chosen(tmp_path):
     """Text and tokenizer paths on the server are checked when entered and feed the sweep, at each length."""
-    from wb_core.api import demo_sample_text, ensure_demo, load_results
+    from wb_core.api import demo_sample_text, ensure_demo, results
     from wb_core.ui.data_section import TEXT
 
     model = ensure_demo("text-encoder") / "model.xml"
@@ -347,7 +347,7 @@ def test_a_text_model_sweeps_real_text_at_the_lengths_chosen(tmp_path):
     panel.study.value = "text"
     panel.run.click()
     panel._thread.join(180)
-    df = load_results(session.db, "text")
+    df = results("text", session.db, "stored")
     assert sorted(df["seq_len"]) == [16, 32] and (df["status"] == "ok").all(), panel.messages.text.value
     assert (df["data_source"] == f"'{sample}'").all()
 
@@ -412,7 +412,8 @@ def test_busy_points_are_marked_and_measured_again_from_a_button(tmp_path, lenet
 
 
 def test_a_backend_setting_without_a_control_of_its_own_gets_one_from_the_axes_table(tmp_path, lenet_savedmodel):
-    from wb_core.api import SweepSpec, field_help, sweep_axes
+    from wb_core.api import SweepSpec
+    from wb_core.faces import field_help, sweep_axes
 
     _, panel = _panel(tmp_path, lenet_savedmodel)
     # Every axis but the runtimes and precisions (checkboxes) and the input shape has a box.
@@ -443,7 +444,7 @@ def test_a_backend_setting_without_a_control_of_its_own_gets_one_from_the_axes_t
 def test_each_sweep_control_carries_the_label_errors_and_notes_use(tmp_path):
     """A message about a setting names it as the dashboard labels it (the axes table's label): the box
     the user sees must carry that very label (every box is made from the axes table)."""
-    from wb_core.api import setting_label
+    from wb_core.faces import setting_label
 
     _, panel = _panel(tmp_path)
     shown = {"backends": panel.backends.children[0].value, "precisions": panel.precisions.children[0].value,

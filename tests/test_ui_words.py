@@ -83,7 +83,7 @@ def test_no_tab_shows_a_column_name_or_a_runtime_code(study_db):
 
 
 def test_the_report_shows_no_column_name_or_runtime_code(study_db):
-    from wb_core.api import build_report
+    from wb_core.faces import build_report
 
     page = build_report(study_db, "t")
     body = re.sub(r"(?s)<(style|script)[^>]*>.*?</\1>", " ", page)

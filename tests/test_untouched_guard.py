@@ -33,7 +33,7 @@ def test_an_untouched_default_that_runs_bf16_is_judged_and_never_recommended(tmp
     import openvino as ov
 
     from wb_core.analysis.confirm import default_configs
-    from wb_core.api import load_results, recommend
+    from wb_core.api import recommend, results
     from wb_core.config import SweepSpec
     from wb_core.sweep.local import run_sweep
     from wb_core.variants.planner import PrecisionOptions
@@ -50,7 +50,7 @@ def test_an_untouched_default_that_runs_bf16_is_judged_and_never_recommended(tmp
     run_sweep(model, SweepSpec(precisions="fp32", batch_sizes="8", threads="1"), db, "t", settings=fast,
               configs=None, precision=PrecisionOptions(data=str(data)))
     run_sweep(model, SweepSpec(), db, "t", settings=fast, configs=configs, precision=PrecisionOptions(data=str(data)))
-    df = load_results(db, "t")
+    df = results("t", db, "stored")
     hint = df[df["untouched"].astype(bool)].iloc[0]
     explicit = df[~df["untouched"].astype(bool)].iloc[0]
     outputs = __import__("json").loads(hint["accuracy_outputs"])

@@ -10,7 +10,7 @@ __all__ = [
     "WorkbenchError",
     "WorkerError",
     "__version__",
-    "load_results",
+    "results",
     "profile",
 ]
 

@@ -1,19 +1,23 @@
-"""The public Python API: what the workbench does, as verbs, and the types they take and return.
+"""The public Python API: what the workbench does, as verbs, and the types they take and return
+(docs/api.md lists them; tests/test_api_surface.py keeps the two the same).
 
-The `wb` command, the dashboard, the notebooks and the benchmarks use only this module. Verbs are
-defined here or re-exported from the module that owns them and load on first use, so
+Verbs are defined here or re-exported from the module that owns them and load on first use, so
 `import wb_core.api` stays cheap. The store, the sweep runners, the converter and the registries
-stay inside: a face that needs one of their operations gets a verb here
-(tests/test_architecture.py holds the list of public names, by kind).
+stay inside. What the `wb` command and the dashboard share beyond the verbs (checks of typed input,
+words, choices) is their own kit, `wb_core.faces`, not this API.
 
-Measure:   profile, pipeline_profile, train_profile, find_max_rate, tune, confirm, serve_check, layer_profile,
-           convert_to_ir, inspect_model, hardware_info, describe_hardware, list_backends, cluster_hosts
-Read:      results, results_with_notes, stored_runs, point_row, studies, study_info, study_record, run_config
-Decide:    recommend, Constraints, with_efficiency, pareto_front, plan_allocation, verify_allocation, capacity
-Compare:   compare_runs, best_runs, ratio_sentences, layer_diff, stored_layer_profile, compare_hosts,
-           precision_losses
-Share:     export, render, export_formats, deployment_for_study, write_report, plots
-Keep:      save_study_settings, save_layer_profile (what a face stores with a study)
+Measure:   inspect_model, hardware_info, describe_hardware, available_cpus, list_backends, default_configs,
+           preview_sweep, profile, tune, confirm, compare_configs, find_max_rate, layer_profile, serve_check,
+           pipeline_profile, train_profile, generate_profile, generation_quality
+Read:      results (one reader; `view` chooses runs, stored, efficiency, probes, measurements, outputs),
+           studies, study_info, run_config
+Decide:    recommend, recommend_training, recommend_generation, capacity, plan_allocation, verify_allocation,
+           compare_hosts
+Compare:   compare_runs, layer_diff, precision_losses
+Share:     export, render, deployment_for_study, export_generation, write_report; figures in plots,
+           pipeline_plots, training_plots
+Inputs:    resolve_model, ensure_demo, demo_sample_text, convert_to_ir, sample_video, frame_geometry,
+           write_fashion_npz, write_lenet5
 """
 
 from __future__ import annotations
@@ -25,19 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wb_core.config import (  # noqa: F401 - public
-    InputOptions,
-    MeasureSettings,
-    SweepSpec,
-    check_ci_target,
-    check_max_rounds,
-    check_number,
-    check_timeout,
-    parse_ci_target,
-    parse_number,
-    parse_seq_lens,
-    parse_shape_axis,
-)
+from wb_core.config import InputOptions, MeasureSettings, SweepSpec, parse_seq_lens, parse_shape_axis
 from wb_core.demo import resolve_model
 from wb_core.demo_catalog import default_study_name
 from wb_core.errors import (  # noqa: F401 - public
@@ -48,8 +40,7 @@ from wb_core.errors import (  # noqa: F401 - public
     WorkerError,
     printable,
 )
-from wb_core.measure import BUSY_OTHER_CPU, BUSY_STEAL_PCT  # noqa: F401 - public
-from wb_core.paths import cache_dir, check_output_file, check_output_folder, default_db, write_output_file  # noqa: F401 - public
+from wb_core.paths import default_db, write_output_file
 from wb_core.run_options import RunOptions
 from wb_core.sweep.context import SweepSummary  # noqa: F401 - public
 
@@ -59,60 +50,29 @@ if TYPE_CHECKING:
 
 # Re-exported names -> the module that owns them (loaded on first use).
 _REEXPORTS = {
-    # configuration
-    "RunConfig": "wb_core.config", "load_spec_file": "wb_core.config", "available_cpus": "wb_core.config",
-    "field_help": "wb_core.config", "PrecisionOptions": "wb_core.variants.planner",
-    "ModelDescription": "wb_core.variants.description", "ImageOptions": "wb_core.data",
-    "sweep_axes": "wb_core.axes", "SPEC_OPTIONS": "wb_core.axes", "axis_readers": "wb_core.axes",
-    "setting_flag": "wb_core.axes", "setting_label": "wb_core.axes", "word_for_cli": "wb_core.axes",
-    "word_for_dashboard": "wb_core.axes", "with_role": "wb_core.axes", "pipeline_axes": "wb_core.pipeline.study",
-    "PRECISIONS": "wb_core.precisions", "within_p99": "wb_core.limits", "guard_failed_runs": "wb_core.variants.guard",
-    "generation_axes": "wb_core.axes", "parse_generation_formats": "wb_core.export.formats",
-    # demos
-    "DEMOS": "wb_core.demo_catalog", "write_demo": "wb_core.demo", "ensure_demo": "wb_core.demo",
-    # analysis
-    "Constraints": "wb_core.analysis.recommend", "NoRunMeetsConstraints": "wb_core.analysis.recommend",
-    "Recommendation": "wb_core.analysis.recommend", "OBJECTIVES": "wb_core.analysis.recommend",
-    "recommend": "wb_core.analysis.recommend", "with_efficiency": "wb_core.analysis.recommend",
-    "successful": "wb_core.analysis.recommend", "pareto_front": "wb_core.analysis.recommend",
-    "pareto_mask": "wb_core.analysis.recommend",
-    "find_run": "wb_core.analysis.recommend", "check_objective": "wb_core.analysis.recommend",
-    "Allocation": "wb_core.analysis.planning", "plan_allocation": "wb_core.analysis.planning",
+    # what the verbs take
+    "RunConfig": "wb_core.config", "PrecisionOptions": "wb_core.variants.planner", "ImageOptions": "wb_core.data",
+    "Constraints": "wb_core.analysis.recommend",
+    # what they return or raise
+    "ModelDescription": "wb_core.variants.description", "Recommendation": "wb_core.analysis.recommend",
+    "NoRunMeetsConstraints": "wb_core.analysis.recommend", "Allocation": "wb_core.analysis.planning",
+    "CapacityPlan": "wb_core.analysis.planning", "LayerProfile": "wb_core.analysis.layers",
+    "LayerDiff": "wb_core.analysis.compare", "ServeCheckResult": "wb_core.export.servecheck",
+    "SweepPreview": "wb_core.sweep.preview",
+    # measure
+    "available_cpus": "wb_core.config", "preview_sweep": "wb_core.sweep.preview",
+    # decide and compare
+    "recommend": "wb_core.analysis.recommend", "plan_allocation": "wb_core.analysis.planning",
     "verify_allocation": "wb_core.analysis.planning", "capacity": "wb_core.analysis.planning",
-    "CapacityPlan": "wb_core.analysis.planning", "check_capacity_inputs": "wb_core.analysis.planning",
-    "check_plan_inputs": "wb_core.analysis.planning", "within_noise": "wb_core.analysis.planning",
-    "LayerProfile": "wb_core.analysis.layers",
-    "stored_layer_profile": "wb_core.analysis.layers",
-    "compare_runs": "wb_core.analysis.compare", "best_runs": "wb_core.analysis.compare",
-    "layer_diff": "wb_core.analysis.compare", "LayerDiff": "wb_core.analysis.compare",
-    "ratio_sentences": "wb_core.analysis.compare",
-    "parse_time": "wb_core.tune", "unfit_reason": "wb_core.analysis.pick", "pickable": "wb_core.analysis.pick",
-    "format_title": "wb_core.models",
-    "export_caution": "wb_core.analysis.pick",
-    # words
-    "LABELS": "wb_core.analysis.words", "MODES": "wb_core.analysis.words", "executed_words": "wb_core.analysis.words",
-    "label": "wb_core.analysis.words", "plural": "wb_core.analysis.words", "results_table": "wb_core.analysis.words",
-    "rounded": "wb_core.analysis.words", "run_name": "wb_core.analysis.words", "worded": "wb_core.analysis.words",
-    "p99_verdict": "wb_core.analysis.words", "p99_limit_words": "wb_core.analysis.words",
-    # sharing
-    "write_report": "wb_core.report", "build_report": "wb_core.report",
-    "export": "wb_core.export", "render": "wb_core.export", "deployment_for_study": "wb_core.export",
-    "parse_formats": "wb_core.export", "FORMATS": "wb_core.export",
-    "with_capacity": "wb_core.export", "model_files": "wb_core.export.bundle", "zip_bundle": "wb_core.export.bundle",
-    "load_serve_checks": "wb_core.export.servecheck", "ServeCheckResult": "wb_core.export.servecheck",
-    # fleets
-    "load_comparison": "wb_core.fleet.compare",
-    "config_by_host_type": "wb_core.fleet.compare", "parse_prices": "wb_core.fleet.compare",
-    "select_host_type": "wb_core.fleet.compare",
-    "host_type_bars": "wb_core.fleet.plots", "host_type_scatter": "wb_core.fleet.plots",
-    # pipeline and training studies
-    "recommend_training": "wb_core.training", "write_fashion_npz": "wb_core.training.examples",
-    "write_lenet5": "wb_core.training.examples", "sample_video": "wb_core.pipeline.samples",
-    "frame_geometry": "wb_core.pipeline.source", "SCALES": "wb_core.data",
-    # what a sweep will do before it runs, and checking a data path a user typed
-    "preview_sweep": "wb_core.sweep.preview", "SweepPreview": "wb_core.sweep.preview",
-    "oversubscription_warnings": "wb_core.sweep.preview", "describe_data_source": "wb_core.data",
-    "describe_text_source": "wb_core.text", "demo_name_of": "wb_core.demo_catalog", "demo_sample_text": "wb_core.demo_catalog",
+    "compare_runs": "wb_core.analysis.compare", "layer_diff": "wb_core.analysis.compare",
+    "recommend_training": "wb_core.training",
+    # share
+    "write_report": "wb_core.report", "export": "wb_core.export", "render": "wb_core.export",
+    "deployment_for_study": "wb_core.export", "FORMATS": "wb_core.export",
+    # inputs and demos
+    "ensure_demo": "wb_core.demo", "demo_sample_text": "wb_core.demo_catalog",
+    "write_fashion_npz": "wb_core.training.examples", "write_lenet5": "wb_core.training.examples",
+    "sample_video": "wb_core.pipeline.samples", "frame_geometry": "wb_core.pipeline.source", "SCALES": "wb_core.data",
 }
 _MODULES = {"plots": "wb_core.plots", "pipeline_plots": "wb_core.pipeline.plots",
             "training_plots": "wb_core.training.plots"}
@@ -328,7 +288,7 @@ def find_max_rate(model: str | Path, config, p99_ms: float, *, db: str | Path | 
     """Highest Poisson arrival rate (requests/s) of one configuration whose p99 stays under `p99_ms`.
 
     Every probed rate is stored as a probe of the run `probe_of` (default: the run with `config`'s
-    settings), kept apart from the study's runs (`results(..., probes=True)` lists them), and, once
+    settings), kept apart from the study's runs (`results(..., view="probes")` lists them), and, once
     stored, passed to `on_point` ({"key", "config", "status", "metrics", "error"}, as `profile`
     passes them). Returns {"best": {...} or None, "closed_loop_rate", ...}.
     """
@@ -420,10 +380,10 @@ def compare_configs(model: str | Path, a: RunConfig, b: RunConfig, *, db: str | 
 
 
 def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, study: str | None = None,
-         data=None, text: str | Path | None = None, tokenizer: str | Path | None = None,
-         dynamic_size: int | None = None, batch_sizes=None, settings: MeasureSettings | None = None,
-         export_dir: str | Path | None = None, on_progress: Callable[[str], None] | None = None,
-         calib_size: int = 300, progress: bool = False, cancel=None):
+         settings: MeasureSettings | None = None, inputs: InputOptions | None = None, precision_options=None,
+         batch_sizes=None, export_dir: str | Path | None = None, on_progress: Callable[[str], None] | None = None,
+         progress: bool = False, cancel=None, data=None, text: str | Path | None = None,
+         tokenizer: str | Path | None = None, dynamic_size: int | None = None, calib_size: int | None = None):
     """From a model file to a confirmed, exported recommendation within `time_budget` (seconds, or
     "90s", "3m"): the smart search with one round per configuration, extra rounds only for the
     leaders and the runtime's THROUGHPUT hint (until they separate or fall within +-3%), accuracy
@@ -432,14 +392,35 @@ def tune(model: str | Path, *, time_budget="3m", db: str | Path | None = None, s
     each phase. Returns a TuneResult whose `answer` says it all in words. A budget too small for one
     round of one configuration is refused in one sentence, before anything is measured. `cancel`
     (a threading.Event) stops it at any time: what was measured is kept and the answer rests on it.
+
+    Takes the option objects `profile` takes: `inputs` (its `text`, `tokenizer`, `dynamic_size`) and
+    `precision_options` (its `data` and `subset_size`, the calibration samples); `data`, `text`,
+    `tokenizer`, `dynamic_size` and `calib_size` are shorthands for those fields.
     """
     from wb_core.tune import tune as _tune
 
-    _check_kinds("tune", settings=settings)
+    _check_kinds("tune", settings=settings, inputs=inputs, precision_options=precision_options)
     _check_callbacks("tune", on_progress=on_progress, cancel=cancel)
+    if inputs is not None:
+        text, tokenizer = _one_of("text", text, inputs.text), _one_of("tokenizer", tokenizer, inputs.tokenizer)
+        dynamic_size = _one_of("dynamic_size", dynamic_size, inputs.dynamic_size)
+    if precision_options is not None:
+        data = _one_of("data", data, precision_options.data)
+        calib_size = precision_options.subset_size if calib_size is None else calib_size
+    if calib_size is None:
+        from wb_core.variants.planner import DEFAULT_SUBSET
+
+        calib_size = DEFAULT_SUBSET
     return _tune(model, time_budget=time_budget, db=db, study=study, data=data, text=text, tokenizer=tokenizer,
                  dynamic_size=dynamic_size, batch_sizes=batch_sizes, settings=settings, export_dir=export_dir,
                  on_progress=on_progress, calib_size=calib_size, progress=progress, cancel=cancel)
+
+
+def _one_of(name: str, shorthand, field):
+    """A setting given once, as a shorthand keyword or in its option object; both is one sentence."""
+    if shorthand is not None and field is not None and shorthand != field:
+        raise ConfigError(f"tune got {name} twice, as a keyword and in its options; give it once.")
+    return shorthand if shorthand is not None else field
 
 
 def inspect_model(model: str | Path, timeout_s: float | None = None) -> ModelDescription:
@@ -478,49 +459,47 @@ def list_backends() -> dict[str, str]:
     return {n: get(n).description for n in names()}
 
 
-def backend_title(name: str) -> str:
-    """A backend's name for sentences and legends (`OpenVINO`); an unknown name as it is."""
-    from wb_core.backends.registry import title
+# What `results` can give of a study, by `view` (one reader, one declaration of what it reads).
+RESULT_VIEWS = {
+    "runs": "its runs with the columns `wb results` shows (`vs_fp32`, `tied_with_best`) and its notes in "
+            "`df.attrs['notes']`",
+    "stored": "its runs as stored, public result columns first",
+    "efficiency": "its runs as stored with per-core and %-of-peak columns",
+    "probes": "the arrival rates max-rate searches tried, each naming the run it probed in `probe_of` (they are "
+              "never among the runs)",
+    "measurements": "its runs and its probes together (what a capacity plan rests on)",
+    "outputs": "the accuracy guard's figures per output of each judged run, as the report shows them",
+}
 
-    return title(name)
 
+def results(study: str, db: str | Path | None = None, view: str = "runs"):
+    """A study's results as a DataFrame; `view` chooses what (see RESULT_VIEWS): "runs" (default),
+    "stored", "efficiency", "probes", "measurements" or "outputs"."""
+    from wb_core import store
 
-def layer_profiling_backends() -> tuple[str, ...]:
-    """The backends whose runs have per-layer profiles (their runtime's performance counters)."""
-    from wb_core.backends.registry import get, names
-
-    return tuple(n for n in names() if get(n).layer_profiling)
-
-
-def results(study: str, db: str | Path | None = None, efficiency: bool = False, probes: bool = False,
-            outputs: bool = False):
-    """A study's runs as a DataFrame (public columns first) with the columns `wb results` shows
-    (`vs_fp32`, `tied_with_best`) and its notes in `df.attrs["notes"]`; `efficiency` instead adds
-    per-core and %-of-peak columns.
-
-    `probes` gives the study's probes instead: the arrival rates max-rate searches tried, each
-    naming the run it probed in `probe_of` (they are never among the runs). `outputs` gives the
-    accuracy guard's figures per output of each judged run instead, as the report shows them.
-    """
-    if outputs:
-        from wb_core.analysis.results_view import output_figures
-
-        return output_figures(load_results(db or default_db(), study))
-    if probes:
-        return load_results(db or default_db(), study, probes=True)
-    if not efficiency:
+    if view not in RESULT_VIEWS:
+        raise ConfigError(f"Unknown results view '{printable(view)}'; choose from {', '.join(RESULT_VIEWS)}.")
+    db = db or default_db()
+    if view == "runs":
         from wb_core.analysis.results_view import annotated_results
 
-        return annotated_results(db or default_db(), study)
+        return annotated_results(db, study)
+    if view in ("stored", "probes"):
+        return store.load_results(db, study, probes=view == "probes")
+    if view == "measurements":
+        return store.load_measurements(db, study)
+    if view == "outputs":
+        from wb_core.analysis.results_view import output_figures
+
+        return output_figures(store.load_results(db, study))
     from wb_core.analysis.recommend import with_efficiency
     from wb_core.analysis.study_model import study_flops
-    from wb_core.store import Store
 
-    with Store(db or default_db(), readonly=True) as s:
+    with store.Store(db, readonly=True) as s:
         info = s.get_study(study)
         df = s.to_frame(study)
     if info is None:
-        raise StoreError(f"No study named '{study}' in '{db or default_db()}'.")
+        raise StoreError(f"No study named '{study}' in '{db}'.")
     return with_efficiency(df, info.get("hardware"), study_flops(info) if not df.empty else None)
 
 
@@ -621,7 +600,7 @@ def pipeline_profile(model: str | Path, source: str | Path, *, db: str | Path | 
     study = study or f"{default_study_name(path)}-pipeline"
     summary = run_pipeline(path, source, spec, db, study, image=image, inputs=inputs, data=data, on_point=on_point,
                            progress=progress, cancel=cancel, timeout_s=timeout_s)
-    return _with_notes(load_results(db, study), summary) if return_frame else summary
+    return _with_notes(results(study, db, "stored"), summary) if return_frame else summary
 
 
 def train_profile(model: str | Path, *, data=None, db: str | Path | None = None, study: str | None = None,
@@ -656,23 +635,7 @@ def train_profile(model: str | Path, *, data=None, db: str | Path | None = None,
     study = study or f"{model if isinstance(model, str) and model in DEMOS else default_study_name(path)}-training"
     summary = run_training(path, spec, db, study, data=data, image=ImageOptions(size=size, scale=image_scale),
                            on_point=on_point, progress=progress, cancel=cancel, timeout_s=timeout_s)
-    return _with_notes(load_results(db, study), summary) if return_frame else summary
-
-
-def results_with_notes(study: str, db: str | Path | None = None):
-    """A study's results (with `vs_fp32` and `tied_with_best`) and the notes a table should show:
-    lower precisions that ran slower than FP32, with the CPU's reason, and points measured busy."""
-    from wb_core.analysis.results_view import annotated_results
-
-    df = annotated_results(db or default_db(), study)
-    return df, list(df.attrs["notes"])
-
-
-def busy_notes(df) -> list[str]:
-    """A note naming how many stored points were measured on a busy machine, and how to measure them again."""
-    from wb_core.analysis.results_view import busy_notes as notes
-
-    return notes(df)
+    return _with_notes(results(study, db, "stored"), summary) if return_frame else summary
 
 
 def serve_check(study: str, run: str, db: str | Path | None = None, **options):
@@ -683,91 +646,6 @@ def serve_check(study: str, run: str, db: str | Path | None = None, **options):
     from wb_core.export.servecheck import serve_check as _serve_check
 
     return _serve_check(db or default_db(), study, run, **options)
-
-
-def load_results(db: str | Path, study: str, probes: bool = False):
-    """The runs of a study as stored, public result columns first (`probes`: its max-rate probes instead,
-    each naming the run it probes in `probe_of`)."""
-    from wb_core.store import load_results as load
-
-    return load(db, study, probes=probes)
-
-
-def load_measurements(db: str | Path, study: str):
-    """Every measurement of a study: its runs and its probes (what a capacity plan rests on)."""
-    from wb_core.store import load_measurements as load
-
-    return load(db, study)
-
-
-def stored_runs(study: str | None, db: str | Path | None = None, probes: bool = False):
-    """A study's runs (or, with `probes`, its max-rate probes) as stored, without the notes `results`
-    adds: an empty frame when the database or the study is not there (a dashboard opening a new one)."""
-    import pandas as pd
-
-    from wb_core.store import Store
-
-    path = db or default_db()
-    if not study or not Path(path).exists():
-        return pd.DataFrame()
-    with Store(path, readonly=True) as s:
-        if s.get_study(study) is None:
-            return pd.DataFrame()
-        return s.to_frame(study, probes=probes)
-
-
-def point_row(study: str, point: dict):
-    """The one-row frame a point (as `profile` passes it to `on_point`) has among the study's stored runs."""
-    from wb_core.store import point_record, results_frame
-
-    return results_frame([point_record(study, point)])
-
-
-def study_record(study: str | None, db: str | Path | None = None) -> dict | None:
-    """What a study recorded about itself (as `study_info`), or None when it is not there."""
-    from wb_core.store import Store
-
-    path = db or default_db()
-    if not study or not Path(path).exists():
-        return None
-    with Store(path, readonly=True) as s:
-        return s.get_study(study)
-
-
-def save_study_settings(study: str, settings: dict, db: str | Path | None = None) -> None:
-    """Keep a face's settings (the dashboard's Sweep tab) with a study, for reopening it."""
-    from wb_core.store import Store
-
-    with Store(db or default_db()) as s:
-        s.update_spec(study, dashboard=settings)
-
-
-def save_layer_profile(study: str, run_key: str, profile, db: str | Path | None = None) -> None:
-    """Store a layer profile (from `layer_profile`) with its run, for `stored_layer_profile` and Compare."""
-    from wb_core.store import Store
-
-    with Store(db or default_db()) as s:
-        s.save_layer_profile(study, run_key, profile.to_dict())
-
-
-def check_database(db: str | Path) -> None:
-    """Raise StoreError (one sentence) unless `db` is a workbench database or a new (missing or empty) file."""
-    from wb_core.store import Store
-
-    path = Path(db).expanduser()
-    if path.is_file() and path.stat().st_size > 0:
-        with Store(path, readonly=True):
-            pass
-
-
-def export_formats(titles: bool = False) -> dict[str, str]:
-    """The export formats: name (as `export` takes it) -> one-line description, or with `titles` -> its
-    title as people know it (the file they get in brackets)."""
-    from wb_core.export.formats import DECLARED, EXPORTERS
-
-    if titles:
-        return {f.name: f.title for f in DECLARED}
-    return {k: str(getattr(m, "DESCRIPTION", k)) for k, m in EXPORTERS.items()}
 
 
 def convert_to_ir(model: str | Path) -> Path:
@@ -803,33 +681,8 @@ def recommend_generation(study: str, db: str | Path | None = None, *, max_ttft_m
     """A generation study's run with the most output tokens/s within p99 TTFT, TPOT and latency limits;
     quality-failed runs are never picked."""
     from wb_core.analysis.generation import recommend_generation as pick
-    from wb_core.store import load_results as _load
-
-    return pick(_load(db or default_db(), study), max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms,
+    return pick(results(study, db, "stored"), max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms,
                 max_latency_ms=max_latency_ms)
-
-
-def is_generation_model(model: str | Path | None) -> bool:
-    """Whether a model (a path or a demo name) is a text-generation folder, measured by `generate_profile`."""
-    from wb_core.generation.folder import looks_like_generation
-
-    return bool(model) and (str(model) == "text-generator" or looks_like_generation(Path(model)))
-
-
-def is_generation_study(study: str, db: str | Path | None = None) -> bool:
-    """Whether a stored study measured text generation (so recommend and export take its own path)."""
-    from wb_core.analysis.generation import is_generation_study as _is
-    from wb_core.store import load_results as _load
-
-    return _is(_load(db or default_db(), study), study_info(study, db))
-
-
-def generation_run(study: str, key: str, db: str | Path | None = None) -> dict:
-    """A generation study's run `key` (or a unique prefix) as a results row; quality-failed runs are refused."""
-    from wb_core.analysis.generation import generation_run as _run
-    from wb_core.store import load_results as _load
-
-    return _run(_load(db or default_db(), study), key)
 
 
 def generation_quality(reference: str | Path, candidate: str | Path, text=None, prompt_len: int = 32,
@@ -861,27 +714,13 @@ def export_generation(run: dict, out: str | Path | None = None, name: str = "mod
     return result.files
 
 
-def cluster_hosts(cluster: str, hosts=None) -> list:
-    """The hosts of a Dask cluster (or only `hosts`), each with its hardware type (`fingerprint`) and `describe()`."""
-    from wb_core.fleet.cli_support import open_executor
-
-    with open_executor(cluster, hosts) as executor:
-        return list(executor.hosts())
-
-
 __all__ = sorted([
-    "profile", "pipeline_profile", "train_profile", "find_max_rate", "serve_check", "results_with_notes",
-    "inspect_model", "hardware_info", "describe_hardware", "list_backends", "backend_title", "layer_profiling_backends",
-    "results", "studies", "study_info", "run_config", "layer_profile", "compare_hosts", "default_study_name",
-    "load_results", "load_measurements", "SweepSummary", "SweepSpec", "MeasureSettings", "InputOptions", "RunOptions",
-    "resolve_model", "default_db", "cache_dir", "check_output_file", "check_output_folder", "write_output_file",
-    "parse_seq_lens", "parse_shape_axis", "ConfigError", "ModelError", "StoreError", "WorkbenchError",
-    "WorkerError", "check_number", "check_timeout", "printable",
-    "parse_ci_target", "parse_number", "check_ci_target", "check_max_rounds", "BUSY_OTHER_CPU", "BUSY_STEAL_PCT",
-    "tune", "confirm", "compare_configs", "default_configs",
-    "stored_runs", "point_row", "study_record", "save_study_settings", "save_layer_profile", "check_database",
-    "export_formats", "convert_to_ir", "cluster_hosts", "precision_losses",
-    "generate_profile", "recommend_generation", "generation_quality", "export_generation", "is_generation_study",
-    "generation_run", "is_generation_model",
+    "inspect_model", "hardware_info", "describe_hardware", "list_backends", "default_configs",
+    "profile", "tune", "confirm", "compare_configs", "find_max_rate", "layer_profile", "serve_check",
+    "pipeline_profile", "train_profile", "generate_profile", "generation_quality",
+    "results", "studies", "study_info", "run_config",
+    "recommend_generation", "compare_hosts", "precision_losses", "export_generation", "convert_to_ir",
+    "resolve_model", "SweepSpec", "MeasureSettings", "InputOptions", "RunOptions", "SweepSummary",
+    "WorkbenchError", "ConfigError", "ModelError", "StoreError", "WorkerError",
     *_REEXPORTS, *_MODULES,
 ])

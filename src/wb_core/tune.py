@@ -174,8 +174,9 @@ def plan_variants(fmt: str, hw, has_data: bool) -> tuple[list[str], dict[str, st
     for precision in narrowest_first():
         if precision in from_data() and not has_data:
             left_out[precision] = Sentence(
-                f"quantizing needs calibration data ({setting('data', 'Data')}, or {setting('text', 'Text file')} "
-                f"with {setting('tokenizer', 'Tokenizer')})")
+                # No parentheses: the answer's list of variants not reached puts this one in its own.
+                f"quantizing needs calibration data, from {setting('data', 'Data')} or {setting('text', 'Text file')} "
+                f"with {setting('tokenizer', 'Tokenizer')}")
             continue
         why = infeasible_reason(RunConfig(ir_backend(), precision=precision), fmt, hw)
         if why:

@@ -23,7 +23,7 @@ def _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores):
 
 
 def _db(db: Optional[Path]) -> Path:
-    from wb_core.api import default_db
+    from wb_core.faces import default_db
 
     return db or default_db()
 
@@ -49,7 +49,8 @@ GENERATION_LIMITS = "--max-ttft-ms, --max-tpot-ms or --max-latency-ms"
 
 def _generation(study, db, model_only: dict, max_ttft_ms, max_tpot_ms, max_latency_ms) -> bool:
     """Whether `study` measured text generation; a limit of the other kind of study is refused in one sentence."""
-    from wb_core.api import ConfigError, is_generation_study
+    from wb_core.api import ConfigError
+    from wb_core.faces import is_generation_study
 
     generation = is_generation_study(study, _db(db))
     given = [flag for flag, v in model_only.items() if v is not None]
@@ -79,8 +80,9 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
               max_latency_ms: Optional[float] = MAX_LATENCY):
     """Pick the best run under constraints and say why it won (a text-generation study: the most output
     tokens/s within the TTFT, TPOT and latency limits)."""
-    from wb_core.api import precision_losses, results, run_name, study_info
+    from wb_core.api import precision_losses, results, study_info
     from wb_core.api import recommend as _recommend
+    from wb_core.faces import run_name
 
     _check_top(top, "runners-up")
     model_only = {"--max-p99-ms": max_p99_ms, "--max-accuracy-drop": max_accuracy_drop, "--max-memory-mb": max_memory_mb,
@@ -91,7 +93,7 @@ def recommend(study: str = typer.Option(..., "--study"), db: Optional[Path] = ty
         return
 
     info = study_info(study, _db(db))
-    df = results(study, _db(db), efficiency=True)
+    df = results(study, _db(db), "efficiency")
     rec = _recommend(df, _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), objective,
                      runners_up=top, hardware=info.get("hardware"), seq_mix=seq_mix, seq_len=seq_len)
     for n, per in rec.per_length.items():
@@ -118,7 +120,8 @@ def report(study: str = typer.Option(..., "--study"), out: Path = typer.Option(P
                                                              "and of a lower precision slower than FP32 with its "
                                                              "FP32 twin (OpenVINO runs; takes a few seconds).")):
     """Write one self-contained HTML report (works offline): hardware, model, recommendation, plots, runs."""
-    from wb_core.api import check_objective, check_output_file, write_report
+    from wb_core.api import write_report
+    from wb_core.faces import check_objective, check_output_file
 
     check_output_file(out)
     constraints = _constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores)
@@ -137,10 +140,11 @@ def plot(study: str = typer.Option(..., "--study"), out: Path = typer.Option(Pat
          db: Optional[Path] = typer.Option(None, "--db")):
     """Write a study's figures to one HTML file: latency vs throughput, batch, threads, cores, and
     sequence length when the study swept it."""
-    from wb_core.api import check_output_file, load_results, plots, write_output_file
+    from wb_core.api import plots, results
+    from wb_core.faces import check_output_file, write_output_file
 
     check_output_file(out)
-    df = load_results(_db(db), study)
+    df = results(study, _db(db), "stored")
     if df.empty:
         _fail(f"Study '{study}' has no runs to plot.")
     figs = plots.study_figures(df)
@@ -152,19 +156,13 @@ def plot(study: str = typer.Option(..., "--study"), out: Path = typer.Option(Pat
 def _recommended_layers(db, study, constraints, objective):
     """The per-layer profile of the run the report recommends, or None (said on stderr) when there is
     no such run, or it ran on a backend without per-layer profiles: never another run's."""
-    from wb_core.api import (
-        NoRunMeetsConstraints,
-        backend_title,
-        layer_profile,
-        layer_profiling_backends,
-        results,
-        study_info,
-    )
+    from wb_core.api import NoRunMeetsConstraints, layer_profile, results, study_info
     from wb_core.api import recommend as _recommend
+    from wb_core.faces import backend_title, layer_profiling_backends
 
     info = study_info(study, db)
     try:
-        rec = _recommend(results(study, db, efficiency=True), constraints, objective, hardware=info.get("hardware"))
+        rec = _recommend(results(study, db, "efficiency"), constraints, objective, hardware=info.get("hardware"))
     except NoRunMeetsConstraints:
         typer.echo("No run meets the limits, so the report recommends none and has no per-layer profile.", err=True)
         return None
@@ -185,7 +183,8 @@ def layers(study: str = typer.Option(..., "--study"), run: str = typer.Option(..
            top: int = typer.Option(15, "--top", help="Slowest layers to list."),
            out: Optional[Path] = typer.Option(None, "--out", help="Also write the bar charts to this HTML file.")):
     """Per-layer profile of one run: time per layer and per layer type, and the precision each ran in."""
-    from wb_core.api import check_output_file, layer_profile
+    from wb_core.api import layer_profile
+    from wb_core.faces import check_output_file
 
     _check_top(top, "layers")
     if out:
@@ -205,7 +204,8 @@ def layers(study: str = typer.Option(..., "--study"), run: str = typer.Option(..
         v["share"] = v["share"].map(lambda x: f"{x:.1%}")
         echo(v.to_string(index=False))
     if out:
-        from wb_core.api import plots, write_output_file
+        from wb_core.api import plots
+        from wb_core.faces import write_output_file
 
         bars, types = plots.layer_bars(profile, top), plots.layer_type_bars(profile)
         html = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Layers</title></head><body>"
@@ -243,15 +243,9 @@ def export(study: str = typer.Option(..., "--study"),
            max_latency_ms: Optional[float] = MAX_LATENCY):
     """Write serving configs for a run: deployment YAML, OVMS, Triton, TF Serving or KServe (a
     text-generation study: OpenVINO Model Server's LLM graph, ovms-llm)."""
-    from wb_core.api import (
-        ConfigError,
-        check_output_folder,
-        deployment_for_study,
-        parse_formats,
-        parse_generation_formats,
-        with_capacity,
-    )
+    from wb_core.api import ConfigError, deployment_for_study
     from wb_core.api import export as _export
+    from wb_core.faces import check_output_folder, parse_formats, parse_generation_formats, with_capacity
 
     model_only = {"--max-p99-ms": max_p99_ms, "--max-accuracy-drop": max_accuracy_drop, "--max-memory-mb": max_memory_mb,
                   "--max-cores": max_cores, "--target-rate": target_rate, "--machine-cores": machine_cores,
@@ -341,7 +335,7 @@ def confirm(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
     rule's answer (difference, equivalent or undecided): what the precision variant buys and what
     tuning buys on top."""
     from wb_core.api import confirm as _confirm
-    from wb_core.api import parse_time, run_name
+    from wb_core.faces import parse_time, run_name
 
     out = _confirm(study, _db(db), rounds=rounds, objective=objective, allow_unmeasured_accuracy=allow_unmeasured_accuracy,
                    constraints=_constraints(max_p99_ms, max_accuracy_drop, max_memory_mb, max_cores), progress=True,

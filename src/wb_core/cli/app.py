@@ -8,7 +8,8 @@ import sys
 import typer
 from typer.exceptions import Abort, TyperException
 
-from wb_core.api import ConfigError, WorkbenchError, printable
+from wb_core.api import ConfigError, WorkbenchError
+from wb_core.faces import printable
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="CPU Inference Workbench: find the threads, cores, batch size and precision that serve a "
@@ -18,7 +19,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 
 def number(text) -> float:
     """Parser of number options as users type them (1000, 1e3, 1k, 2.5M)."""
-    from wb_core.api import parse_number
+    from wb_core.faces import parse_number
 
     return text if text is None or isinstance(text, (int, float)) else parse_number(text, "The value")
 
@@ -57,7 +58,7 @@ def fail(msg: str, code: int = 2):
 
 def worded(e: BaseException) -> str:
     """An error as the CLI says it: the setting it is about is said as its flag (--threads, --dynamic-size)."""
-    from wb_core.api import setting_flag
+    from wb_core.faces import setting_flag
 
     if isinstance(e, WorkbenchError):
         return e.worded(setting_flag, prefix=isinstance(e, ConfigError))
@@ -66,7 +67,7 @@ def worded(e: BaseException) -> str:
 
 def said(text) -> str:
     """A note or reason from the core as the CLI says it: each setting it names as its flag."""
-    from wb_core.api import word_for_cli
+    from wb_core.faces import word_for_cli
 
     return word_for_cli(text)
 
@@ -81,7 +82,7 @@ def _write_log(exc: BaseException) -> str | None:
     import datetime
     import traceback
 
-    from wb_core.api import cache_dir
+    from wb_core.faces import cache_dir
 
     try:
         folder = cache_dir() / "logs"

@@ -25,8 +25,9 @@ from typing import Optional
 
 import typer
 
-from wb_core.api import ConfigError, cache_dir
+from wb_core.api import ConfigError
 from wb_core.cli.app import app, echo
+from wb_core.faces import cache_dir
 
 REPO_NOTEBOOK = Path(__file__).resolve().parents[3] / "workbench" / "dashboard.ipynb"
 # Optional modules that cost seconds at import and that nothing in the dashboard uses, kept out of
@@ -145,7 +146,7 @@ def check_listen(host: str, port: int) -> None:
 
 def check_database(db: Path) -> None:
     """A database that exists must be a workbench store (an empty file is a new one)."""
-    from wb_core.api import check_database as check_store
+    from wb_core.faces import check_database as check_store
 
     path = db.expanduser()
     if path.is_dir():
@@ -226,7 +227,7 @@ def dashboard(
     """Serve the dashboard (Model, Sweep, Explore, Export) in the browser."""
     import shutil
 
-    from wb_core.api import default_db
+    from wb_core.faces import default_db
 
     if token is not None:
         raise ConfigError(f"A token on the command line is visible to every local user (ps); put it in "

@@ -22,7 +22,7 @@ OBJECTIVE = typer.Option("throughput", "--objective", help="throughput, latency 
 def hosts(cluster: str = typer.Option(..., "--cluster", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786."),
           only: Optional[str] = typer.Option(None, "--hosts", help="Only these hosts (comma-separated).")):
     """List the hosts of a cluster with the hardware type each reports."""
-    from wb_core.api import cluster_hosts
+    from wb_core.faces import cluster_hosts
 
     found = cluster_hosts(cluster, only)
     for h in found:
@@ -39,7 +39,8 @@ def compare_hosts(study: str = typer.Option(..., "--study"), db: Optional[Path] 
                   objective: str = OBJECTIVE,
                   out: Optional[Path] = typer.Option(None, "--out", help="Also write the figures to this HTML file.")):
     """Best configuration per hardware type of a fleet study, throughput per core and cost per million."""
-    from wb_core.api import Constraints, check_output_file, config_by_host_type, default_db, load_comparison, parse_prices
+    from wb_core.api import Constraints
+    from wb_core.faces import check_output_file, config_by_host_type, default_db, load_comparison, parse_prices
 
     if out:
         check_output_file(out)
@@ -61,7 +62,7 @@ def compare_hosts(study: str = typer.Option(..., "--study"), db: Optional[Path] 
         echo("\nThroughput (samples/s) of each configuration by hardware type:")
         echo(table.round(1).to_string())
     if out:
-        from wb_core.api import host_type_bars, host_type_scatter, write_output_file
+        from wb_core.faces import host_type_bars, host_type_scatter, write_output_file
 
         figs = [host_type_bars(comparison), host_type_scatter(df)]
         html = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Host types</title></head><body>"

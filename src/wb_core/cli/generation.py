@@ -9,9 +9,9 @@ from typing import Optional
 
 import typer
 
-from wb_core.api import generation_axes
 from wb_core.cli.app import app, echo, report_summary
 from wb_core.cli.app import fail as _fail
+from wb_core.faces import generation_axes
 
 GENERATION_TABLE = [("variant", "weights"), ("inference_precision", "prec"), ("kv_cache_precision", "kv"),
                     ("threads", "threads"), ("cores", "cores"), ("concurrency", "in flight"), ("rate", "arrivals/s"),
@@ -66,7 +66,7 @@ def generate(
 ):
     """Profile text generation: TTFT, TPOT, latency and tokens/s across threads, cores, requests in flight,
     weight compression, KV-cache and inference precision."""
-    from wb_core.api import generate_profile, load_results, plots
+    from wb_core.api import generate_profile, plots, results
 
     if timeout is not None and timeout <= 0:
         _fail(f"--timeout must be a positive number of seconds; got {timeout:g}.")
@@ -75,7 +75,7 @@ def generate(
     summary = generate_profile(model, db=db, study=study, text=text, requests=requests, warmup=warmup,
                                quality_guard=not no_quality_guard, min_top1=min_top1, progress=not quiet,
                                timeout_s=timeout, return_frame=False, **axes_given)
-    df = load_results(summary.db, summary.study)
+    df = results(summary.study, summary.db, "stored")
     if not quiet:
         echo(generation_table(df))
     if plot:
@@ -108,7 +108,8 @@ def say_generation_recommendation(study: str, db, max_ttft_ms=None, max_tpot_ms=
 def export_generation_study(study: str, db, out: Path, name: str, formats: list[str], run_key: str | None = None,
                             max_ttft_ms=None, max_tpot_ms=None, max_latency_ms=None) -> None:
     """Write the chosen generation run (the recommended one, or `run_key`) in each of `formats`."""
-    from wb_core.api import export_generation, generation_run, recommend_generation
+    from wb_core.api import export_generation, recommend_generation
+    from wb_core.faces import generation_run
 
     if run_key:
         run = generation_run(study, run_key, db)
@@ -148,7 +149,7 @@ def generate_export(
     max_latency_ms: Optional[float] = MAX_LATENCY,
 ):
     """OpenVINO Model Server's LLM graph and config for the recommended generation run."""
-    from wb_core.api import check_output_folder
+    from wb_core.faces import check_output_folder
 
     check_output_folder(out)
     export_generation_study(study, db, out, name, ["ovms-llm"], max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms,

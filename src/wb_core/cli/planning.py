@@ -20,19 +20,12 @@ def plan(study: str = typer.Option(..., "--study"), db: Optional[Path] = typer.O
          verify: bool = typer.Option(False, "--verify", help="Run the top candidate for real where it fits here."),
          as_json: bool = typer.Option(False, "--json")):
     """Best split of the machine's cores into instances x cores per instance."""
-    from wb_core.api import (
-        check_plan_inputs,
-        default_db,
-        hardware_info,
-        load_results,
-        plan_allocation,
-        study_info,
-        verify_allocation,
-    )
+    from wb_core.api import hardware_info, plan_allocation, results, study_info, verify_allocation
+    from wb_core.faces import check_plan_inputs, default_db
 
     check_plan_inputs(machine_cores, p99_ms)  # before the database is read
     db = db or default_db()
-    df = load_results(db, study)
+    df = results(study, db, "stored")
     cands = plan_allocation(df, machine_cores, p99_ms)
     out = {"candidates": [c.to_dict() for c in cands]}
     here = len(hardware_info().available_cpus)
@@ -63,11 +56,12 @@ def capacity(study: str = typer.Option(..., "--study"), db: Optional[Path] = typ
              as_json: bool = typer.Option(False, "--json")):
     """Instances, replicas and CPU requests that serve a target rate under a p99 target."""
     from wb_core.api import capacity as plan_capacity
-    from wb_core.api import check_capacity_inputs, default_db, load_measurements
+    from wb_core.api import results
+    from wb_core.faces import check_capacity_inputs, default_db
 
     check_capacity_inputs(rate, p99_ms, headroom, machine_cores)  # before the database is read
-    from wb_core.api import load_serve_checks
+    from wb_core.faces import load_serve_checks
 
-    cap = plan_capacity(load_measurements(db or default_db(), study), rate, p99_ms, headroom, machine_cores,
+    cap = plan_capacity(results(study, db or default_db(), "measurements"), rate, p99_ms, headroom, machine_cores,
                         serve_checks=load_serve_checks(db or default_db(), study))
     echo(json.dumps(cap.to_dict(), indent=2, default=str) if as_json else cap.describe())

@@ -8,9 +8,9 @@ from typing import Optional
 
 import typer
 
-from wb_core.api import field_help
 from wb_core.cli.app import app, count, echo, number, report_summary, said
 from wb_core.cli.app import fail as _fail
+from wb_core.faces import field_help
 
 
 @app.command()
@@ -26,7 +26,7 @@ def hw(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of
 def demo_model(name: str = typer.Argument(..., help="lenet-digits, mobilenet-v2, text-encoder or text-generator"),
                out: Path = typer.Option(Path("."), "--out", help="Folder to write the model into.")):
     """Build (or take from the cache) a bundled demo model and write it to a folder."""
-    from wb_core.api import write_demo
+    from wb_core.faces import write_demo
 
     dest = write_demo(name, out)
     if (dest / "openvino_tokenizer.xml").exists():
@@ -58,7 +58,8 @@ def with_axis_options(command=None, *, axes=None, spec_options: bool = True):
         return lambda c: with_axis_options(c, axes=axes, spec_options=spec_options)
     import inspect
 
-    from wb_core.api import SPEC_OPTIONS, list_backends, sweep_axes
+    from wb_core.api import list_backends
+    from wb_core.faces import SPEC_OPTIONS, sweep_axes
 
     sig = inspect.signature(command)
     params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
@@ -172,11 +173,10 @@ def profile(
     **axes_given,
 ):
     """Sweep a model over the given settings; every point is stored as soon as it is measured."""
-    from wb_core.api import (
-        InputOptions,
-        MeasureSettings,
-        RunOptions,
-        SweepSpec,
+    from wb_core.api import InputOptions, MeasureSettings, RunOptions, SweepSpec, resolve_model
+    from wb_core.api import profile as run_profile
+    from wb_core.api import results as study_results  # `results` here is the command below
+    from wb_core.faces import (
         check_max_rounds,
         check_timeout,
         default_db,
@@ -185,10 +185,7 @@ def profile(
         parse_ci_target,
         parse_seq_lens,
         parse_shape_axis,
-        resolve_model,
-        results_with_notes,
     )
-    from wb_core.api import profile as run_profile
 
     single_shapes, shape_axis = parse_shape_axis(shape)
     spec = SweepSpec(shapes=shape_axis, **axes_given)
@@ -229,7 +226,8 @@ def profile(
     summary = run_profile(path, spec, settings=settings, inputs=inputs, precision_options=prec, run=run, db=db,
                           study=study, progress=not quiet, return_frame=False)
     if not quiet:
-        _print_table(*results_with_notes(study, db))
+        df = study_results(study, db)
+        _print_table(df, df.attrs["notes"])
     report_summary(summary)
 
 
@@ -261,14 +259,15 @@ def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
                                          "FP32, the checks it failed) instead of the runs.")):
     """Print a study's results (its runs; with --probes, its max-rate probes; with --outputs, the guard's
     figures per output)."""
-    from wb_core.api import default_db, is_generation_study, printable, results, results_with_notes
+    from wb_core.api import results
+    from wb_core.faces import default_db, is_generation_study, printable
 
     if fmt not in ("table", "csv", "json"):
         _fail(f"Unknown format '{fmt}'; choose from table, csv, json.")
     if probes and outputs:
         _fail("Choose --probes or --outputs, not both.")
     if outputs:
-        df = results(study, db or default_db(), outputs=True)
+        df = results(study, db or default_db(), "outputs")
         if fmt == "csv":
             echo(df.to_csv(index=False), nl=False)
         elif fmt == "json":
@@ -283,10 +282,8 @@ def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
                     echo(f"  '{printable(o['output'])}' read as {o['read_as']} ({printable(o['why'])}): "
                          f"{o['figures']}")
         return
-    if probes:
-        df, notes = results(study, db or default_db(), probes=True), []
-    else:
-        df, notes = results_with_notes(study, db or default_db())
+    df = results(study, db or default_db(), "probes" if probes else "runs")
+    notes = [] if probes else list(df.attrs["notes"])
     if fmt == "csv":
         echo(df.to_csv(index=False), nl=False)
     elif fmt == "json":
@@ -304,8 +301,8 @@ def results(study: str = typer.Option(..., "--study"), db: Optional[Path] = type
 @app.command()
 def studies(db: Optional[Path] = typer.Option(None, "--db")):
     """List the studies in a database."""
-    from wb_core.api import printable
     from wb_core.api import studies as list_studies
+    from wb_core.faces import printable
 
     breaks = str.maketrans({c: " " for c in "\n\r\t\v\f\u2028\u2029"})  # one study, one line
     for row in list_studies(db):
@@ -344,11 +341,11 @@ def _print_table(df, notes=()) -> None:
     if df.empty:
         echo("(no runs)")
         return
-    from wb_core.api import PRECISIONS
+    from wb_core.faces import PRECISIONS
 
     if "vs_fp32" in df and not (df["precision"] != next(p.name for p in PRECISIONS if p.baseline)).any():
         df = df.drop(columns="vs_fp32")  # only fp32: nothing to compare
-    from wb_core.api import with_role
+    from wb_core.faces import with_role
 
     cols = [c for c in (*with_role("compare"), *MEASURED_COLUMNS) if c in df.columns and df[c].notna().any()]
     view = df[cols].copy()

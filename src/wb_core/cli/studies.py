@@ -8,10 +8,10 @@ from typing import Optional
 
 import typer
 
-from wb_core.api import pipeline_axes
 from wb_core.cli.app import app, echo, report_summary
 from wb_core.cli.app import fail as _fail
 from wb_core.cli.profiling import with_axis_options
+from wb_core.faces import pipeline_axes
 
 PIPELINE_TABLE = [("pre_workers", "pre"), ("pre_cores", "pre cores"), ("cores", "infer cores"), ("batch_size", "batch"),
                   ("threads", "threads"), ("streams", "streams"), ("concurrency", "infer thr"), ("frames", "frames"),
@@ -35,7 +35,7 @@ def _table(df, columns) -> str:
         if view[c].dtype.kind == "f" or c in ("throughput", "epoch_s"):
             view[c] = view[c].astype(float).round(1 if c in ("throughput", "throughput_per_core", "rss_mb") else 3)
     view = view.astype(object)
-    from wb_core.api import sweep_axes
+    from wb_core.faces import sweep_axes
 
     # Left to the runtime: the settings whose unset value means auto (training's OMP threads too).
     auto = {a.name for a in sweep_axes() if a.text_default == "auto"} | {"omp_threads"}
@@ -89,9 +89,9 @@ def pipeline(
                                decode_threads=decode_threads, image_size=image_size, image_scale=image_scale,
                                channels=channels, layout=layout, data=data,
                                progress=not quiet, timeout_s=timeout, return_frame=False, **axes_given)
-    from wb_core.api import load_results
+    from wb_core.api import results
 
-    df = load_results(summary.db, summary.study)
+    df = results(summary.study, summary.db, "stored")
     df = df[df.get("study_kind") == "pipeline"] if "study_kind" in df else df
     if not quiet:
         echo(_table(df, PIPELINE_TABLE))
@@ -136,7 +136,7 @@ def train_profile(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or table."),
 ):
     """Profile training: epoch time, CPU use and samples/s per core against threads, cores and batch size."""
-    from wb_core.api import load_results, recommend_training
+    from wb_core.api import recommend_training, results
     from wb_core.api import train_profile as api_train_profile
 
     if timeout is not None and timeout <= 0:
@@ -146,7 +146,7 @@ def train_profile(
                                 batch_sizes=batch, epochs=epochs, steps=steps, samples=samples,
                                 warmup_steps=warmup_steps, image_size=image_size, image_scale=image_scale,
                                 progress=not quiet, timeout_s=timeout, return_frame=False)
-    df = load_results(summary.db, summary.study)
+    df = results(summary.study, summary.db, "stored")
     rec = recommend_training(df, machine_cores)
     if as_json:
         echo(json.dumps({k: v for k, v in rec.items() if k != "per_cores"}, indent=2, default=str))

@@ -14,7 +14,7 @@ import threading
 
 import ipywidgets as w
 
-from wb_core.api import p99_verdict, within_p99
+from wb_core.faces import p99_verdict, within_p99
 from wb_core.ui.state import DashboardState
 from wb_core.ui.widgets import CSS, MessageArea, PlotArea, button, caption, guarded, key_values, section, text, with_help
 from wb_core.ui.words import MODES, plural, rounded, run_name
@@ -25,7 +25,8 @@ NO_STUDY = "Nothing to work from yet: run a sweep, or open a study in the Sweep 
 def number(value: str, name: str, low: float, high: float, *, integer: bool = False, low_open: bool = False,
            blank_ok: bool = False):
     """A number typed into a text box, or a ConfigError saying in one sentence what is wrong with it."""
-    from wb_core.api import ConfigError, check_number
+    from wb_core.api import ConfigError
+    from wb_core.faces import check_number
 
     raw = str(value).strip().replace(",", "")
     if not raw:
@@ -112,7 +113,7 @@ def modes_explained(run: dict, closed_rate: float | None, best_rate: float | Non
                      f"{MODES['closed']}, {plural(batch, 'sample')} per request, so "
                      f"{rounded(sweep / batch, 'throughput')} requests/s.")
     if closed_rate:
-        from wb_core.api import within_noise
+        from wb_core.faces import within_noise
 
         again = closed_rate * batch
         low, high = run.get("throughput_ci_low"), run.get("throughput_ci_high")

@@ -53,7 +53,6 @@ class ComparePanel(w.VBox):
     """Compares runs of DashboardState.study, or the best runs of several studies of its database."""
 
     def __init__(self, session: DashboardState):
-        from wb_core.api import best_runs, compare_runs, layer_diff  # noqa: F401  (fail here, not in a callback)
 
         self.session = session
         self.messages = MessageArea()
@@ -158,7 +157,8 @@ class ComparePanel(w.VBox):
 
     # ---- comparing ----
     def _on_compare(self, *_):
-        from wb_core.api import ConfigError, best_runs, compare_runs
+        from wb_core.api import ConfigError, compare_runs
+        from wb_core.faces import best_runs
 
         self.messages.clear()
         self.layers_result.children = []
@@ -176,7 +176,7 @@ class ComparePanel(w.VBox):
         self.show(frame, differing)
 
     def show(self, frame, differing: set[str]) -> None:
-        from wb_core.api import layer_profiling_backends, ratio_sentences
+        from wb_core.faces import layer_profiling_backends, ratio_sentences
 
         frame = frame.assign(run=[f"Run {i + 1}" for i in range(len(frame))])
         self._frame = frame
@@ -185,7 +185,7 @@ class ComparePanel(w.VBox):
         names = "".join(f"<li><b>Run {i + 1}</b>: {html.escape(run_name(r))}"
                         f"{html.escape(f' (best of study {r.study})') if 'study' in differing else ''}"
                         f"{' (the baseline)' if i == 0 else ''}</li>" for i, (_, r) in enumerate(frame.iterrows()))
-        from wb_core.api import backend_title, executed_words
+        from wb_core.faces import backend_title, executed_words
 
         shown = frame.copy()  # runtimes and precisions by their names, not the store's codes
         if "backend" in shown.columns:

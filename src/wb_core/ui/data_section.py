@@ -13,7 +13,8 @@ from pathlib import Path
 
 import ipywidgets as w
 
-from wb_core.api import ConfigError, cache_dir
+from wb_core.api import ConfigError
+from wb_core.faces import cache_dir
 from wb_core.ui.uploads import safe_name, upload_limit_mb
 from wb_core.ui.widgets import STYLE, WIDE, message_html, number_box, text, with_help
 
@@ -35,7 +36,7 @@ METRICS = (
 
 def parse_drop_limit(value: str) -> float | None:
     """The accuracy-drop limit a user typed: empty for none, else a number between 0 and 1."""
-    from wb_core.api import check_number
+    from wb_core.faces import check_number
 
     value = str(value).strip()
     if not value:
@@ -52,7 +53,7 @@ def parse_drop_limit(value: str) -> float | None:
 
 def save_data_upload(files, dest_root: Path | None = None, limit_mb: int | None = None) -> Path:
     """Write an uploaded .npz (a dict with `name` and `content`) to its own folder; returns its path."""
-    from wb_core.api import describe_data_source
+    from wb_core.faces import describe_data_source
 
     files = list(files or ())
     if not files:
@@ -147,7 +148,7 @@ class DataSection(w.VBox):
             self.status.value = message_html(f"Uploaded {self.uploaded.name}.", "ok")
 
     def _on_path(self, *_):
-        from wb_core.api import describe_data_source
+        from wb_core.faces import describe_data_source
 
         if self.path.value.strip():
             self._say_found(lambda: describe_data_source(self.path.value.strip()))
@@ -170,7 +171,7 @@ class DataSection(w.VBox):
             self.status.value = message_html(str(e), "error")
 
     def _text_description(self) -> str:
-        from wb_core.api import describe_text_source
+        from wb_core.faces import describe_text_source
 
         return describe_text_source(Path(self.text_path.value.strip()).expanduser(),
                                     Path(self.tokenizer_path.value.strip()).expanduser())
@@ -184,14 +185,14 @@ class DataSection(w.VBox):
             self.uploaded = None
             self.status.value = message_html(str(e), "error")
             return
-        from wb_core.api import describe_data_source
+        from wb_core.faces import describe_data_source
 
         self.status.value = message_html(f"Uploaded {self.uploaded.name}: {describe_data_source(self.uploaded)}.",
                                          "ok")
 
     def data(self) -> str | None:
         """The data string profile() takes, or None; ConfigError with one sentence when the choice is unusable."""
-        from wb_core.api import describe_data_source
+        from wb_core.faces import describe_data_source
 
         if self.source.value == NO_DATA:
             return None
@@ -213,7 +214,7 @@ class DataSection(w.VBox):
 
     def values(self) -> dict:
         """data, metric, calib_size and max_accuracy_drop for profile()."""
-        from wb_core.api import check_number
+        from wb_core.faces import check_number
 
         drop = parse_drop_limit(self.drop.value)
         text_inputs = {}

@@ -225,7 +225,7 @@ class ExplorePanel(w.VBox):
             self._stale = True
             return
         self._stale = False
-        from wb_core.api import successful, with_efficiency
+        from wb_core.faces import successful, with_efficiency
 
         df = self.session.results()
         self.messages.clear()
@@ -333,7 +333,8 @@ class ExplorePanel(w.VBox):
     def _on_limits(self, *_):
         if self._updating or self._df is None:
             return
-        from wb_core.api import NoRunMeetsConstraints, WorkbenchError, precision_losses, worded
+        from wb_core.api import NoRunMeetsConstraints, WorkbenchError, precision_losses
+        from wb_core.faces import worded
 
         cons = self.constraints()
         self.limits_text.value = f"Limits: {html.escape(cons.describe())}"
@@ -376,7 +377,7 @@ class ExplorePanel(w.VBox):
 
     def look_options(self) -> list[tuple[str, str]]:
         """(name, key) of every successful run: the Pareto front first (fastest first), then the rest by name."""
-        from wb_core.api import pareto_mask, successful
+        from wb_core.faces import pareto_mask, successful
 
         ok = successful(self._df) if self._df is not None else None
         if ok is None or ok.empty:

@@ -26,7 +26,7 @@ from wb_core.ui.words import plural, run_name
 
 def format_title(key: str, description: str) -> str:
     """A format as people know it (its declared title), else its exporter's description."""
-    from wb_core.api import export_formats
+    from wb_core.faces import export_formats
 
     return export_formats(titles=True).get(key) or description.split(":")[0]
 
@@ -59,7 +59,7 @@ class ExportPanel(w.VBox):
     """Renders DashboardState.selected_key of DashboardState.study in the chosen format."""
 
     def __init__(self, session: DashboardState):
-        from wb_core.api import export_formats
+        from wb_core.faces import export_formats
 
         self.session = session
         self.messages = MessageArea()
@@ -253,7 +253,7 @@ class ExportPanel(w.VBox):
 
     def _build_report(self, db: str, study: str, pick) -> None:
         """The report under Explore's limits, naming the run Export writes (the dashboard's pick)."""
-        from wb_core.api import build_report
+        from wb_core.faces import build_report
 
         try:
             text = build_report(db, study, constraints=pick.constraints, objective=pick.objective,
@@ -333,7 +333,8 @@ def format_download(dep, fmt: str, with_models: bool = True, files: dict[str, st
                     titled: bool = False) -> str:
     """A download link of `dep` in format `fmt`: one file as itself, several (or with the model files) as a zip;
     model files too large for a browser download are left out, saying so."""
-    from wb_core.api import model_files, render, zip_bundle
+    from wb_core.api import render
+    from wb_core.faces import model_files, zip_bundle
 
     files = files if files is not None else dict(render(dep, fmt).files)
     def label(name: str) -> str:
@@ -363,7 +364,7 @@ def default_folder():
 
 def serve_checks_html(db, study: str, run_key: str) -> str:
     """The stored serve checks of one run, newest first: predicted vs served, or why it failed."""
-    from wb_core.api import load_serve_checks
+    from wb_core.faces import load_serve_checks
 
     try:
         checks = [c for c in load_serve_checks(db, study) if c.get("run_key") == run_key]

@@ -23,7 +23,7 @@ class GenerationSection(w.VBox):
     """Runs `api.generate_profile` on DashboardState.model_path into `study_box.value`."""
 
     def __init__(self, session, study_box: w.Text):
-        from wb_core.api import generation_axes
+        from wb_core.faces import generation_axes
 
         self.session = session
         self.study_box = study_box
@@ -110,9 +110,9 @@ class GenerationSection(w.VBox):
 
     def show(self, study: str) -> None:
         """The study's plot and its recommendation in words."""
-        from wb_core.api import NoRunMeetsConstraints, load_results, plots, recommend_generation
+        from wb_core.api import NoRunMeetsConstraints, plots, recommend_generation, results
 
-        df = load_results(self.session.db, study)
+        df = results(study, self.session.db, "stored")
         if df.empty:
             self.answer.value = ""
             return

@@ -40,7 +40,7 @@ def run_choices(df) -> list[tuple[str, str]]:
 
 def unsupported(backend) -> str | None:
     """The plain sentence for a run whose runtime has no per-layer counters (None when it has them)."""
-    from wb_core.api import backend_title, layer_profiling_backends
+    from wb_core.faces import backend_title, layer_profiling_backends
 
     able = layer_profiling_backends()
     if str(backend) in able:
@@ -65,7 +65,6 @@ class LayersPanel(w.VBox):
     """Profiles the layers of one run of DashboardState.study."""
 
     def __init__(self, session: DashboardState):
-        from wb_core.api import layer_profile, stored_layer_profile  # noqa: F401  (fail here, not in a callback)
 
         self.session = session
         self.messages = MessageArea()
@@ -123,7 +122,7 @@ class LayersPanel(w.VBox):
             self.result.children = []
             self.messages.show(why)
             return
-        from wb_core.api import stored_layer_profile
+        from wb_core.faces import stored_layer_profile
 
         stored = stored_layer_profile(self.session.db, self.session.study, key)
         if stored is not None:
@@ -148,7 +147,8 @@ class LayersPanel(w.VBox):
         self._thread.start()
 
     def _profile(self, study: str, key: str) -> None:
-        from wb_core.api import layer_profile, save_layer_profile
+        from wb_core.api import layer_profile
+        from wb_core.faces import save_layer_profile
 
         try:
             # Measured again on request (a stored profile is already on show); kept for Compare.

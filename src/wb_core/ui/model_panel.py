@@ -26,7 +26,7 @@ def hardware_html() -> str:
     hw = hardware_info()
     flags = " ".join(f"<b>{html.escape(k)}</b>" if v else f"<span style='color:#aaa'>{html.escape(k)}</span>"
                      for k, v in hw.flags.items())
-    from wb_core.api import executed_words
+    from wb_core.faces import executed_words
 
     peak = ", ".join(f"{executed_words(p)} {v:,.0f}" for p, v in hw.peak_gflops.items())
     rows = [("CPU", f"{hw.cpu_model} ({hw.architecture})"),
@@ -42,7 +42,7 @@ def hardware_html() -> str:
 
 def inputs_html(info) -> str:
     """A model's description (`inspect_model`) as label/value rows, formats and families by their names."""
-    from wb_core.api import format_title
+    from wb_core.faces import format_title
 
     families = {"cnn": "CNN (convolutional)", "transformer": "Transformer"}
 
@@ -61,7 +61,7 @@ class ModelPanel(w.VBox):
     """Chooses the model the Sweep tab profiles (DashboardState.model_path)."""
 
     def __init__(self, session: DashboardState, title: str = "Model"):
-        from wb_core.api import DEMOS
+        from wb_core.faces import DEMOS
 
         self.session = session
         self.messages = MessageArea()
@@ -185,7 +185,8 @@ class ModelPanel(w.VBox):
 
         `progress(text)` hears each step: building a demo (the first time), reading the inputs.
         """
-        from wb_core.api import DEMOS, ensure_demo, format_title, inspect_model
+        from wb_core.api import ensure_demo, inspect_model
+        from wb_core.faces import DEMOS, format_title
 
         say = progress or (lambda text: None)
         name = label or model

@@ -169,7 +169,7 @@ class StartPanel(w.VBox):
         self.add_class("wb-start-panel")
 
     def _demo_name(self) -> str | None:
-        from wb_core.api import DEMOS, demo_name_of
+        from wb_core.faces import DEMOS, demo_name_of
 
         model = self.model.chosen_name()
         return model if model in DEMOS else demo_name_of(model) if model else None
@@ -180,7 +180,8 @@ class StartPanel(w.VBox):
 
     # ---- tuning ----
     def _on_tune(self, *_):
-        from wb_core.api import ConfigError, is_generation_model, parse_time
+        from wb_core.api import ConfigError
+        from wb_core.faces import is_generation_model, parse_time
 
         if self._thread is not None and self._thread.is_alive():
             self.messages.show("A tune is running; wait for it, or cancel it.", "info")
@@ -251,7 +252,8 @@ class StartPanel(w.VBox):
                            "rests on it (a confirmation already under way finishes its rounds first).")
 
     def _tune(self, model: str, label: str, uploaded, data: dict) -> None:
-        from wb_core.api import WorkbenchError, WorkerError, parse_time, tune
+        from wb_core.api import WorkbenchError, WorkerError, tune
+        from wb_core.faces import parse_time
 
         budget = parse_time(self.budget.value.strip() or DEFAULT_BUDGET)
         started = time.monotonic()
@@ -260,7 +262,7 @@ class StartPanel(w.VBox):
         ticker.start()
         try:
             self.model.select_chosen(model, label, uploaded)
-            from wb_core.api import default_study_name
+            from wb_core.faces import default_study_name
 
             self.session.measuring = f"{default_study_name(self.session.model_path)}-tune"
             result = tune(self.session.model_path, time_budget=budget, db=self.session.db,
@@ -294,7 +296,7 @@ class StartPanel(w.VBox):
         self.phases.value = phases_html(self._phase)
 
     def _export_dir(self, model: str):
-        from wb_core.api import default_study_name
+        from wb_core.faces import default_study_name
         from wb_core.ui.export_panel import default_folder
 
         return default_folder() / f"{default_study_name(self.session.model_path or model)}-tune"
@@ -320,7 +322,7 @@ class StartPanel(w.VBox):
         """`text` with each run's short label and key replaced by its name in words (runs of `studies`)."""
         import pandas as pd
 
-        from wb_core.api import stored_runs
+        from wb_core.faces import stored_runs
         from wb_core.ui.words import worded
 
         frames = [stored_runs(s, self.session.db) for s in dict.fromkeys(s for s in studies if s)]
@@ -355,7 +357,7 @@ class StartPanel(w.VBox):
         self.more.layout.display = ""
 
     def answer_html(self, result, run: dict, study: str) -> str:
-        from wb_core.api import pickable
+        from wb_core.faces import pickable
 
         conf = result.confirmation or {}
         rows = [("Configuration", run_name(run)),
@@ -383,7 +385,7 @@ class StartPanel(w.VBox):
         """The tune's answer as `wb tune` says it, with each run named in words (not by its short label)."""
         import pandas as pd
 
-        from wb_core.api import stored_runs
+        from wb_core.faces import stored_runs
         from wb_core.ui.words import worded
 
         runs = [stored_runs(result.study, self.session.db)]
@@ -392,7 +394,7 @@ class StartPanel(w.VBox):
         return worded(said(result.answer), pd.concat([r for r in runs if not r.empty] or [pd.DataFrame()]))
 
     def _left_out_of_search(self, study: str) -> list[str]:
-        from wb_core.api import pickable, stored_runs, study_record
+        from wb_core.faces import pickable, stored_runs, study_record
 
         if study == self.session.study:
             return []
@@ -401,7 +403,8 @@ class StartPanel(w.VBox):
 
     def downloads_html(self, pick: Pick) -> str:
         """A download per format of the answer's run, or the sentence why there is none."""
-        from wb_core.api import deployment_for_study, export_formats
+        from wb_core.api import deployment_for_study
+        from wb_core.faces import export_formats
         from wb_core.ui.export_panel import format_download
 
         why = self.session.unfit(pick)

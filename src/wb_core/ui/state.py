@@ -15,7 +15,7 @@ from pathlib import Path
 
 import traitlets
 
-from wb_core.api import default_db
+from wb_core.faces import default_db
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Pick:
 
 def guard_failed(df):
     """Mask of the runs whose accuracy guard failed (none when the column is absent): the guard's own reading."""
-    from wb_core.api import guard_failed_runs
+    from wb_core.faces import guard_failed_runs
 
     return guard_failed_runs(df)
 
@@ -81,7 +81,7 @@ class DashboardState(traitlets.HasTraits):
             return self._frame[1]
         if not self.study or not Path(self.db).exists():
             return pd.DataFrame()
-        from wb_core.api import stored_runs, study_record
+        from wb_core.faces import stored_runs, study_record
 
         df = stored_runs(self.study, self.db)
         if df.empty and study_record(self.study, self.db) is None:
@@ -93,7 +93,7 @@ class DashboardState(traitlets.HasTraits):
         """A point a running sweep just stored, added to the open study's runs without rereading them."""
         import pandas as pd
 
-        from wb_core.api import point_row
+        from wb_core.faces import point_row
 
         if self._frame is None or self._frame[0] != self.study:
             self._frame = None
@@ -119,7 +119,8 @@ class DashboardState(traitlets.HasTraits):
         """The recommended run of the open study under `constraints` as a Pick (NoRunMeetsConstraints
         when none meets them). Runs whose accuracy guard failed are never picked. `by` names what
         asked, for the note."""
-        from wb_core.api import pickable, recommend, rounded, run_name, with_efficiency, word_for_dashboard, worded
+        from wb_core.api import recommend
+        from wb_core.faces import pickable, rounded, run_name, with_efficiency, word_for_dashboard, worded
 
         df = self.results()
         hw = (self.study_record() or {}).get("hardware")
@@ -169,7 +170,7 @@ class DashboardState(traitlets.HasTraits):
     def unfit(self, pick: Pick | None = None) -> str:
         """Why `pick` (default: the current pick) must not be exported or reported, in one sentence; ""
         when it may. Every export, report and download of the dashboard asks this first."""
-        from wb_core.api import unfit_reason
+        from wb_core.faces import unfit_reason
 
         pick = pick if pick is not None else self.current_pick()
         if not pick.key:
@@ -184,14 +185,14 @@ class DashboardState(traitlets.HasTraits):
 
     def caution(self, pick: Pick | None = None) -> str:
         """What to keep in mind about exporting `pick` (default: the current pick), e.g. measured on a busy machine."""
-        from wb_core.api import export_caution
+        from wb_core.faces import export_caution
 
         pick = pick if pick is not None else self.current_pick()
         return export_caution(self.run_of(pick.key)) if pick.key and pick.study in ("", self.study) else ""
 
     def probes(self):
         """The open study's probes (max-rate search points), each naming the run it probed in `probe_of`."""
-        from wb_core.api import stored_runs
+        from wb_core.faces import stored_runs
 
         return stored_runs(self.study, self.db, probes=True)
 
@@ -210,7 +211,7 @@ class DashboardState(traitlets.HasTraits):
         study = study or self.study
         if not study or not Path(self.db).exists():
             return
-        from wb_core.api import save_study_settings, study_record
+        from wb_core.faces import save_study_settings, study_record
 
         rec = study_record(study, self.db)
         if rec is None:
@@ -225,7 +226,7 @@ class DashboardState(traitlets.HasTraits):
         return dict(((rec or {}).get("spec") or {}).get("dashboard") or {})
 
     def _record(self, study: str) -> dict | None:
-        from wb_core.api import study_record
+        from wb_core.faces import study_record
 
         return study_record(study, self.db)
 
@@ -239,7 +240,7 @@ class DashboardState(traitlets.HasTraits):
         return max(opened, key=opened.get) if latest > 0 else rows[-1]["name"]
 
     def study_record(self) -> dict | None:
-        from wb_core.api import study_record
+        from wb_core.faces import study_record
 
         return study_record(self.study, self.db)
 

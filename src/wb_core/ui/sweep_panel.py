@@ -76,7 +76,7 @@ def model_name(path: str) -> str:
     """A model shown by its name: a demo's name, else its file or folder name (not the cache path)."""
     from pathlib import Path
 
-    from wb_core.api import demo_name_of
+    from wb_core.faces import demo_name_of
 
     demo = demo_name_of(path)
     if demo:
@@ -87,7 +87,7 @@ def model_name(path: str) -> str:
 
 def boxed_axes() -> list:
     """The axes the tab gives a text box (`Axis.place`), in the order a table shows them."""
-    from wb_core.api import sweep_axes
+    from wb_core.faces import sweep_axes
 
     return [a for a in sorted(sweep_axes(), key=lambda a: a.name_rank) if a.place]
 
@@ -157,7 +157,7 @@ def runs_table(df) -> str:
         if c in view.columns:
             marks = view[c].astype(object).map(lambda v, f=flagged: bool(f(v)))
             view[c] = marks.map(lambda m, y=yes, n=no: y if m else n) if marks.any() else None
-    from wb_core.api import sweep_axes, with_role
+    from wb_core.faces import sweep_axes, with_role
 
     axes = {a.name: a for a in sweep_axes()}
     settings = [c for c in with_role("compare") if c in view.columns]
@@ -178,7 +178,7 @@ def runs_table(df) -> str:
     if "error" in view.columns:
         view["error"] = view["error"].astype(object).where(view["error"].notna() & (view["error"] != ""), "")
     # Runtimes and precisions by their names (OpenVINO, INT8), not the codes the store keeps.
-    from wb_core.api import backend_title
+    from wb_core.faces import backend_title
 
     if "backend" in view.columns:
         view["backend"] = view["backend"].astype(str).map(backend_title)
@@ -193,8 +193,9 @@ class SweepPanel(w.VBox):
     def __init__(self, session: DashboardState, plot_when_shown: bool = False):
         """`plot_when_shown`: draw the plot only once `shown()` is called (the dashboard builds this tab
         before it is on screen to reopen a study: plotly is imported when the tab is opened)."""
-        from wb_core.api import available_cpus, backend_title, field_help, list_backends, sweep_axes
-        from wb_core.api import setting_label as label  # the axes table's: errors and notes use the same words
+        from wb_core.api import available_cpus, list_backends
+        from wb_core.faces import backend_title, field_help, sweep_axes
+        from wb_core.faces import setting_label as label
 
         self.session = session
         self.messages = MessageArea()
@@ -296,20 +297,20 @@ class SweepPanel(w.VBox):
 
     # ---- model and studies ----
     def _demo_name(self) -> str | None:
-        from wb_core.api import demo_name_of
+        from wb_core.faces import demo_name_of
 
         return demo_name_of(self.session.model_path) if self.session.model_path else None
 
     def _show_generation(self) -> None:
         """A text-generation model gets the generation sweep; any other model the model sweep."""
-        from wb_core.api import is_generation_model
+        from wb_core.faces import is_generation_model
 
         generation = is_generation_model(self.session.model_path)
         self.generation.display(generation)
         self.model_sweep.layout.display = "none" if generation else None
 
     def _on_model(self, *_):
-        from wb_core.api import default_study_name
+        from wb_core.faces import default_study_name
 
         self._show_generation()
 
@@ -456,7 +457,8 @@ class SweepPanel(w.VBox):
 
     def update_warnings(self, *_) -> list[str]:
         """Say, before anything runs, which settings ask for more threads or cores than this process may use."""
-        from wb_core.api import ConfigError, SweepSpec, oversubscription_warnings
+        from wb_core.api import ConfigError, SweepSpec
+        from wb_core.faces import oversubscription_warnings
 
         try:
             parsed = {}

@@ -16,7 +16,7 @@ SEARCHES = (("Every combination", GRID), ("Smart search", SMART))
 
 def parse_p99(value: str) -> float | None:
     """The p99 target a user typed, in ms: empty for none."""
-    from wb_core.api import check_number
+    from wb_core.faces import check_number
 
     value = str(value).strip().removesuffix("ms").strip()
     if not value:
@@ -56,7 +56,7 @@ class SearchSection(w.VBox):
     def values(self) -> dict:
         if self.how.value == GRID:
             return dict(search=GRID, budget=None, p99_ms=None)
-        from wb_core.api import check_number
+        from wb_core.faces import check_number
 
         return dict(search=SMART, budget=int(check_number(self.budget.value, "The budget", 1, 10_000, integer=True)),
                     p99_ms=parse_p99(self.p99.value))
@@ -77,6 +77,6 @@ class ScenarioSection(w.VBox):
 
     def repeat_count(self) -> int:
         """The rounds per configuration, checked (one sentence naming the box and its range otherwise)."""
-        from wb_core.api import check_number
+        from wb_core.faces import check_number
 
         return int(check_number(self.repeats.value, "Repeats", 1, 50, integer=True))

@@ -13,7 +13,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from wb_core.api import ModelError, cache_dir
+from wb_core.api import ModelError
+from wb_core.faces import cache_dir
 
 DEFAULT_LIMIT_MB = 200
 MODEL_SUFFIXES = (".onnx", ".keras", ".tflite", ".xml", ".bin", ".zip")

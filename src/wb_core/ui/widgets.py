@@ -55,7 +55,7 @@ CSS = """
 
 def said(text) -> str:
     """A note or message from the core as the dashboard says it: each setting it names as its label."""
-    from wb_core.api import word_for_dashboard
+    from wb_core.faces import word_for_dashboard
 
     return word_for_dashboard(text)
 
@@ -92,7 +92,7 @@ class MessageArea(w.VBox):
 
     def error(self, exc: BaseException) -> None:
         if isinstance(exc, WorkbenchError):
-            from wb_core.api import setting_label
+            from wb_core.faces import setting_label
 
             # A setting the error names is said as this dashboard labels it, never as a CLI flag.
             self.show(exc.worded(setting_label) if hasattr(exc, "worded") else str(exc), "error")
@@ -135,7 +135,7 @@ def number_box(description: str, value, integer: bool = False, width: str = "300
 
 def checked_number(value, name: str, low: float, high: float, integer: bool = False):
     """`value` when it lies in [low, high]; else a ConfigError saying so in one sentence."""
-    from wb_core.api import check_number
+    from wb_core.faces import check_number
 
     return check_number(value, name, low, high, integer=integer)
 
