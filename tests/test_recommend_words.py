@@ -230,3 +230,14 @@ def test_the_exported_yaml_marks_a_pick_resting_on_busy_points(tmp_path):
     assert deployment_for_study(busy_db, "t", run_key=key).measurement.measured_on_busy_machine is True
     quiet = deployment_for_study(quiet_db, "t").measurement
     assert quiet.measured_on_busy_machine is False and quiet.busy_note is None
+
+
+def test_one_successful_run_is_called_the_only_one():
+    """A count of one is no comparison: never "of all 1 successful runs"."""
+    from wb_core.analysis.recommend import Constraints
+
+    df = frame([run(thr=500.0), run(threads=2, status="failed")])
+    reason = recommend(df).reason
+    assert "as the only successful run;" in reason and "all 1" not in reason
+    reason = recommend(df, Constraints(max_p99_ms=5.0)).reason
+    assert "as the only successful run that meets p99 latency" in reason and "the 1 successful" not in reason

@@ -530,8 +530,12 @@ def _reason(best, ranked, top, objective, constraints, n_allowed, n_ok, n_equiva
     """One sentence built from the figures it cites: the pick's value, the best value when the pick is
     not it, and the first run it is truly ahead of."""
     words = OBJECTIVE_WORDS[objective]
-    pool = (f"of the {n_allowed} successful runs that meet {constraints.describe()}" if not constraints.is_empty()
-            else f"of all {n_ok} successful runs")
+    # "the only successful run" rather than "all 1 successful runs": a count of one is no comparison.
+    if not constraints.is_empty():
+        pool = (f"as the only successful run that meets {constraints.describe()}" if n_allowed == 1
+                else f"of the {n_allowed} successful runs that meet {constraints.describe()}")
+    else:
+        pool = "as the only successful run" if n_ok == 1 else f"of all {n_ok} successful runs"
     value = _objective_value(best, objective)
     other = (f"its p99 latency is {_num(best['latency_ms_p99'])} ms" if objective != "latency"
              else f"it serves {_num(best['throughput'])} samples/s")
