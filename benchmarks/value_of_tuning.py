@@ -17,6 +17,14 @@ pick's own variant under the THROUGHPUT hint, each as a median with its 95% inte
 interleaved rounds, and the ratios with their intervals: tuned vs the best default, what the
 precision variant buys, and what tuning buys on top. Say in BENCHMARKS.md whether the machine was
 quiet when you take figures: the script prints the CPU and the load average it saw.
+
+`--data` gives each tune calibration data, so INT8 (with its accuracy guard) is in the space: the
+demos' own data (MobileNetV2's images, the text encoder's text and tokenizer) and, for resnet50, 64
+random images (a speed proxy: the guard compares INT8 with FP32 on them). Then each pick is replayed
+with OpenVINO's own `benchmark_app` beside `benchmark_app -hint throughput` on the original model
+(the best untouched default users get), interleaved in `--replay-rounds` rounds of 10 s: the pick's
+IR (the INT8 variant's file for INT8), batch, precision, threads, streams and requests in flight as
+benchmark_app flags, and the ratio with a 95% interval.
 """
 
 from __future__ import annotations
@@ -28,8 +36,20 @@ import time
 from pathlib import Path
 
 from bench_util import print_table
+from bench_util import run_benchmark_app as benchmark_app
 
-from wb_core.api import MeasureSettings, describe_hardware, tune
+from wb_core.api import (
+    InputOptions,
+    MeasureSettings,
+    PrecisionOptions,
+    convert_to_ir,
+    demo_sample_text,
+    describe_hardware,
+    inspect_model,
+    resolve_model,
+    tune,
+)
+from wb_core.stats import log_ratio_interval
 
 
 def build_resnet50(folder: Path) -> Path:
@@ -49,6 +69,9 @@ def main() -> None:
     ap.add_argument("--max-time", type=float, default=None, help="measuring time limit per point, seconds "
                     "(default: the workbench's)")
     ap.add_argument("--quick", action="store_true", help="lenet-digits only, short windows, 90 s: a smoke test")
+    ap.add_argument("--data", action="store_true", help="give each tune calibration data (INT8 in the space) and "
+                    "replay each pick with benchmark_app against its untouched THROUGHPUT hint")
+    ap.add_argument("--replay-rounds", type=int, default=3)
     a = ap.parse_args()
     if a.quick:
         a.models, a.time, a.max_time = "lenet-digits", "90", 0.4
@@ -56,15 +79,19 @@ def main() -> None:
                                 min_windows=3, tolerance=0.05) if a.max_time else None)
     print(describe_hardware())
     print(f"Load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    rows, ratios, answers = [], [], []
+    rows, ratios, answers, replays = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "value.db"
         for name in a.models.split(","):
             model = build_resnet50(Path(tmp)) if name == "resnet50" else name
             t0 = time.monotonic()
-            res = tune(model, time_budget=a.time, db=db, study=name, settings=settings,
-                       export_dir=Path(tmp) / f"{name}-deploy", batch_sizes="1,4,8,16" if not a.quick else "1,8")
+            inputs, prec = calibration(name, model, Path(tmp)) if a.data else (None, None)
+            res = tune(model, time_budget=a.time, db=db, study=name, settings=settings, inputs=inputs,
+                       precision_options=prec, export_dir=Path(tmp) / f"{name}-deploy",
+                       batch_sizes="1,4,8,16" if not a.quick else "1,8")
             took = time.monotonic() - t0
+            if a.data and res.recommended:
+                replays.append(replay(name, model, res.recommended, a.replay_rounds))
             answers.append(f"{name}: {res.answer}")
             answers += [f"{name}: note: {n}" for n in res.notes]
             conf = res.confirmation
@@ -89,6 +116,89 @@ def main() -> None:
     print_table("Ratios (paired by round, 95% interval)",
                 ["model", "tuned vs best default", "variant under hint vs best default",
                  "tuned vs same variant under hint", "recommended"], ratios, answers)
+    if replays:
+        print_table(f"Replayed with benchmark_app: the pick against `-hint throughput` untouched, {a.replay_rounds} "
+                    "interleaved round(s) of 10 s", ["model", "pick", "benchmark_app flags", "pick samples/s",
+                                                     "untouched samples/s", "pick / untouched (95% CI)"], replays)
+
+
+def calibration(name: str, model, folder: Path):
+    """(InputOptions, PrecisionOptions) giving `tune` calibration data for a model of this script."""
+    if name == "text-encoder":
+        text, tokenizer = demo_sample_text(name)
+        return InputOptions(text=str(text), tokenizer=str(tokenizer)), None
+    if name == "resnet50":
+        import numpy as np
+
+        spec = inspect_model(model).inputs[0]
+        shape = [64] + [d if d > 0 else 224 for d in spec.shape[1:]]
+        path = folder / "resnet50-calib.npz"
+        np.savez(path, x=np.random.default_rng(0).uniform(0, 255, shape).astype(np.float32))
+        return None, PrecisionOptions(data=str(path))
+    return None, PrecisionOptions(data=f"demo:{name}")
+
+
+def _ir(model) -> Path:
+    path = Path(resolve_model(model))
+    return path if path.suffix == ".xml" else convert_to_ir(path)
+
+
+def _seq(run: dict) -> int | None:
+    seq = run.get("seq_len")
+    return int(seq) if isinstance(seq, (int, float)) and seq == seq else None
+
+
+def shape_flag(model: Path, batch: int, seq: int | None) -> str:
+    """benchmark_app's `-shape`: every input at `batch`, its other dynamic sizes at `seq`."""
+    parts = []
+    for spec in inspect_model(model).inputs:
+        dims = [batch if i == spec.batch_axis else (d if d > 0 else (seq or 1)) for i, d in enumerate(spec.shape)]
+        parts.append(f"{spec.name}[{','.join(map(str, dims))}]")
+    return ",".join(parts)
+
+
+def replay_flags(run: dict, xml: Path) -> tuple[Path, list[str]]:
+    """The IR and benchmark_app flags that run `run` (a results row) as the workbench measured it."""
+    model = Path(run["variant_path"]) if isinstance(run.get("variant_path"), str) and run["variant_path"] else xml
+    flags = ["-shape", shape_flag(model, int(run["batch_size"]), _seq(run))]
+    hint = run.get("hint") if isinstance(run.get("hint"), str) and run.get("hint") else None
+    if bool(run.get("untouched")):
+        # No hint: the plugin's own default ("none" leaves it unset; benchmark_app's own default is throughput).
+        return model, flags + ["-hint", hint or "none"]
+    precision = str(run.get("precision"))
+    flags += ["-infer_precision", {"fp32": "f32", "bf16": "bf16"}.get(precision, "f32")]
+    if precision == "int8":  # the INT8 IR's unquantized parts run as the variant measured them
+        flags = flags[:-2] + ["-infer_precision", str(run.get("ov_inference_precision") or "f32")]
+    requests = int(run.get("concurrency") or 1)
+    threads, streams = run.get("threads"), run.get("streams")
+    if hint:
+        flags += ["-hint", hint, "-nireq", str(requests)]
+    else:
+        flags += ["-hint", "none", "-nireq", str(requests)]
+        if isinstance(streams, (int, float)) and streams == streams:
+            flags += ["-nstreams", str(int(streams))]
+    if isinstance(threads, (int, float)) and threads == threads and threads:
+        flags += ["-nthreads", str(int(threads))]
+    return model, flags
+
+
+def replay(name: str, model, run: dict, rounds: int) -> list:
+    """The pick and `-hint throughput` untouched, both by benchmark_app, interleaved."""
+    import math
+
+    xml = _ir(model)
+    pick_model, flags = replay_flags(run, xml)
+    base = ["-shape", shape_flag(xml, 1, _seq(run)), "-hint", "throughput"]
+    mine, theirs = [], []
+    for r in range(rounds):
+        for side in (("pick", "base") if r % 2 == 0 else ("base", "pick")):
+            if side == "pick":
+                mine.append(benchmark_app(pick_model, flags + ["-t", "10"])["throughput"])
+            else:
+                theirs.append(benchmark_app(xml, base + ["-t", "10"])["throughput"])
+    ratio = log_ratio_interval([math.log(m / t) for m, t in zip(mine, theirs)])
+    return [name, f"{run.get('precision')} batch {int(run['batch_size'])}", " ".join(flags[2:]),
+            sum(mine) / len(mine), sum(theirs) / len(theirs), f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})"]
 
 
 def _ci(r) -> str:
