@@ -47,6 +47,7 @@ from wb_core.api import (
     describe_hardware,
     inspect_model,
     resolve_model,
+    study_info,
     tune,
 )
 from wb_core.stats import log_ratio_interval
@@ -91,7 +92,11 @@ def main() -> None:
                        batch_sizes="1,4,8,16" if not a.quick else "1,8")
             took = time.monotonic() - t0
             if a.data and res.recommended:
-                replays.append(replay(name, model, res.recommended, a.replay_rounds))
+                try:
+                    seq = _dynamic_size(study_info(name, db).get("spec"))
+                    replays.append(replay(name, model, {**res.recommended, "seq_len": seq}, a.replay_rounds))
+                except RuntimeError as e:  # one model's replay failing keeps the others' figures
+                    replays.append([name, "-", "-", "-", "-", f"replay failed: {e}"])
             answers.append(f"{name}: {res.answer}")
             answers += [f"{name}: note: {n}" for n in res.notes]
             conf = res.confirmation
@@ -143,24 +148,39 @@ def _ir(model) -> Path:
     return path if path.suffix == ".xml" else convert_to_ir(path)
 
 
+def _dynamic_size(record) -> int | None:
+    """The input options' `dynamic_size` in a study's spec record (the text length tune chose), if any."""
+    if isinstance(record, dict):
+        if isinstance(record.get("dynamic_size"), int):
+            return record["dynamic_size"]
+        record = list(record.values())
+    if isinstance(record, list):
+        return next((v for v in map(_dynamic_size, record) if v is not None), None)
+    return None
+
+
 def _seq(run: dict) -> int | None:
     seq = run.get("seq_len")
     return int(seq) if isinstance(seq, (int, float)) and seq == seq else None
 
 
-def shape_flag(model: Path, batch: int, seq: int | None) -> str:
-    """benchmark_app's `-shape`: every input at `batch`, its other dynamic sizes at `seq`."""
-    parts = []
+def shape_flag(model: Path, batch: int, seq: int | None) -> list[str]:
+    """benchmark_app's `-shape` (every input at `batch`, its other dynamic sizes at `seq`) and `-layout`
+    naming each input's batch axis: without it benchmark_app cannot tell the batch of a token-id input
+    and reports requests/s, not samples/s."""
+    shapes, layouts = [], []
     for spec in inspect_model(model).inputs:
         dims = [batch if i == spec.batch_axis else (d if d > 0 else (seq or 1)) for i, d in enumerate(spec.shape)]
-        parts.append(f"{spec.name}[{','.join(map(str, dims))}]")
-    return ",".join(parts)
+        shapes.append(f"{spec.name}[{','.join(map(str, dims))}]")
+        if spec.batch_axis == 0:
+            layouts.append(f"{spec.name}[N...]")
+    return ["-shape", ",".join(shapes)] + (["-layout", ",".join(layouts)] if layouts else [])
 
 
 def replay_flags(run: dict, xml: Path) -> tuple[Path, list[str]]:
     """The IR and benchmark_app flags that run `run` (a results row) as the workbench measured it."""
     model = Path(run["variant_path"]) if isinstance(run.get("variant_path"), str) and run["variant_path"] else xml
-    flags = ["-shape", shape_flag(model, int(run["batch_size"]), _seq(run))]
+    flags = shape_flag(model, int(run["batch_size"]), _seq(run))
     hint = run.get("hint") if isinstance(run.get("hint"), str) and run.get("hint") else None
     if bool(run.get("untouched")):
         # No hint: the plugin's own default ("none" leaves it unset; benchmark_app's own default is throughput).
@@ -168,7 +188,8 @@ def replay_flags(run: dict, xml: Path) -> tuple[Path, list[str]]:
     precision = str(run.get("precision"))
     flags += ["-infer_precision", {"fp32": "f32", "bf16": "bf16"}.get(precision, "f32")]
     if precision == "int8":  # the INT8 IR's unquantized parts run as the variant measured them
-        flags = flags[:-2] + ["-infer_precision", str(run.get("ov_inference_precision") or "f32")]
+        ran = str(run.get("ov_inference_precision") or "f32").lower()  # e.g. "<Type: 'bfloat16'>"
+        flags = flags[:-2] + ["-infer_precision", "bf16" if "bf" in ran else "f32"]
     requests = int(run.get("concurrency") or 1)
     threads, streams = run.get("threads"), run.get("streams")
     if hint:
@@ -188,7 +209,7 @@ def replay(name: str, model, run: dict, rounds: int) -> list:
 
     xml = _ir(model)
     pick_model, flags = replay_flags(run, xml)
-    base = ["-shape", shape_flag(xml, 1, _seq(run)), "-hint", "throughput"]
+    base = shape_flag(xml, 1, _seq(run)) + ["-hint", "throughput"]
     mine, theirs = [], []
     for r in range(rounds):
         for side in (("pick", "base") if r % 2 == 0 else ("base", "pick")):
@@ -197,7 +218,8 @@ def replay(name: str, model, run: dict, rounds: int) -> list:
             else:
                 theirs.append(benchmark_app(xml, base + ["-t", "10"])["throughput"])
     ratio = log_ratio_interval([math.log(m / t) for m, t in zip(mine, theirs)])
-    return [name, f"{run.get('precision')} batch {int(run['batch_size'])}", " ".join(flags[2:]),
+    shown = [f for i, f in enumerate(flags) if f not in ("-shape", "-layout") and flags[i - 1] not in ("-shape", "-layout")]
+    return [name, f"{run.get('precision')} batch {int(run['batch_size'])}", " ".join(shown),
             sum(mine) / len(mine), sum(theirs) / len(theirs), f"{ratio.ratio:.3f} ({ratio.low:.3f}-{ratio.high:.3f})"]
 
 
