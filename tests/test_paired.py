@@ -51,7 +51,10 @@ def test_the_stopping_rule_spends_its_error_over_its_looks():
     # 10% apart with little noise: a difference; straddling the band: undecided; too few pairs: undecided.
     assert decide(d + math.log(1.10), 0.03, len(looks)).outcome == DIFFERENCE
     assert decide(np.random.default_rng(5).normal(0.03, 0.05, 20), 0.03, len(looks)).outcome == UNDECIDED
-    assert decide(d[:3] + 1.0, 0.03).outcome == UNDECIDED
+    few = decide(d[:3] + 1.0, 0.03)
+    assert few.outcome == UNDECIDED and few.low > 1.03  # wholly outside the band, yet only 3 pairs
+    assert "only 3 pairs of measurements when the time was up, and the rule decides from 4." in few.sentence()
+    assert "straddles" not in few.sentence()
     # A difference with a wide interval is decided, but not settled while more time could narrow it.
     loose = decide(np.random.default_rng(6).normal(math.log(1.5), 0.3, 12), 0.03, 1, precision=0.03)
     assert loose.outcome == DIFFERENCE and not loose.settled

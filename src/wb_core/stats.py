@@ -183,6 +183,9 @@ class Decision:
             return f"{what} differs beyond {m}: {self.ratio.percent()}, {rule}, {wrong}."
         if self.outcome == EQUIVALENT:
             return f"{what} is equivalent within {m}: {self.ratio.percent()}, {rule}, {wrong}."
+        if self.ratio.n < MIN_PAIRS:  # its interval may lie wholly outside the band: too few pairs to decide on
+            return (f"{what} is undecided: {self.ratio.percent()}; only {counted(self.ratio.n, 'pair')} of "
+                    f"measurements when the time was up, and the rule decides from {MIN_PAIRS}.")
         return (f"{what} is undecided: {self.ratio.percent()}; the interval the rule reads, "
                 f"{_pct(self.low)} to {_pct(self.high)} at {100 * self.decision_level:.1f}%, still straddles {m} when "
                 f"the time was up ({rule}).")
