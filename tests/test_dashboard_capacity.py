@@ -85,10 +85,12 @@ def test_capacity_tab(server, page, lenet_dir, fast, tmp_path):
     assert "Based on run OpenVINO · FP32" in cap.locator(".wb-plan-basis").inner_text()
     assert cap.get_by_text("must be a number above 0").count() == 0  # the message went with the bad input
 
-    # Highest rate under a loose p99 limit, with short probes.
+    # Highest rate under a loose p99 limit, with short probes. Four rates, down to a fifteenth of the
+    # closed-loop capacity, and 1 s each: with both CPUs taken by other work, the higher ones can
+    # read saturated (arrivals falling behind), and one of them must still be sustained.
     cap.get_by_label("p99 limit (ms)", exact=True).fill("1000")
-    cap.get_by_label("Seconds per rate").fill("0.3")
-    cap.get_by_label("Rates to try").fill("3")
+    cap.get_by_label("Seconds per rate").fill("1")
+    cap.get_by_label("Rates to try").fill("4")
     cap.get_by_label("Rates to try").press("Tab")
     find = cap.get_by_role("button", name="Find max rate")
     find.click()
@@ -96,13 +98,13 @@ def test_capacity_tab(server, page, lenet_dir, fast, tmp_path):
     answer.wait_for(timeout=180_000)
     assert "sustains" in answer.inner_text() and "requests/s arriving at random with p99 ≤ 1,000 ms" in answer.inner_text(), \
         answer.inner_text()
-    page.wait_for_function(f"() => ({PROBES_DRAWN})() >= 3", timeout=60_000)
-    assert cap.locator(".wb-rate-table tbody tr").count() == 3  # the rates tried, listed as they came
+    page.wait_for_function(f"() => ({PROBES_DRAWN})() >= 4", timeout=60_000)
+    assert cap.locator(".wb-rate-table tbody tr").count() == 4  # the rates tried, listed as they came
     assert find.is_enabled()
-    assert "Done: 3 rates tried" in cap.locator(".wb-rate-progress").inner_text()
+    assert "Done: 4 rates tried" in cap.locator(".wb-rate-progress").inner_text()
     assert "samples/s for this run" in cap.locator(".wb-modes").inner_text()  # why its figures differ
     probes = results("lenet-digits", db, "probes")
-    assert len(probes) == 3 and set(probes.probe_of) == {small["key"]}  # every probe stored, as a probe
+    assert len(probes) == 4 and set(probes.probe_of) == {small["key"]}  # every probe stored, as a probe
     assert len(results("lenet-digits", db, "stored")) == 2  # and not as a run
     shoot(page, "capacity")
 

@@ -161,3 +161,13 @@ def test_compare_configs_picks_the_design_from_the_configurations_and_stores_wha
     fresh = compare_configs(lenet_ir, one, pinned, db=db, study="f", settings=fast, rounds=2)
     assert fresh["design"] == "rounds" and "its cores differs" in fresh["sentence"]
     assert fresh["ratio"] is not None and fresh["cycles"] == 2
+
+
+def test_a_slow_model_gets_shorter_blocks_so_the_rule_has_cycles_to_decide_from():
+    from wb_core.sweep.paired import block_length
+
+    assert block_length(0.3, 0.001, 30, 5) == 0.3  # a fast model: the block's own length
+    assert block_length(0.3, 0.05, 58, 5) == pytest.approx(0.6)  # 12 requests, and 8 cycles still fit
+    # ResNet50-like: 12 requests of 0.32 s in 5 configurations would give 3 cycles in 58 s.
+    assert block_length(0.3, 0.32, 58, 5) == pytest.approx(6 * 0.32)  # never below 6 requests
+    assert block_length(0.3, 0.2, 58, 5) == pytest.approx(58 / (8 * 5))  # 8 cycles fit at 7 requests

@@ -35,6 +35,12 @@ from wb_core.stats import DIFFERENCE, EQUIVALENT, UNDECIDED, Decision, decide, l
 BLOCK_S = 0.3  # seconds of one block: short enough to alternate often, long enough for a slow model
 DISCARD_S = 0.06  # the start of each block, left out: caches warm again after the other config ran
 BLOCK_REQUESTS = 12  # a block is made longer for a slow model: at least this many requests
+# ... unless that leaves fewer than TARGET_CYCLES cycles in the time given: then as short as fits
+# them, down to MIN_BLOCK_REQUESTS (two of them discarded). A block's throughput counts the requests
+# it started over the time until they all finished, so a short block is not rounded to whole requests,
+# and the stopping rule needs cycles (stats.MIN_PAIRS) more than long ones.
+TARGET_CYCLES = 8
+MIN_BLOCK_REQUESTS = 6
 FIRST_LOOK_S = 3.0  # seconds of measuring before the stopping rule first looks
 MARGIN = 0.03  # the band within which two configurations are called equivalent
 PRECISION = 0.02  # measuring goes on until the 95% interval is within this fraction too (time allowing)
@@ -270,6 +276,16 @@ def _block_figures(n: int, batch_size: int, wall: float, cpu_s: float, lat_ms: l
             "sub_throughput": sub, "trimmed_throughput": float(np.mean(sorted(sub)[1:-1])) if len(sub) > 2
             else float(np.mean(sub)), **load}
 
+def block_length(block_s: float, request_s: float, max_s: float, configs: int) -> float:
+    """Seconds of one block: at least `block_s` and BLOCK_REQUESTS of the slowest request, shortened
+    (to no fewer than MIN_BLOCK_REQUESTS requests) when that would leave fewer than TARGET_CYCLES cycles
+    of `configs` blocks in `max_s`."""
+    long = max(block_s, BLOCK_REQUESTS * request_s)
+    if configs * long * TARGET_CYCLES <= max_s:
+        return long
+    return max(block_s, MIN_BLOCK_REQUESTS * request_s, min(long, max_s / (TARGET_CYCLES * configs)))
+
+
 def task_paired(task: dict) -> None:
     """Worker: open every configuration of `task["configs"]` side by side, warm each up, then run
     cycles of blocks until the stopping rule decides every pair of `task["pairs"]` or time is up.
@@ -314,7 +330,7 @@ def task_paired(task: dict) -> None:
     looks = look_times(min(FIRST_LOOK_S, max_s), max_s)
     rng_seed = int(task.get("seed", 0))
     # A block holds at least BLOCK_REQUESTS of the slowest request, and leaves out at least two of them.
-    block_s = max(float(task.get("block_s", BLOCK_S)), BLOCK_REQUESTS * request_s)
+    block_s = block_length(float(task.get("block_s", BLOCK_S)), request_s, max_s, len(runners))
     discard_s = max(float(task.get("discard_s", DISCARD_S)), 2 * request_s)
     cycles: list[dict] = []
     start = time.perf_counter()
