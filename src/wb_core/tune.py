@@ -362,7 +362,9 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         # What a round really costs on this machine now, from the time between points (preparing
         # the variants came before the first): a busy machine takes longer than the estimate, and
         # a point that settles early takes far less than its time limit, which the estimate assumes.
-        return (points[-1] - points[0]) / (len(points) - 1) if len(points) > 1 else cost
+        # Points a worker measured together arrive together: no span is no measure (and no zero cost).
+        span = points[-1] - points[0] if len(points) > 1 else 0.0
+        return span / (len(points) - 1) if span > 0 else cost
 
     # 1. The variants first, each under the THROUGHPUT hint at two batch sizes: preparing them
     # (conversion, quantization, the accuracy guard) comes first, so the guard is settled before
@@ -434,7 +436,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         notes += _leaders_side_by_side(described, db, study, configs, rounds_time, settings, inputs, prec, progress,
                                        cancel, say)
         side_by_side = not notes[-1].startswith("The leaders were not measured side by side")
-    elif rounds_time >= 2 * per_round:  # the --ci machinery starts from 3 rounds: 2 more than the search's
+    elif configs and per_round > 0 and rounds_time >= 2 * per_round:  # the --ci machinery starts from 3 rounds
         extra = max(1, int(rounds_time / per_round) - 2)
         say(f"Measuring the {plural(len(leaders), 'leader')} and the THROUGHPUT hint in rounds until they separate or "
             f"fall within +-3% (at most {2 + extra} more rounds).")
