@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from wb_core.api import MeasureSettings
+from wb_core.api import MeasureSettings, inspect_model
 
 
 def print_table(title: str, header: Sequence[str], rows: Iterable[Sequence], notes: Iterable[str] = ()) -> None:
@@ -108,3 +108,19 @@ def run_benchmark_app(xml: Path, args: Sequence[str], cpus: Sequence[int] | None
             raise RuntimeError(f"benchmark_app failed: {' | '.join(tail)}")
         res = json.loads((Path(report) / "benchmark_report.json").read_text())["execution_results"]
     return {"throughput": float(res["throughput"]), "median_ms": float(res["latency (ms)"])}
+
+
+def shape_arg(model: Path, batch: int, seq_len: int | None) -> str:
+    """benchmark_app's `-shape`: every input at the batch size, its other dynamic sizes at `seq_len`."""
+    parts = []
+    for spec in inspect_model(model).inputs:
+        dims = [batch if i == spec.batch_axis else (d if d > 0 else (seq_len or 1)) for i, d in enumerate(spec.shape)]
+        parts.append(f"{spec.name}[{','.join(map(str, dims))}]")
+    return ",".join(parts)
+
+
+def layout_arg(model: Path) -> str | None:
+    """benchmark_app's `-layout` naming each input's batch axis (when it is the first): without it
+    benchmark_app cannot tell the batch of a token-id input and reports requests/s, not samples/s."""
+    layouts = [f"{spec.name}[N...]" for spec in inspect_model(model).inputs if spec.batch_axis == 0]
+    return ",".join(layouts) or None

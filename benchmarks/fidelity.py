@@ -36,7 +36,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_util import fixed_time, fmt_ratio, median_spread, print_table
+from bench_util import fixed_time, fmt_ratio, median_spread, print_table, shape_arg
 from bench_util import run_benchmark_app as benchmark_app
 
 from wb_core.api import (
@@ -46,7 +46,6 @@ from wb_core.api import (
     available_cpus,
     convert_to_ir,
     hardware_info,
-    inspect_model,
     profile,
     resolve_model,
     results,
@@ -76,15 +75,6 @@ CASES = {c.name: c for c in (Case("lenet-throughput", "lenet-digits", "throughpu
 def ir_of(demo: str) -> Path:
     model = resolve_model(demo)
     return model if Path(model).suffix == ".xml" else convert_to_ir(model)
-
-
-def shape_arg(xml: Path, batch: int, seq_len: int | None) -> str:
-    """benchmark_app's `-shape`: every input at the batch size, its other dynamic sizes at `seq_len`."""
-    parts = []
-    for spec in inspect_model(xml).inputs:
-        dims = [batch if i == spec.batch_axis else (d if d > 0 else (seq_len or 1)) for i, d in enumerate(spec.shape)]
-        parts.append(f"{spec.name}[{','.join(map(str, dims))}]")
-    return ",".join(parts)
 
 
 def bench_args(case: Case, xml: Path, n: int, seconds: float) -> list[str]:

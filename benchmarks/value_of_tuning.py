@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_util import print_table
+from bench_util import layout_arg, print_table, shape_arg
 from bench_util import run_benchmark_app as benchmark_app
 
 from wb_core.api import (
@@ -165,16 +165,9 @@ def _seq(run: dict) -> int | None:
 
 
 def shape_flag(model: Path, batch: int, seq: int | None) -> list[str]:
-    """benchmark_app's `-shape` (every input at `batch`, its other dynamic sizes at `seq`) and `-layout`
-    naming each input's batch axis: without it benchmark_app cannot tell the batch of a token-id input
-    and reports requests/s, not samples/s."""
-    shapes, layouts = [], []
-    for spec in inspect_model(model).inputs:
-        dims = [batch if i == spec.batch_axis else (d if d > 0 else (seq or 1)) for i, d in enumerate(spec.shape)]
-        shapes.append(f"{spec.name}[{','.join(map(str, dims))}]")
-        if spec.batch_axis == 0:
-            layouts.append(f"{spec.name}[N...]")
-    return ["-shape", ",".join(shapes)] + (["-layout", ",".join(layouts)] if layouts else [])
+    """benchmark_app's `-shape` and, where an input's batch axis is first, `-layout` naming it."""
+    layout = layout_arg(model)
+    return ["-shape", shape_arg(model, batch, seq)] + (["-layout", layout] if layout else [])
 
 
 def replay_flags(run: dict, xml: Path) -> tuple[Path, list[str]]:
@@ -185,19 +178,15 @@ def replay_flags(run: dict, xml: Path) -> tuple[Path, list[str]]:
     if bool(run.get("untouched")):
         # No hint: the plugin's own default ("none" leaves it unset; benchmark_app's own default is throughput).
         return model, flags + ["-hint", hint or "none"]
-    precision = str(run.get("precision"))
-    flags += ["-infer_precision", {"fp32": "f32", "bf16": "bf16"}.get(precision, "f32")]
-    if precision == "int8":  # the INT8 IR's unquantized parts run as the variant measured them
-        ran = str(run.get("ov_inference_precision") or "f32").lower()  # e.g. "<Type: 'bfloat16'>"
-        flags = flags[:-2] + ["-infer_precision", "bf16" if "bf" in ran else "f32"]
+    # The precision the run's compiled model reported (an INT8 IR's unquantized parts included), e.g.
+    # "<Type: 'bfloat16'>".
+    ran = str(run.get("ov_inference_precision") or "f32").lower()
+    flags += ["-infer_precision", "bf16" if "bf" in ran else "f16" if "16" in ran else "f32"]
     requests = int(run.get("concurrency") or 1)
     threads, streams = run.get("threads"), run.get("streams")
-    if hint:
-        flags += ["-hint", hint, "-nireq", str(requests)]
-    else:
-        flags += ["-hint", "none", "-nireq", str(requests)]
-        if isinstance(streams, (int, float)) and streams == streams:
-            flags += ["-nstreams", str(int(streams))]
+    flags += ["-hint", hint or "none", "-nireq", str(requests)]
+    if not hint and isinstance(streams, (int, float)) and streams == streams:
+        flags += ["-nstreams", str(int(streams))]
     if isinstance(threads, (int, float)) and threads == threads and threads:
         flags += ["-nthreads", str(int(threads))]
     return model, flags

@@ -78,15 +78,26 @@ _MODULES = {"plots": "wb_core.plots", "pipeline_plots": "wb_core.pipeline.plots"
             "training_plots": "wb_core.training.plots"}
 
 
-def __getattr__(name: str):
-    if name in _REEXPORTS:
-        value = getattr(importlib.import_module(_REEXPORTS[name]), name)
-    elif name in _MODULES:
-        value = importlib.import_module(_MODULES[name])
-    else:
-        raise AttributeError(f"module 'wb_core.api' has no attribute '{name}'")
-    globals()[name] = value
-    return value
+def lazy_exports(module: str, namespace: dict, names: dict[str, str], modules: dict[str, str] | None = None):
+    """A module's `__getattr__` that loads `names` (name -> owning module) and `modules` (name -> a
+    whole module) on first use and keeps each in `namespace`: how this API and the faces' kit stay
+    cheap to import."""
+    modules = modules or {}
+
+    def __getattr__(name: str):
+        if name in names:
+            value = getattr(importlib.import_module(names[name]), name)
+        elif name in modules:
+            value = importlib.import_module(modules[name])
+        else:
+            raise AttributeError(f"module '{module}' has no attribute '{name}'")
+        namespace[name] = value
+        return value
+
+    return __getattr__
+
+
+__getattr__ = lazy_exports(__name__, globals(), _REEXPORTS, _MODULES)
 
 
 def __dir__():

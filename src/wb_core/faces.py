@@ -9,10 +9,9 @@ are defined here or re-exported from the module that owns them and load on first
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
-from wb_core.api import results, study_info
+from wb_core.api import lazy_exports, results, study_info
 from wb_core.paths import default_db
 
 # Re-exported names -> the module that owns them (loaded on first use).
@@ -64,12 +63,7 @@ _REEXPORTS = {
 }
 
 
-def __getattr__(name: str):
-    if name not in _REEXPORTS:
-        raise AttributeError(f"module 'wb_core.faces' has no attribute '{name}'")
-    value = getattr(importlib.import_module(_REEXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _REEXPORTS)
 
 
 def __dir__():

@@ -436,7 +436,7 @@ def tune(model, *, time_budget="3m", db=None, study: str | None = None, data=Non
         notes += _leaders_side_by_side(described, db, study, configs, rounds_time, settings, inputs, prec, progress,
                                        cancel, say)
         side_by_side = not notes[-1].startswith("The leaders were not measured side by side")
-    elif configs and per_round > 0 and rounds_time >= 2 * per_round:  # the --ci machinery starts from 3 rounds
+    elif per_round > 0 and rounds_time >= 2 * per_round:  # no leaders, no rounds; --ci starts from 3 rounds
         extra = max(1, int(rounds_time / per_round) - 2)
         say(f"Measuring the {plural(len(leaders), 'leader')} and the THROUGHPUT hint in rounds until they separate or "
             f"fall within +-3% (at most {2 + extra} more rounds).")
